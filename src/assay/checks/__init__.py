@@ -1,0 +1,21 @@
+"""The check registry: one module per `assert`, one line each here (SPEC §3).
+
+Each module exposes `check(assertion, state, context) -> CriterionResult`. A check returns a failed
+result for bad data and never raises; anything it does raise is a bug that `verify_task` records
+as `status: "error"`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from assay.checks._context import CheckContext
+from assay.core.results import CriterionResult
+from assay.core.state import SandboxState
+
+__all__ = ["CHECKS", "Check", "CheckContext"]
+
+Check = Callable[[Any, SandboxState, CheckContext], CriterionResult]
+
+CHECKS: dict[str, Check] = {}

@@ -1,0 +1,60 @@
+"""Choosing among candidates by `match` (SPEC §3.1), shared by every check that selects.
+
+Candidates arrive in recency order, oldest first. `any` keeps the best score, ties to the latest;
+`first`/`latest` judge one end only; `all` scores the minimum and shows the lowest-scoring one
+(ties to the latest, like `any`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, TypeVar
+
+__all__ = ["Judged", "Selection", "choose"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """One candidate, judged."""
+
+    target: str
+    """How details name it: `Appointment/123`, `message 3 (ADT^A04)`, `reports/a.json`."""
+    score: Fraction
+    passed: int
+    total: int
+    evidence: dict[str, Any]
+    errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    judged: Judged
+    score: Fraction
+    candidates: int
+
+
+def choose(candidates: Sequence[T], judge: Callable[[T], Judged], match: str) -> Selection | None:
+    if not candidates:
+        return None
+    if match == "first":
+        one = judge(candidates[0])
+        return Selection(one, one.score, len(candidates))
+    if match == "latest":
+        one = judge(candidates[-1])
+        return Selection(one, one.score, len(candidates))
+    pick: Judged | None = None
+    for candidate in candidates:
+        judged = judge(candidate)
+        if pick is None:
+            pick = judged
+        elif match == "all":
+            if judged.score <= pick.score:
+                pick = judged
+        elif judged.score >= pick.score:
+            pick = judged
+    assert pick is not None
+    return Selection(pick, pick.score, len(candidates))

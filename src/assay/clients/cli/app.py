@@ -1,0 +1,88 @@
+"""`assay` commands: typer for parsing, rich for tables; logic lives in the library."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from assay.core.errors import AssayError
+from assay.snapshot import open_snapshot
+from assay.taskfile import load_task_file
+from assay.verify import TaskVerification, verify_task
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="assay",
+    help="Verification engine for healthcare AI-agent benchmarks.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """Verification engine for healthcare AI-agent benchmarks."""
+
+
+def _fail(reason: str) -> typer.Exit:
+    print(f"error: {reason}", file=sys.stderr)
+    return typer.Exit(2)
+
+
+@app.command()
+def verify(
+    task_file: Annotated[Path, typer.Argument(help="YAML or JSON with `criteria` (and `input_entity`).")],
+    snapshot: Annotated[Path, typer.Argument(help="Snapshot directory, a folder holding snapshot/, or tar.gz.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Write the result as JSON to stdout.")] = False,
+) -> None:
+    """Score a captured sandbox snapshot offline against a task's criteria."""
+    try:
+        task = load_task_file(task_file)
+        state = open_snapshot(snapshot)
+    except AssayError as exc:
+        raise _fail(str(exc)) from None
+    result = verify_task(task.criteria, state, input_entity=task.input_entity)
+    if as_json:
+        sys.stdout.write(json.dumps(result.as_json(), indent=2, ensure_ascii=False) + "\n")
+        return
+    print_verification(result, Console())
+    for warning in state.warnings:
+        Console(stderr=True).print(f"[yellow]warning:[/] {warning}", highlight=False)
+
+
+def print_verification(result: TaskVerification, console: Console) -> None:
+    table = Table(show_lines=False, expand=False)
+    for column in ("#", "label", "axis", "weight", "status", "passed", "score", "details"):
+        table.add_column(column, overflow="fold")
+    for i, run in enumerate(result.runs, start=1):
+        mark = "[green]yes[/]" if run.result.passed else "[red]no[/]"
+        table.add_row(
+            str(i),
+            run.spec.label,
+            run.spec.axis or "",
+            f"{float(run.weight):g}",
+            run.result.status,
+            mark,
+            _score(run.result.score),
+            run.result.details,
+        )
+    console.print(table)
+    for name, axis in result.score.axes.items():
+        console.print(f"axis {name}: score {_score(axis.score)}  weight {float(axis.weight):g}", highlight=False)
+    console.print(f"verdict: {result.score.verdict}  score: {_score(result.score.score)}", highlight=False)
+
+
+def _score(value: object) -> str:
+    return f"{round(float(value), 4):g}"  # type: ignore[arg-type]
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,112 @@
+"""The six typed assertions: a discriminated union on `assert` (SPEC §3).
+
+`parse_assertion` is the one way in: it picks the model by `assert` and reports every problem as
+`AssertionInvalid` keyed by dotted path (`fields.0.operator`), never a bare pydantic error.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Discriminator, Tag, ValidationError
+
+from assay.core.assertions._base import FieldAssertion, MatchMode, TaggedAssertion
+from assay.core.assertions.fhir import FhirField, FhirResourceState
+from assay.core.assertions.hl7 import Hl7Field, Hl7Structural
+from assay.core.assertions.portal import PortalAssertion, PortalCorrelation, PortalStateMatch
+from assay.core.assertions.sftp import SftpField, SftpFilePresent
+from assay.core.assertions.voice import VoiceTranscript
+from assay.core.assertions.x12 import X12Field, X12Response
+from assay.core.errors import AssertionInvalid
+
+__all__ = [
+    "ASSERTION_MODELS",
+    "Assertion",
+    "AssertionModel",
+    "FhirField",
+    "FhirResourceState",
+    "FieldAssertion",
+    "Hl7Field",
+    "Hl7Structural",
+    "MatchMode",
+    "PortalAssertion",
+    "PortalCorrelation",
+    "PortalStateMatch",
+    "SftpField",
+    "SftpFilePresent",
+    "TaggedAssertion",
+    "VoiceTranscript",
+    "X12Field",
+    "X12Response",
+    "parse_assertion",
+]
+
+ASSERTION_MODELS: dict[str, type[TaggedAssertion]] = {
+    "fhir-resource-state": FhirResourceState,
+    "hl7-structural": Hl7Structural,
+    "portal-state-match": PortalStateMatch,
+    "sftp-file-present": SftpFilePresent,
+    "voice-transcript": VoiceTranscript,
+    "x12-response": X12Response,
+}
+
+AssertionModel = (
+    FhirResourceState | Hl7Structural | PortalStateMatch | SftpFilePresent | VoiceTranscript | X12Response
+)
+
+
+def _tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return value.get("assert")
+    return getattr(value, "assert_", None)
+
+
+Assertion = Annotated[
+    Annotated[FhirResourceState, Tag("fhir-resource-state")]
+    | Annotated[Hl7Structural, Tag("hl7-structural")]
+    | Annotated[PortalStateMatch, Tag("portal-state-match")]
+    | Annotated[SftpFilePresent, Tag("sftp-file-present")]
+    | Annotated[VoiceTranscript, Tag("voice-transcript")]
+    | Annotated[X12Response, Tag("x12-response")],
+    Discriminator(_tag),
+]
+"""The union as a type, for schemas (OpenAPI) and typed fields."""
+
+
+def parse_assertion(data: Any) -> AssertionModel:
+    """Validate an assertion object; raise `AssertionInvalid` naming each offending key."""
+    if not isinstance(data, dict):
+        raise AssertionInvalid({"": [f"an assertion must be a JSON object, not {_kind(data)}"]})
+    tag = data.get("assert")
+    if tag is None:
+        raise AssertionInvalid({"assert": ["missing required key `assert`"]})
+    model = ASSERTION_MODELS.get(tag) if isinstance(tag, str) else None
+    if model is None:
+        known = ", ".join(ASSERTION_MODELS)
+        raise AssertionInvalid({"assert": [f"unknown assertion type {tag!r}; expected one of {known}"]})
+    try:
+        return model.model_validate(data)  # type: ignore[return-value]
+    except ValidationError as exc:
+        raise AssertionInvalid(_errors_by_key(exc)) from None
+
+
+_EXPECTED_ERRORS = frozenset({"list_expected", "invalid_pattern"})
+
+
+def _errors_by_key(exc: ValidationError) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    for error in exc.errors(include_url=False):
+        loc = [str(part) for part in error["loc"]]
+        if error["type"] in _EXPECTED_ERRORS:
+            loc.append("expected")
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = f"unknown key {loc[-1]!r}"
+        elif error["type"] == "missing":
+            message = f"missing required key {loc[-1]!r}"
+        errors.setdefault(".".join(loc), []).append(message.removeprefix("Value error, "))
+    return errors
+
+
+def _kind(value: Any) -> str:
+    return {list: "an array", str: "a string", type(None): "null"}.get(type(value), type(value).__name__)

@@ -1,0 +1,84 @@
+"""Pieces every assertion model shares: strict config, field assertions, match modes (SPEC §3.1)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, JsonValue, model_validator
+from pydantic_core import PydanticCustomError
+
+from assay.core.operators import LIST_EXPECTED, InvalidPattern, Operator, compile_pattern
+
+__all__ = ["FieldAssertion", "MatchMode", "StrictModel", "TaggedAssertion"]
+
+MatchMode = Literal["any", "first", "latest", "all"]
+
+
+class StrictModel(BaseModel):
+    """Unknown keys are rejected (SPEC §3: a 422 naming the key), values are frozen."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True
+    )
+
+
+class TaggedAssertion(StrictModel):
+    """Base of the six assertion types; `assert` is the discriminator."""
+
+    def dump(self) -> dict[str, Any]:
+        """The assertion as stored and shown: field names untouched, `assert` first."""
+        return self.model_dump(by_alias=True, exclude_unset=True)
+
+
+class FieldAssertion(StrictModel):
+    """`{path, expected, operator?}`; subclasses add the locator keys their check reads."""
+
+    expected: JsonValue = None
+    """Expected value; a list (or comma-separated string) for `in`/`notIn`."""
+    operator: Operator = "equals"
+    """TestScript operator; default `equals`."""
+
+    @model_validator(mode="after")
+    def _expected_fits_operator(self) -> FieldAssertion:
+        if isinstance(self.expected, list) and self.operator not in LIST_EXPECTED:
+            raise PydanticCustomError(
+                "list_expected",
+                "a list `expected` needs operator in or notIn, not {operator}",
+                {"operator": self.operator},
+            )
+        if self.operator == "matches":
+            try:
+                compile_pattern(str(self.expected))
+            except InvalidPattern as exc:
+                raise PydanticCustomError(
+                    "invalid_pattern", "invalid regular expression: {error}", {"error": str(exc)}
+                ) from None
+        return self
+
+    @property
+    def locator(self) -> tuple[str, str]:
+        """(evidence key, value): which key located the value, e.g. ("path", "PID.5.1")."""
+        for key in ("path", "fhirpath", "key"):
+            value = getattr(self, key, None)
+            if value is not None:
+                return key, value
+        return "path", ""
+
+    def evidence(self, actual: Any, passed: bool, error: str | None = None) -> dict[str, Any]:
+        key, value = self.locator
+        entry: dict[str, Any] = {key: value, "expected": self.expected, "actual": actual, "passed": passed}
+        if self.operator != "equals":
+            entry["operator"] = self.operator
+        if error:
+            entry["error"] = error
+        return entry
+
+
+def exactly_one(model: BaseModel, *names: str) -> None:
+    given = [n for n in names if getattr(model, n, None) is not None]
+    if len(given) != 1:
+        raise PydanticCustomError(
+            "exactly_one", "exactly one of {names} is required", {"names": " / ".join(names)}
+        )
+
+

@@ -1,0 +1,132 @@
+"""`SandboxState`: the one read interface every check uses (SPEC §2, §6).
+
+A snapshot directory, the embedded live stores and the PostgreSQL stores all implement it, so a
+check never knows where the state came from — the seam httpx has in `BaseTransport`.
+
+Every sequence a method returns is in the store's recency order, oldest first (SPEC §2):
+HL7 and X12 by arrival sequence, portal rows by insertion, files by `uploaded_at` then path.
+FHIR search returns resources in recency order too, unless `_sort` asks for another order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "FileRecord",
+    "Hl7Record",
+    "PortalRow",
+    "SandboxState",
+    "SearchParams",
+    "VoiceTurn",
+    "X12Record",
+]
+
+SearchParams = Mapping[str, "str | Sequence[str]"]
+
+
+@dataclass(frozen=True, slots=True)
+class Hl7Record:
+    """One accepted outbound HL7v2 message (MLLP framing removed)."""
+
+    seq: int
+    message: str
+    event_id: str | None = None
+    received_at: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class X12Record:
+    """One clearinghouse exchange: the agent's request and the response it got."""
+
+    seq: int
+    response: str
+    request: str | None = None
+    record_id: str | None = None
+    received_at: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PortalRow:
+    """One row of a portal resource (`prior_auth_requests`, `patients`, …)."""
+
+    seq: int
+    resource: str
+    row: Any
+    portal: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    """One file in the playground's SFTP tree, with its metadata sidecar (SPEC §3.5)."""
+
+    path: str
+    """Relative to the SFTP root, `/`-separated, no leading slash."""
+    size: int
+    sha256: str
+    content_type: str
+    uploaded_at: str | None = None
+    seeded: bool = False
+    """True for files put there by datasets or scenarios that the agent never touched."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    def sidecar(self) -> dict[str, Any]:
+        """The keys a `key` field of `sftp-file-present` reads."""
+        return {
+            **dict(self.metadata),
+            "name": self.name,
+            "path": self.path,
+            "size": self.size,
+            "content_type": self.content_type,
+            "sha256": self.sha256,
+            "uploaded_at": self.uploaded_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceTurn:
+    speaker: str
+    text: str
+    start_ms: int | None = None
+    end_ms: int | None = None
+
+
+@runtime_checkable
+class SandboxState(Protocol):
+    """The final state of one playground, as the checks read it."""
+
+    def input_entity(self) -> Mapping[str, Any] | None:
+        """The task's input entity (SPEC §3.4), or None."""
+        ...
+
+    def entity(self, entity_id: str) -> Mapping[str, Any] | None:
+        """A dataset entity's data by id, or None when unknown."""
+        ...
+
+    def fhir_search(self, resource_type: str, params: SearchParams) -> list[dict[str, Any]]:
+        """Every resource `GET [base]/{resource_type}?{params}` returns, all pages.
+
+        Raises `assay.formats.fhir.UnknownSearchParameter` for a parameter the type does not
+        have (unsupported assertion) and `assay.formats.fhir.InvalidSearch` for a bad value.
+        """
+        ...
+
+    def hl7_outbound(self) -> Sequence[Hl7Record]: ...
+
+    def portal_rows(self, resource: str, portal: str | None = None) -> Sequence[PortalRow]:
+        """Rows of `resource`; of one portal when `portal` is set, else of every portal."""
+        ...
+
+    def files(self) -> Sequence[FileRecord]: ...
+
+    def read_file(self, path: str) -> bytes: ...
+
+    def voice_turns(self) -> Sequence[VoiceTurn]: ...
+
+    def x12_records(self) -> Sequence[X12Record]: ...

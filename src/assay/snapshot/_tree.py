@@ -1,0 +1,111 @@
+"""Read-only views of a snapshot tree: a directory on disk or the members of a tar.gz.
+
+A tar.gz is read into memory member by member and never extracted, so a hostile archive (absolute
+paths, `..`, links, devices) cannot write anywhere; such members are refused by name.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+
+from assay.core.errors import SnapshotError
+
+__all__ = ["DirTree", "MemoryTree", "Tree", "open_tree"]
+
+MAX_ARCHIVE_BYTES = 2 * 1024**3
+
+
+class Tree:
+    """Files under a root, addressed by relative POSIX paths."""
+
+    def walk(self, prefix: str) -> Iterator[str]:
+        raise NotImplementedError
+
+    def read(self, path: str) -> bytes:
+        raise NotImplementedError
+
+    def exists(self, path: str) -> bool:
+        raise NotImplementedError
+
+    def mtime(self, path: str) -> datetime | None:
+        raise NotImplementedError
+
+
+class DirTree(Tree):
+    def __init__(self, root: Path):
+        self.root = root
+
+    def walk(self, prefix: str) -> Iterator[str]:
+        base = self.root / prefix
+        if not base.is_dir():
+            return
+        for path in sorted(base.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                yield path.relative_to(self.root).as_posix()
+
+    def read(self, path: str) -> bytes:
+        return (self.root / path).read_bytes()
+
+    def exists(self, path: str) -> bool:
+        return (self.root / path).is_file()
+
+    def mtime(self, path: str) -> datetime | None:
+        return datetime.fromtimestamp((self.root / path).stat().st_mtime, UTC)
+
+
+class MemoryTree(Tree):
+    def __init__(self, members: dict[str, tuple[bytes, datetime | None]]):
+        self.members = members
+
+    def walk(self, prefix: str) -> Iterator[str]:
+        start = prefix.rstrip("/") + "/"
+        yield from sorted(p for p in self.members if p.startswith(start))
+
+    def read(self, path: str) -> bytes:
+        return self.members[path][0]
+
+    def exists(self, path: str) -> bool:
+        return path in self.members
+
+    def mtime(self, path: str) -> datetime | None:
+        return self.members[path][1]
+
+
+def open_tree(path: Path) -> Tree:
+    """A snapshot directory, a directory holding `snapshot/`, or a tar.gz whose top is `snapshot/`."""
+    if not path.exists():
+        raise SnapshotError(f"snapshot not found: {path}")
+    if path.is_dir():
+        inner = path / "snapshot"
+        return DirTree(inner if inner.is_dir() else path)
+    try:
+        return _read_archive(path)
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise SnapshotError(f"{path} is neither a snapshot directory nor a readable tar.gz: {exc}") from None
+
+
+def _read_archive(path: Path) -> MemoryTree:
+    members: dict[str, tuple[bytes, datetime | None]] = {}
+    total = 0
+    with tarfile.open(path, mode="r:*") as archive:
+        for member in archive:
+            if member.isdir():
+                continue
+            name = PurePosixPath(member.name)
+            if name.is_absolute() or ".." in name.parts:
+                raise SnapshotError(f"unsafe path in snapshot archive: {member.name!r}")
+            if not member.isfile():
+                raise SnapshotError(f"snapshot archive member is not a regular file: {member.name!r}")
+            total += member.size
+            if total > MAX_ARCHIVE_BYTES:
+                raise SnapshotError("snapshot archive is larger than 2 GiB unpacked")
+            handle = archive.extractfile(member)
+            data = handle.read() if handle else b""
+            members[name.as_posix().removeprefix("./")] = (data, datetime.fromtimestamp(member.mtime, UTC))
+    roots = {p.split("/", 1)[0] for p in members}
+    if roots == {"snapshot"}:
+        members = {p.split("/", 1)[1]: v for p, v in members.items() if "/" in p}
+    return MemoryTree(members)

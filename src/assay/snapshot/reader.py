@@ -1,0 +1,231 @@
+"""`SnapshotState`: the SPEC §6 snapshot layout as a `SandboxState`.
+
+Layout (SPEC §6)::
+
+    manifest.json  fhir/<Type>/<id>.json  hl7/outbound/<seq>.hl7 [+ .json]
+    portal/<resource>.json | portal/<slug>/<resource>.json  files/<path...>  files.meta.json
+    voice/turns.json  x12/<seq>.response.x12 [+ .request.x12, .meta.json]
+
+A missing sub-folder is an empty store. A file that cannot be read (bad JSON, a FHIR file without
+`resourceType`) is skipped and listed in `warnings`, never fatal: one broken record must not hide
+the rest of the state from the judge. FHIR resources are indexed once, at open.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mimetypes
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from assay.core.errors import SnapshotError
+from assay.core.state import FileRecord, Hl7Record, PortalRow, SearchParams, VoiceTurn, X12Record
+from assay.formats.fhir import FhirStore
+from assay.snapshot._tree import Tree, open_tree
+
+__all__ = ["SnapshotState", "open_snapshot"]
+
+_EXTRA_TYPES = {".hl7": "x-application/hl7-v2+er7", ".x12": "application/edi-x12", ".edi": "application/edi-x12"}
+
+
+def open_snapshot(path: str | Path) -> SnapshotState:
+    """Open a snapshot directory, a directory holding `snapshot/`, or its tar.gz."""
+    return SnapshotState(open_tree(Path(path)))
+
+
+class SnapshotState:
+    """A read-only `SandboxState` over one snapshot tree."""
+
+    def __init__(self, tree: Tree):
+        self.tree = tree
+        self.warnings: list[str] = []
+        self.manifest: dict[str, Any] = self._read_manifest()
+        self.fhir = FhirStore(self._read_fhir())
+
+    # -- SandboxState ------------------------------------------------------------------------
+
+    def input_entity(self) -> Mapping[str, Any] | None:
+        entity = self.manifest.get("input_entity")
+        return entity if isinstance(entity, dict) else None
+
+    def entity(self, entity_id: str) -> Mapping[str, Any] | None:
+        entities = self.manifest.get("entities")
+        found = entities.get(entity_id) if isinstance(entities, dict) else None
+        return found if isinstance(found, dict) else None
+
+    def fhir_search(self, resource_type: str, params: SearchParams) -> list[dict[str, Any]]:
+        return self.fhir.search(resource_type, params)
+
+    def hl7_outbound(self) -> Sequence[Hl7Record]:
+        return self._hl7
+
+    def portal_rows(self, resource: str, portal: str | None = None) -> Sequence[PortalRow]:
+        return [
+            row
+            for row in self._portal
+            if row.resource == resource and (portal is None or row.portal == portal)
+        ]
+
+    def files(self) -> Sequence[FileRecord]:
+        return self._files
+
+    def read_file(self, path: str) -> bytes:
+        return self.tree.read("files/" + path.lstrip("/"))
+
+    def voice_turns(self) -> Sequence[VoiceTurn]:
+        return self._voice
+
+    def x12_records(self) -> Sequence[X12Record]:
+        return self._x12
+
+    # -- loading -------------------------------------------------------------------------------
+
+    def _json(self, path: str) -> Any:
+        try:
+            return json.loads(self.tree.read(path))
+        except (ValueError, UnicodeDecodeError) as exc:
+            self.warnings.append(f"{path}: not valid JSON ({exc})")
+            return None
+
+    def _read_manifest(self) -> dict[str, Any]:
+        if not self.tree.exists("manifest.json"):
+            return {}
+        manifest = self._json("manifest.json")
+        if manifest is not None and not isinstance(manifest, dict):
+            raise SnapshotError("manifest.json must be a JSON object")
+        return manifest or {}
+
+    def _read_fhir(self) -> list[dict[str, Any]]:
+        resources = []
+        for path in self.tree.walk("fhir"):
+            if not path.endswith(".json"):
+                continue
+            resource = self._json(path)
+            if resource is None:
+                continue
+            parts = path.split("/")
+            if not isinstance(resource, dict) or not isinstance(resource.get("resourceType"), str):
+                self.warnings.append(f"{path}: not a FHIR resource (no resourceType)")
+                continue
+            if len(parts) == 3 and resource["resourceType"] != parts[1]:
+                self.warnings.append(f"{path}: resourceType {resource['resourceType']} in the {parts[1]} folder")
+            resource.setdefault("id", parts[-1].removesuffix(".json"))
+            resources.append(resource)
+        return resources
+
+    @cached_property
+    def _hl7(self) -> list[Hl7Record]:
+        records = []
+        for path in self.tree.walk("hl7/outbound"):
+            if not path.endswith(".hl7"):
+                continue
+            stem = path.removesuffix(".hl7")
+            meta = self._json(stem + ".json") if self.tree.exists(stem + ".json") else None
+            meta = meta if isinstance(meta, dict) else {}
+            message = self.tree.read(path).decode("utf-8", errors="replace")
+            records.append(
+                Hl7Record(_seq(stem), message, meta.get("event_id"), meta.get("received_at"))
+            )
+        return sorted(records, key=lambda r: r.seq)
+
+    @cached_property
+    def _x12(self) -> list[X12Record]:
+        records = []
+        for path in self.tree.walk("x12"):
+            if not path.endswith(".response.x12"):
+                continue
+            stem = path.removesuffix(".response.x12")
+            request = stem + ".request.x12"
+            meta = self._json(stem + ".meta.json") if self.tree.exists(stem + ".meta.json") else None
+            meta = meta if isinstance(meta, dict) else {}
+            records.append(
+                X12Record(
+                    seq=_seq(stem),
+                    response=_text(self.tree.read(path)),
+                    request=_text(self.tree.read(request)) if self.tree.exists(request) else None,
+                    record_id=meta.get("record_id"),
+                    received_at=meta.get("received_at"),
+                )
+            )
+        return sorted(records, key=lambda r: r.seq)
+
+    @cached_property
+    def _portal(self) -> list[PortalRow]:
+        rows: list[PortalRow] = []
+        for path in self.tree.walk("portal"):
+            parts = path.split("/")
+            if not path.endswith(".json") or len(parts) not in (2, 3):
+                continue
+            data = self._json(path)
+            if data is None:
+                continue
+            if not isinstance(data, list):
+                self.warnings.append(f"{path}: a portal resource must be a JSON array of rows")
+                continue
+            slug = parts[1] if len(parts) == 3 else None
+            resource = parts[-1].removesuffix(".json")
+            rows.extend(PortalRow(i, resource, row, slug) for i, row in enumerate(data))
+        return rows
+
+    @cached_property
+    def _files(self) -> list[FileRecord]:
+        meta: dict[str, Any] = {}
+        if self.tree.exists("files.meta.json"):
+            loaded = self._json("files.meta.json")
+            meta = loaded if isinstance(loaded, dict) else {}
+        records = []
+        for full in self.tree.walk("files"):
+            path = full.removeprefix("files/")
+            data = self.tree.read(full)
+            info = meta.get(path) or meta.get("/" + path) or {}
+            if not isinstance(info, dict):
+                info = {}
+            mtime = self.tree.mtime(full)
+            records.append(
+                FileRecord(
+                    path=path,
+                    size=int(info.get("size", len(data))),
+                    sha256=str(info.get("sha256") or hashlib.sha256(data).hexdigest()),
+                    content_type=str(info.get("content_type") or _guess_type(path)),
+                    uploaded_at=info.get("uploaded_at")
+                    or (mtime.isoformat(timespec="milliseconds").replace("+00:00", "Z") if mtime else None),
+                    seeded=bool(info.get("seeded", False)),
+                    metadata=info.get("metadata") if isinstance(info.get("metadata"), dict) else {},
+                )
+            )
+        return sorted(records, key=lambda r: (r.uploaded_at or "", r.path))
+
+    @cached_property
+    def _voice(self) -> list[VoiceTurn]:
+        if not self.tree.exists("voice/turns.json"):
+            return []
+        data = self._json("voice/turns.json")
+        turns = []
+        for i, turn in enumerate(data if isinstance(data, list) else []):
+            if not isinstance(turn, dict) or not isinstance(turn.get("text"), str):
+                self.warnings.append(f"voice/turns.json: turn {i} has no text")
+                continue
+            turns.append(
+                VoiceTurn(str(turn.get("speaker", "")), turn["text"], turn.get("start_ms"), turn.get("end_ms"))
+            )
+        return turns
+
+
+def _seq(stem: str) -> int:
+    name = stem.rsplit("/", 1)[-1]
+    return int(name) if name.isdigit() else 0
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def _guess_type(path: str) -> str:
+    suffix = Path(path).suffix.lower()
+    if suffix in _EXTRA_TYPES:
+        return _EXTRA_TYPES[suffix]
+    guessed, _ = mimetypes.guess_type(path)
+    return guessed or "application/octet-stream"

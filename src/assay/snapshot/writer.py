@@ -1,0 +1,151 @@
+"""Writing the SPEC §6 snapshot layout: from records to a directory, and a directory to tar.gz."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from assay.core.errors import SnapshotError
+from assay.core.state import Hl7Record, PortalRow, VoiceTurn, X12Record
+
+__all__ = ["SnapshotFile", "SnapshotWriter", "archive_snapshot", "write_snapshot"]
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotFile:
+    """A file of the SFTP tree with the sidecar metadata `files.meta.json` keeps."""
+
+    path: str
+    content: bytes
+    uploaded_at: str | None = None
+    seeded: bool = False
+    content_type: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _safe(relative: str) -> str:
+    """A relative POSIX path that stays inside its folder; anything else is refused."""
+    path = PurePosixPath(relative.lstrip("/"))
+    if not path.parts or ".." in path.parts:
+        raise SnapshotError(f"unsafe path in snapshot: {relative!r}")
+    return path.as_posix()
+
+
+class SnapshotWriter:
+    """Writes one snapshot directory; each `add_*` appends to its store in recency order."""
+
+    def __init__(self, root: Path, manifest: Mapping[str, Any] | None = None):
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self._write("manifest.json", _dumps({"format": 1, **(manifest or {})}))
+        self._hl7_seq = 0
+        self._x12_seq = 0
+        self._files_meta: dict[str, Any] = {}
+        self._portal: dict[tuple[str | None, str], list[Any]] = {}
+        self._voice: list[dict[str, Any]] = []
+
+    def _write(self, relative: str, data: bytes) -> None:
+        target = self.root / _safe(relative)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+    def add_fhir(self, resources: Iterable[Mapping[str, Any]]) -> None:
+        for resource in resources:
+            kind, rid = resource["resourceType"], resource["id"]
+            self._write(f"fhir/{_safe(kind)}/{_safe(rid)}.json", _dumps(resource))
+
+    def add_hl7(self, record: Hl7Record | str) -> None:
+        self._hl7_seq += 1
+        stem = f"hl7/outbound/{self._hl7_seq:06d}"
+        message = record if isinstance(record, str) else record.message
+        self._write(stem + ".hl7", message.encode("utf-8"))
+        if isinstance(record, Hl7Record) and (record.event_id or record.received_at):
+            self._write(stem + ".json", _dumps({"event_id": record.event_id, "received_at": record.received_at}))
+
+    def add_x12(self, record: X12Record) -> None:
+        self._x12_seq += 1
+        stem = f"x12/{self._x12_seq:06d}"
+        self._write(stem + ".response.x12", record.response.encode("utf-8"))
+        if record.request is not None:
+            self._write(stem + ".request.x12", record.request.encode("utf-8"))
+        if record.record_id or record.received_at:
+            self._write(stem + ".meta.json", _dumps({"record_id": record.record_id, "received_at": record.received_at}))
+
+    def add_portal_row(self, row: PortalRow) -> None:
+        self._portal.setdefault((row.portal, row.resource), []).append(row.row)
+
+    def add_file(self, file: SnapshotFile) -> None:
+        path = _safe(file.path)
+        self._write("files/" + path, file.content)
+        meta: dict[str, Any] = {"size": len(file.content), "seeded": file.seeded}
+        if file.uploaded_at:
+            meta["uploaded_at"] = file.uploaded_at
+        if file.content_type:
+            meta["content_type"] = file.content_type
+        if file.metadata:
+            meta["metadata"] = dict(file.metadata)
+        self._files_meta[path] = meta
+
+    def add_voice_turn(self, turn: VoiceTurn) -> None:
+        entry: dict[str, Any] = {"speaker": turn.speaker, "text": turn.text}
+        if turn.start_ms is not None:
+            entry["start_ms"] = turn.start_ms
+        if turn.end_ms is not None:
+            entry["end_ms"] = turn.end_ms
+        self._voice.append(entry)
+
+    def close(self) -> Path:
+        for (slug, resource), rows in self._portal.items():
+            folder = f"portal/{_safe(slug)}/" if slug else "portal/"
+            self._write(f"{folder}{_safe(resource)}.json", _dumps(rows))
+        if self._files_meta:
+            self._write("files.meta.json", _dumps(self._files_meta))
+        if self._voice:
+            self._write("voice/turns.json", _dumps(self._voice))
+        return self.root
+
+
+def write_snapshot(
+    root: Path,
+    *,
+    manifest: Mapping[str, Any] | None = None,
+    fhir: Iterable[Mapping[str, Any]] = (),
+    hl7: Iterable[Hl7Record | str] = (),
+    x12: Iterable[X12Record] = (),
+    portal: Iterable[PortalRow] = (),
+    files: Iterable[SnapshotFile] = (),
+    voice: Iterable[VoiceTurn] = (),
+) -> Path:
+    """Write a whole snapshot directory at once."""
+    writer = SnapshotWriter(root, manifest)
+    writer.add_fhir(fhir)
+    for message in hl7:
+        writer.add_hl7(message)
+    for record in x12:
+        writer.add_x12(record)
+    for row in portal:
+        writer.add_portal_row(row)
+    for file in files:
+        writer.add_file(file)
+    for turn in voice:
+        writer.add_voice_turn(turn)
+    return writer.close()
+
+
+def archive_snapshot(root: Path) -> bytes:
+    """The snapshot directory as a tar.gz whose single top-level directory is `snapshot/`."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                archive.add(path, arcname="snapshot/" + path.relative_to(root).as_posix(), recursive=False)
+    return buffer.getvalue()
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, indent=1).encode("utf-8")

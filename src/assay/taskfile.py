@@ -1,0 +1,64 @@
+"""Task files for `assay verify` (SPEC §7): YAML or JSON with `criteria` and `input_entity`.
+
+Extra keys are ignored, so `GET /tasks/{id}` output and a task run's `snapshot` (which nests the
+task under `task` and the criteria beside it) both work as task files.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from assay.core.errors import TaskFileError
+from assay.verify import CriterionSpec
+
+__all__ = ["TaskFile", "load_task_file", "parse_task_document"]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFile:
+    criteria: list[CriterionSpec]
+    input_entity: Mapping[str, Any] | None
+
+
+def load_task_file(path: str | Path) -> TaskFile:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskFileError(f"cannot read task file {path}: {exc}") from None
+    try:
+        document = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise TaskFileError(f"task file {path} is not valid {_kind(path)}: {_first_line(exc)}") from None
+    return parse_task_document(document, str(path))
+
+
+def parse_task_document(document: Any, name: str = "task file") -> TaskFile:
+    if not isinstance(document, dict):
+        raise TaskFileError(f"{name} must hold an object with a `criteria` list")
+    criteria = document.get("criteria")
+    task = document.get("task") if isinstance(document.get("task"), dict) else {}
+    if criteria is None:
+        criteria = task.get("criteria")
+    if not isinstance(criteria, list):
+        raise TaskFileError(f"{name} has no `criteria` list")
+    entity = document.get("input_entity", task.get("input_entity"))
+    specs = [
+        CriterionSpec.from_json(item if isinstance(item, dict) else {"assertion": item}, i)
+        for i, item in enumerate(criteria)
+    ]
+    return TaskFile(specs, entity if isinstance(entity, dict) else None)
+
+
+def _kind(path: Path) -> str:
+    return "JSON" if path.suffix.lower() == ".json" else "YAML"
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

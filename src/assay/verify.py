@@ -1,0 +1,205 @@
+"""`verify_task`: parse → dispatch → time limit → score. Pure: state in, results out.
+
+`complete`, `rescore` and `assay verify` all call this one function, so the service and the
+command line can never disagree about a score (style.md, after Inspect's re-scoring of logs).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from fractions import Fraction
+from typing import Any
+
+from assay.checks import CHECKS, CheckContext
+from assay.core.assertions import parse_assertion
+from assay.core.errors import AssertionInvalid
+from assay.core.results import CriterionResult
+from assay.core.scoring import ScoredCriterion, TaskScore, as_fraction, score_task
+from assay.core.state import SandboxState
+
+__all__ = [
+    "DEFAULT_TIME_LIMIT",
+    "CriterionRunResult",
+    "CriterionSpec",
+    "TaskVerification",
+    "verify_criterion",
+    "verify_task",
+]
+
+DEFAULT_TIME_LIMIT = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class CriterionSpec:
+    """One criterion as frozen in a task run's snapshot or read from a task file."""
+
+    assertion: Any
+    label: str = ""
+    weight: Fraction = Fraction(1)
+    axis: str | None = None
+    input_entity_id: str | None = None
+    criterion_id: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], position: int = 0) -> CriterionSpec:
+        """From a criterion object (API, task file); a bad weight becomes 1 and is reported later."""
+        weight = data.get("weight", 1)
+        try:
+            exact = as_fraction(weight) if not isinstance(weight, bool) else Fraction(0)
+        except (TypeError, ValueError, ArithmeticError):
+            exact = Fraction(0)
+        return cls(
+            assertion=data.get("assertion"),
+            label=str(data.get("label") or f"criterion {position + 1}"),
+            weight=exact if exact > 0 else Fraction(-1),
+            axis=data.get("axis") or None,
+            input_entity_id=data.get("input_entity_id"),
+            criterion_id=data.get("id"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CriterionRunResult:
+    spec: CriterionSpec
+    result: CriterionResult
+    started_at: datetime
+    completed_at: datetime
+
+    @property
+    def weight(self) -> Fraction:
+        return self.spec.weight if self.spec.weight > 0 else Fraction(1)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "label": self.spec.label,
+            "axis": self.spec.axis,
+            "weight": _number(self.weight),
+            "status": self.result.status,
+            "passed": self.result.passed,
+            "score": float(self.result.score),
+            "details": self.result.details,
+            "evidence": self.result.evidence,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TaskVerification:
+    runs: list[CriterionRunResult]
+    score: TaskScore = field(repr=False)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "score": float(self.score.score),
+            "verdict": self.score.verdict,
+            "axes": self.score.axes_json(),
+            "criterion_runs": [run.as_json() for run in self.runs],
+        }
+
+
+class _Runner:
+    """Runs checks on one worker thread so a runaway check can be abandoned at its time limit.
+
+    Python cannot kill a thread: a check past its limit keeps running in the background while its
+    criterion is recorded as an error, and the next check gets a fresh worker.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool = self._new_pool()
+
+    @staticmethod
+    def _new_pool() -> concurrent.futures.ThreadPoolExecutor:
+        return concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="assay-check")
+
+    def run(self, fn: Any, *args: Any, time_limit: float) -> CriterionResult:
+        with self._lock:
+            future = self._pool.submit(fn, *args)
+            try:
+                return future.result(timeout=time_limit)
+            except concurrent.futures.TimeoutError:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = self._new_pool()
+                return CriterionResult.error(f"check exceeded its time limit of {time_limit:g} s")
+
+
+_RUNNERS = threading.local()
+
+
+def _runner() -> _Runner:
+    runner = getattr(_RUNNERS, "runner", None)
+    if runner is None:
+        runner = _RUNNERS.runner = _Runner()
+    return runner
+
+
+def verify_criterion(
+    spec: CriterionSpec,
+    state: SandboxState,
+    *,
+    input_entity: Mapping[str, Any] | None = None,
+    time_limit: float = DEFAULT_TIME_LIMIT,
+) -> CriterionResult:
+    """Judge one criterion; never raises."""
+    if spec.weight <= 0:
+        return CriterionResult.unsupported("weight must be a number > 0")
+    try:
+        assertion = parse_assertion(spec.assertion)
+    except AssertionInvalid as exc:
+        return CriterionResult.unsupported(_reason(exc))
+    check = CHECKS.get(assertion.assert_)
+    if check is None:
+        return CriterionResult.unsupported(f"no check registered for {assertion.assert_}")
+    if spec.input_entity_id:
+        entity = state.entity(spec.input_entity_id)
+        if entity is not None:
+            input_entity = entity
+    context = CheckContext(input_entity=input_entity)
+    try:
+        return _runner().run(_guarded, check, assertion, state, context, time_limit=time_limit)
+    except Exception as exc:  # the contract: a check never raises; if one does, it is data
+        return CriterionResult.error(f"check failed: {type(exc).__name__}: {exc}")
+
+
+def _guarded(check: Any, assertion: Any, state: SandboxState, context: CheckContext) -> CriterionResult:
+    try:
+        return check(assertion, state, context)
+    except Exception as exc:
+        return CriterionResult.error(f"check failed: {type(exc).__name__}: {exc}")
+
+
+def verify_task(
+    criteria: Sequence[CriterionSpec],
+    state: SandboxState,
+    *,
+    input_entity: Mapping[str, Any] | None = None,
+    time_limit: float = DEFAULT_TIME_LIMIT,
+) -> TaskVerification:
+    """Judge every criterion in order and score the task (SPEC §3.1 Order, §4)."""
+    if input_entity is None:
+        input_entity = state.input_entity()
+    runs: list[CriterionRunResult] = []
+    for spec in criteria:
+        started = datetime.now(UTC)
+        result = verify_criterion(spec, state, input_entity=input_entity, time_limit=time_limit)
+        runs.append(CriterionRunResult(spec, result, started, datetime.now(UTC)))
+    scored = [
+        ScoredCriterion(run.result.score, run.weight, run.spec.axis, run.result.status == "error")
+        for run in runs
+    ]
+    return TaskVerification(runs, score_task(scored))
+
+
+def _reason(exc: AssertionInvalid) -> str:
+    parts = []
+    for key, messages in exc.errors.items():
+        for message in messages:
+            parts.append(f"{message} (at {key})" if key else message)
+    return "; ".join(parts)
+
+
+def _number(value: Fraction) -> float | int:
+    return int(value) if value.denominator == 1 else float(value)
