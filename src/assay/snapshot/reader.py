@@ -155,7 +155,8 @@ class SnapshotState:
     @cached_property
     def _portal(self) -> list[PortalRow]:
         rows: list[PortalRow] = []
-        for path in self.tree.walk("portal"):
+        # Rows of the default portal first, then each slug's; within a file, insertion order.
+        for path in sorted(self.tree.walk("portal"), key=lambda p: (p.count("/"), p)):
             parts = path.split("/")
             if not path.endswith(".json") or len(parts) not in (2, 3):
                 continue

@@ -1,0 +1,129 @@
+"""`assay verify` through its command-line surface (SPEC §7)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from assay.clients.cli import app
+from assay.core.state import VoiceTurn
+from assay.snapshot import archive_snapshot, write_snapshot
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "referral-intake"
+runner = CliRunner()
+
+VOICE_TASK = {
+    "input_entity": {"member_id": "M1"},
+    "criteria": [
+        {
+            "label": "greets",
+            "axis": "correctness",
+            "weight": 2,
+            "assertion": {"assert": "voice-transcript", "contains": ["thank you for calling"]},
+        },
+        {"assertion": {"assert": "voice-transcript", "not_contains": ["guaranteed approval"]}},
+        {"label": "legacy", "assertion": {"assert": "no-such-check", "x": 1}},
+    ],
+}
+
+
+@pytest.fixture
+def snapshot(tmp_path: Path) -> Path:
+    return write_snapshot(
+        tmp_path / "snap",
+        voice=[VoiceTurn("agent", "Thank you for calling Acme Health."), VoiceTurn("caller", "Hi.")],
+    )
+
+
+@pytest.fixture
+def task_file(tmp_path: Path) -> Path:
+    path = tmp_path / "task.json"
+    path.write_text(json.dumps(VOICE_TASK))
+    return path
+
+
+def run(*args: str | Path):
+    return runner.invoke(app, ["verify", *map(str, args)])
+
+
+def test_json_output_has_exactly_the_spec_keys_in_file_order(task_file: Path, snapshot: Path) -> None:
+    result = run(task_file, snapshot, "--json")
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert list(body) == ["score", "verdict", "axes", "criterion_runs"]
+    labels = [c["label"] for c in body["criterion_runs"]]
+    assert labels == ["greets", "criterion 2", "legacy"]
+    for run_ in body["criterion_runs"]:
+        assert list(run_) == ["label", "axis", "weight", "status", "passed", "score", "details", "evidence"]
+    legacy = body["criterion_runs"][2]
+    assert legacy["passed"] is False and legacy["score"] == 0
+    assert legacy["details"].startswith("unsupported assertion:")
+
+
+def test_unsupported_criterion_never_aborts_the_others(task_file: Path, snapshot: Path) -> None:
+    body = json.loads(run(task_file, snapshot, "--json").stdout)
+    first, second, _ = body["criterion_runs"]
+    assert first["passed"] is True and second["passed"] is True
+    # weights 2, 1, 1 with scores 1, 1, 0 → 3/4
+    assert body["score"] == pytest.approx(0.75)
+    assert body["verdict"] == "partial"
+    assert body["axes"]["correctness"] == {"score": 1.0, "weight": 2}
+    assert body["axes"]["__default__"] == {"score": 0.5, "weight": 2}
+
+
+def test_reads_a_tar_gz_and_a_folder_holding_snapshot(task_file: Path, snapshot: Path, tmp_path: Path) -> None:
+    expected = json.loads(run(task_file, snapshot, "--json").stdout)["score"]
+    archive = tmp_path / "state.tar.gz"
+    archive.write_bytes(archive_snapshot(snapshot))
+    holder = tmp_path / "holder"
+    shutil.copytree(snapshot, holder / "snapshot")
+    for target in (archive, holder):
+        result = run(task_file, target, "--json")
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["score"] == expected
+
+
+def test_table_ends_with_the_verdict_line(task_file: Path, snapshot: Path) -> None:
+    result = run(task_file, snapshot)
+    assert result.exit_code == 0
+    assert result.stdout.rstrip().splitlines()[-1] == "verdict: partial  score: 0.75"
+
+
+@pytest.mark.parametrize(
+    ("make_task", "make_snapshot", "reason"),
+    [
+        (lambda p: p / "missing.yaml", lambda p: p, "cannot read task file"),
+        (lambda p: _write(p / "t.yaml", "criteria: [unclosed"), lambda p: p, "is not valid YAML"),
+        (lambda p: _write(p / "t.json", "{not json"), lambda p: p, "is not valid JSON"),
+        (lambda p: _write(p / "t.yaml", "labels: []"), lambda p: p, "has no `criteria` list"),
+        (lambda p: _write(p / "t.yaml", "criteria: []"), lambda p: p / "nope", "snapshot not found"),
+        (lambda p: _write(p / "t.yaml", "criteria: []"), lambda p: _write(p / "x.tgz", "junk"), "tar.gz"),
+    ],
+)
+def test_unreadable_input_exits_2_with_one_line(tmp_path: Path, make_task, make_snapshot, reason: str) -> None:
+    result = run(make_task(tmp_path), make_snapshot(tmp_path), "--json")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and reason in lines[0]
+
+
+def test_no_criteria_is_a_fail_with_score_zero(tmp_path: Path, snapshot: Path) -> None:
+    result = run(_write(tmp_path / "t.yaml", "criteria: []"), snapshot, "--json")
+    assert json.loads(result.stdout) == {"score": 0.0, "verdict": "fail", "axes": {}, "criterion_runs": []}
+
+
+def test_bundled_example_runs(tmp_path: Path) -> None:
+    result = run(EXAMPLE / "task.yaml", EXAMPLE / "snapshot", "--json")
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert len(body["criterion_runs"]) == 7
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path

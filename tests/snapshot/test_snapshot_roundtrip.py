@@ -1,0 +1,126 @@
+"""The SPEC §6 snapshot layout: writer → reader (directory and tar.gz), and hostile input."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from assay.core.errors import SnapshotError
+from assay.core.state import Hl7Record, PortalRow, SandboxState, VoiceTurn, X12Record
+from assay.snapshot import SnapshotFile, archive_snapshot, open_snapshot, write_snapshot
+
+ADT = "MSH|^~\\&|A|B|C|D|20260101||ADT^A04|1|P|2.5\rPID|1||42\r"
+
+
+def _full_snapshot(root: Path) -> Path:
+    return write_snapshot(
+        root,
+        manifest={"task_run_id": "tr_1", "input_entity": {"member_id": "M1"}, "entities": {"ent_1": {"k": 1}}},
+        fhir=[{"resourceType": "Patient", "id": "p1", "name": [{"family": "Smith"}]}],
+        hl7=[Hl7Record(1, ADT, "evt_1", "2026-01-01T00:00:00.000Z"), ADT],
+        x12=[X12Record(1, "ISA*...~", "ISA*req~", "x12_1", "2026-01-01T00:00:00.000Z")],
+        portal=[
+            PortalRow(0, "prior_auth_requests", {"request_id": "R1"}),
+            PortalRow(1, "prior_auth_requests", {"request_id": "R2"}, portal="acme"),
+        ],
+        files=[
+            SnapshotFile("b/later.json", b'{"a": 1}', uploaded_at="2026-01-02T00:00:00.000Z"),
+            SnapshotFile("/a/seed.csv", b"x,y\n", uploaded_at="2026-01-01T00:00:00.000Z", seeded=True),
+        ],
+        voice=[VoiceTurn("agent", "hello", 0, 10), VoiceTurn("caller", "hi")],
+    )
+
+
+@pytest.mark.parametrize("as_archive", [False, True])
+def test_every_store_reads_back(tmp_path: Path, as_archive: bool) -> None:
+    root = _full_snapshot(tmp_path / "snap")
+    target: Path = root
+    if as_archive:
+        target = tmp_path / "state.tar.gz"
+        target.write_bytes(archive_snapshot(root))
+    state = open_snapshot(target)
+    assert isinstance(state, SandboxState)
+    assert state.input_entity() == {"member_id": "M1"}
+    assert state.entity("ent_1") == {"k": 1} and state.entity("ent_2") is None
+    assert [r["id"] for r in state.fhir_search("Patient", {})] == ["p1"]
+    assert [(r.seq, r.event_id) for r in state.hl7_outbound()] == [(1, "evt_1"), (2, None)]
+    assert state.hl7_outbound()[1].message == ADT
+    (record,) = state.x12_records()
+    assert (record.request, record.record_id) == ("ISA*req~", "x12_1")
+    assert [r.row["request_id"] for r in state.portal_rows("prior_auth_requests")] == ["R1", "R2"]
+    assert [r.row["request_id"] for r in state.portal_rows("prior_auth_requests", "acme")] == ["R2"]
+    files = state.files()
+    assert [f.path for f in files] == ["a/seed.csv", "b/later.json"]  # recency: uploaded_at, then path
+    assert files[0].seeded and not files[1].seeded
+    assert files[1].sha256 == hashlib.sha256(b'{"a": 1}').hexdigest()
+    assert files[1].content_type == "application/json"
+    assert state.read_file("/b/later.json") == b'{"a": 1}'
+    assert [t.text for t in state.voice_turns()] == ["hello", "hi"]
+
+
+def test_missing_subfolders_are_empty_stores(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    state = open_snapshot(tmp_path / "empty")
+    assert state.hl7_outbound() == [] and state.files() == [] and state.voice_turns() == []
+    assert state.fhir_search("Patient", {}) == [] and state.input_entity() is None
+
+
+def test_broken_records_are_skipped_with_a_warning(tmp_path: Path) -> None:
+    root = _full_snapshot(tmp_path / "snap")
+    (root / "fhir" / "Patient" / "bad.json").write_text("{nope")
+    (root / "fhir" / "Patient" / "x.json").write_text(json.dumps({"id": "x"}))
+    (root / "voice" / "turns.json").write_text("[")
+    state = open_snapshot(root)
+    assert [r["id"] for r in state.fhir_search("Patient", {})] == ["p1"]
+    assert state.voice_turns() == []
+    assert any("bad.json" in w for w in state.warnings)
+    assert any("no resourceType" in w for w in state.warnings)
+    assert any("turns.json" in w for w in state.warnings)
+
+
+def test_files_without_meta_get_computed_metadata(tmp_path: Path) -> None:
+    (tmp_path / "s" / "files" / "in").mkdir(parents=True)
+    (tmp_path / "s" / "files" / "in" / "r.hl7").write_bytes(b"MSH|")
+    (record,) = open_snapshot(tmp_path / "s").files()
+    assert (record.path, record.size, record.seeded) == ("in/r.hl7", 4, False)
+    assert record.content_type == "x-application/hl7-v2+er7"
+    assert record.uploaded_at and record.uploaded_at.endswith("Z")
+
+
+def _archive(members: dict[str, bytes], kind: bytes = tarfile.REGTYPE) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.type = kind
+            if kind == tarfile.SYMTYPE:
+                info.linkname, info.size = "/etc/passwd", 0
+            tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("members", "kind", "message"),
+    [
+        ({"snapshot/../../evil.json": b"{}"}, tarfile.REGTYPE, "unsafe path"),
+        ({"/etc/evil.json": b"{}"}, tarfile.REGTYPE, "unsafe path"),
+        ({"snapshot/files/link": b""}, tarfile.SYMTYPE, "not a regular file"),
+    ],
+)
+def test_hostile_archives_are_refused(tmp_path: Path, members, kind, message: str) -> None:
+    archive = tmp_path / "evil.tar.gz"
+    archive.write_bytes(_archive(members, kind))
+    with pytest.raises(SnapshotError, match=message):
+        open_snapshot(archive)
+
+
+def test_writer_refuses_paths_that_leave_the_snapshot(tmp_path: Path) -> None:
+    with pytest.raises(SnapshotError, match="unsafe path"):
+        write_snapshot(tmp_path / "s", files=[SnapshotFile("../outside.txt", b"x")])
+    assert not (tmp_path / "outside.txt").exists()
