@@ -43,7 +43,8 @@ def parse_task_document(document: Any, name: str = "task file") -> TaskFile:
     if not isinstance(document, dict):
         raise TaskFileError(f"{name} must hold an object with a `criteria` list")
     criteria = document.get("criteria")
-    task = document.get("task") if isinstance(document.get("task"), dict) else {}
+    nested = document.get("task")
+    task: dict[str, Any] = nested if isinstance(nested, dict) else {}
     if criteria is None:
         criteria = task.get("criteria")
     if not isinstance(criteria, list):

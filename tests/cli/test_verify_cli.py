@@ -75,7 +75,9 @@ def test_unsupported_criterion_never_aborts_the_others(task_file: Path, snapshot
     assert body["axes"]["__default__"] == {"score": 0.5, "weight": 2}
 
 
-def test_reads_a_tar_gz_and_a_folder_holding_snapshot(task_file: Path, snapshot: Path, tmp_path: Path) -> None:
+def test_reads_a_tar_gz_and_a_folder_holding_snapshot(
+    task_file: Path, snapshot: Path, tmp_path: Path
+) -> None:
     expected = json.loads(run(task_file, snapshot, "--json").stdout)["score"]
     archive = tmp_path / "state.tar.gz"
     archive.write_bytes(archive_snapshot(snapshot))
@@ -104,7 +106,9 @@ def test_table_ends_with_the_verdict_line(task_file: Path, snapshot: Path) -> No
         (lambda p: _write(p / "t.yaml", "criteria: []"), lambda p: _write(p / "x.tgz", "junk"), "tar.gz"),
     ],
 )
-def test_unreadable_input_exits_2_with_one_line(tmp_path: Path, make_task, make_snapshot, reason: str) -> None:
+def test_unreadable_input_exits_2_with_one_line(
+    tmp_path: Path, make_task, make_snapshot, reason: str
+) -> None:
     result = run(make_task(tmp_path), make_snapshot(tmp_path), "--json")
     assert result.exit_code == 2
     assert result.stdout == ""

@@ -20,7 +20,11 @@ ADT = "MSH|^~\\&|A|B|C|D|20260101||ADT^A04|1|P|2.5\rPID|1||42\r"
 def _full_snapshot(root: Path) -> Path:
     return write_snapshot(
         root,
-        manifest={"task_run_id": "tr_1", "input_entity": {"member_id": "M1"}, "entities": {"ent_1": {"k": 1}}},
+        manifest={
+            "task_run_id": "tr_1",
+            "input_entity": {"member_id": "M1"},
+            "entities": {"ent_1": {"k": 1}},
+        },
         fhir=[{"resourceType": "Patient", "id": "p1", "name": [{"family": "Smith"}]}],
         hl7=[Hl7Record(1, ADT, "evt_1", "2026-01-01T00:00:00.000Z"), ADT],
         x12=[X12Record(1, "ISA*...~", "ISA*req~", "x12_1", "2026-01-01T00:00:00.000Z")],

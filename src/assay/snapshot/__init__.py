@@ -3,4 +3,11 @@
 from assay.snapshot.reader import SnapshotState, open_snapshot
 from assay.snapshot.writer import SnapshotFile, SnapshotWriter, archive_snapshot, write_snapshot
 
-__all__ = ["SnapshotFile", "SnapshotState", "SnapshotWriter", "archive_snapshot", "open_snapshot", "write_snapshot"]
+__all__ = [
+    "SnapshotFile",
+    "SnapshotState",
+    "SnapshotWriter",
+    "archive_snapshot",
+    "open_snapshot",
+    "write_snapshot",
+]

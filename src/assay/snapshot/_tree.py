@@ -85,7 +85,9 @@ def open_tree(path: Path) -> Tree:
         return _read_archive(path)
     except (tarfile.TarError, OSError, EOFError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise SnapshotError(f"{path} is neither a snapshot directory nor a readable tar.gz ({reason})") from None
+        raise SnapshotError(
+            f"{path} is neither a snapshot directory nor a readable tar.gz ({reason})"
+        ) from None
 
 
 def _read_archive(path: Path) -> MemoryTree:

@@ -28,7 +28,11 @@ from assay.snapshot._tree import Tree, open_tree
 
 __all__ = ["SnapshotState", "open_snapshot"]
 
-_EXTRA_TYPES = {".hl7": "x-application/hl7-v2+er7", ".x12": "application/edi-x12", ".edi": "application/edi-x12"}
+_EXTRA_TYPES = {
+    ".hl7": "x-application/hl7-v2+er7",
+    ".x12": "application/edi-x12",
+    ".edi": "application/edi-x12",
+}
 
 
 def open_snapshot(path: str | Path) -> SnapshotState:
@@ -111,7 +115,9 @@ class SnapshotState:
                 self.warnings.append(f"{path}: not a FHIR resource (no resourceType)")
                 continue
             if len(parts) == 3 and resource["resourceType"] != parts[1]:
-                self.warnings.append(f"{path}: resourceType {resource['resourceType']} in the {parts[1]} folder")
+                self.warnings.append(
+                    f"{path}: resourceType {resource['resourceType']} in the {parts[1]} folder"
+                )
             resource.setdefault("id", parts[-1].removesuffix(".json"))
             resources.append(resource)
         return resources
@@ -126,9 +132,7 @@ class SnapshotState:
             meta = self._json(stem + ".json") if self.tree.exists(stem + ".json") else None
             meta = meta if isinstance(meta, dict) else {}
             message = self.tree.read(path).decode("utf-8", errors="replace")
-            records.append(
-                Hl7Record(_seq(stem), message, meta.get("event_id"), meta.get("received_at"))
-            )
+            records.append(Hl7Record(_seq(stem), message, meta.get("event_id"), meta.get("received_at")))
         return sorted(records, key=lambda r: r.seq)
 
     @cached_property
@@ -194,7 +198,7 @@ class SnapshotState:
                     uploaded_at=info.get("uploaded_at")
                     or (mtime.isoformat(timespec="milliseconds").replace("+00:00", "Z") if mtime else None),
                     seeded=bool(info.get("seeded", False)),
-                    metadata=info.get("metadata") if isinstance(info.get("metadata"), dict) else {},
+                    metadata=_mapping(info.get("metadata")),
                 )
             )
         return sorted(records, key=lambda r: (r.uploaded_at or "", r.path))
@@ -210,9 +214,15 @@ class SnapshotState:
                 self.warnings.append(f"voice/turns.json: turn {i} has no text")
                 continue
             turns.append(
-                VoiceTurn(str(turn.get("speaker", "")), turn["text"], turn.get("start_ms"), turn.get("end_ms"))
+                VoiceTurn(
+                    str(turn.get("speaker", "")), turn["text"], turn.get("start_ms"), turn.get("end_ms")
+                )
             )
         return turns
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _seq(stem: str) -> int:

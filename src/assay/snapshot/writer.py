@@ -65,7 +65,9 @@ class SnapshotWriter:
         message = record if isinstance(record, str) else record.message
         self._write(stem + ".hl7", message.encode("utf-8"))
         if isinstance(record, Hl7Record) and (record.event_id or record.received_at):
-            self._write(stem + ".json", _dumps({"event_id": record.event_id, "received_at": record.received_at}))
+            self._write(
+                stem + ".json", _dumps({"event_id": record.event_id, "received_at": record.received_at})
+            )
 
     def add_x12(self, record: X12Record) -> None:
         self._x12_seq += 1
@@ -74,7 +76,10 @@ class SnapshotWriter:
         if record.request is not None:
             self._write(stem + ".request.x12", record.request.encode("utf-8"))
         if record.record_id or record.received_at:
-            self._write(stem + ".meta.json", _dumps({"record_id": record.record_id, "received_at": record.received_at}))
+            self._write(
+                stem + ".meta.json",
+                _dumps({"record_id": record.record_id, "received_at": record.received_at}),
+            )
 
     def add_portal_row(self, row: PortalRow) -> None:
         self._portal.setdefault((row.portal, row.resource), []).append(row.row)

@@ -40,7 +40,9 @@ def _fail(reason: str) -> typer.Exit:
 @app.command()
 def verify(
     task_file: Annotated[Path, typer.Argument(help="YAML or JSON with `criteria` (and `input_entity`).")],
-    snapshot: Annotated[Path, typer.Argument(help="Snapshot directory, a folder holding snapshot/, or tar.gz.")],
+    snapshot: Annotated[
+        Path, typer.Argument(help="Snapshot directory, a folder holding snapshot/, or tar.gz.")
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Write the result as JSON to stdout.")] = False,
 ) -> None:
     """Score a captured sandbox snapshot offline against a task's criteria."""
@@ -76,7 +78,9 @@ def print_verification(result: TaskVerification, console: Console) -> None:
         )
     console.print(table)
     for name, axis in result.score.axes.items():
-        console.print(f"axis {name}: score {_score(axis.score)}  weight {float(axis.weight):g}", highlight=False)
+        console.print(
+            f"axis {name}: score {_score(axis.score)}  weight {float(axis.weight):g}", highlight=False
+        )
     console.print(f"verdict: {result.score.verdict}  score: {_score(result.score.score)}", highlight=False)
 
 
