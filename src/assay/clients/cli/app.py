@@ -61,20 +61,24 @@ def verify(
 
 
 def print_verification(result: TaskVerification, console: Console) -> None:
-    table = Table(show_lines=False, expand=False)
-    for column in ("#", "label", "axis", "weight", "status", "passed", "score", "details"):
-        table.add_column(column, overflow="fold")
+    """One row per criterion (file order), then the axes, then `verdict: <v>  score: <s>`."""
+    table = Table(show_lines=True, expand=True)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("criterion", ratio=2, overflow="fold")
+    table.add_column("axis", no_wrap=True)
+    table.add_column("weight", justify="right", no_wrap=True)
+    table.add_column("result", no_wrap=True)
+    table.add_column("details", ratio=4, overflow="fold")
     for i, run in enumerate(result.runs, start=1):
-        mark = "[green]yes[/]" if run.result.passed else "[red]no[/]"
+        outcome = run.result
+        if outcome.status == "error":
+            mark = "[yellow]error[/]"
+        elif outcome.passed:
+            mark = "[green]pass 1[/]"
+        else:
+            mark = f"[red]fail {_score(outcome.score)}[/]"
         table.add_row(
-            str(i),
-            run.spec.label,
-            run.spec.axis or "",
-            f"{float(run.weight):g}",
-            run.result.status,
-            mark,
-            _score(run.result.score),
-            run.result.details,
+            str(i), run.spec.label, run.spec.axis or "", f"{float(run.weight):g}", mark, outcome.details
         )
     console.print(table)
     for name, axis in result.score.axes.items():
