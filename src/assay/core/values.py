@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ABSENT", "Reading", "is_empty", "read_dotted", "split_dotted"]
+__all__ = ["ABSENT", "Reading", "is_empty", "read_dotted", "read_key", "split_dotted"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,3 +82,14 @@ def read_dotted(obj: Any, path: str | list[str | int]) -> Reading:
         else:
             flat.append(node)
     return Reading(True, tuple(flat) if flat else ([],), flat)
+
+
+def read_key(obj: Any, key: str) -> Reading:
+    """A key read: the exact key when the mapping has it (`member.id` as one key), else dotted.
+
+    Portal correlation keys and SFTP sidecar keys are usually plain names; an exact hit first
+    keeps a key that happens to contain a dot readable.
+    """
+    if isinstance(obj, dict) and key in obj:
+        return read_dotted({key: obj[key]}, [key])
+    return read_dotted(obj, key)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue, model_validator
 from pydantic_core import PydanticCustomError
@@ -12,6 +12,7 @@ from assay.core.operators import LIST_EXPECTED, InvalidPattern, Operator, compil
 __all__ = ["FieldAssertion", "MatchMode", "StrictModel", "TaggedAssertion"]
 
 MatchMode = Literal["any", "first", "latest", "all"]
+STRUCTURED_EXPECTED = LIST_EXPECTED | {"equals", "notEquals", "contains", "notContains"}
 
 
 class StrictModel(BaseModel):
@@ -38,9 +39,25 @@ class FieldAssertion(StrictModel):
     operator: Operator = "equals"
     """TestScript operator; default `equals`."""
 
+    structured_expected: ClassVar[bool] = False
+    """Whether `expected` may be any JSON value (portal-state-match, SPEC §3.1) compared by deep
+    equality, rather than a scalar (or a list for `in`/`notIn`)."""
+
     @model_validator(mode="after")
     def _expected_fits_operator(self) -> FieldAssertion:
-        if isinstance(self.expected, list) and self.operator not in LIST_EXPECTED:
+        if self.structured_expected:
+            if isinstance(self.expected, (list, dict)) and self.operator not in STRUCTURED_EXPECTED:
+                raise PydanticCustomError(
+                    "list_expected",
+                    "an array or object `expected` needs operator equals, notEquals, in, notIn, "
+                    "contains or notContains, not {operator}",
+                    {"operator": self.operator},
+                )
+        elif isinstance(self.expected, dict):
+            raise PydanticCustomError(
+                "list_expected", "`expected` must be a string, number, boolean or null, not an object", {}
+            )
+        elif isinstance(self.expected, list) and self.operator not in LIST_EXPECTED:
             raise PydanticCustomError(
                 "list_expected",
                 "a list `expected` needs operator in or notIn, not {operator}",
@@ -80,5 +97,3 @@ def exactly_one(model: BaseModel, *names: str) -> None:
         raise PydanticCustomError(
             "exactly_one", "exactly one of {names} is required", {"names": " / ".join(names)}
         )
-
-

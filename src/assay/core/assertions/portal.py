@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, JsonValue
 
@@ -12,6 +12,7 @@ __all__ = ["PortalAssertion", "PortalCorrelation", "PortalStateMatch"]
 
 
 class PortalAssertion(FieldAssertion):
+    structured_expected: ClassVar[bool] = True
     path: str
     """Dotted JSON path into the row."""
 

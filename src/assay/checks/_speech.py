@@ -1,0 +1,255 @@
+"""Normalised speech text for `voice-transcript` (SPEC §3.6, tier 1).
+
+A text becomes a list of tokens: NFKC, casefold, punctuation replaced by spaces, whitespace
+collapsed, number words converted to digits ("twenty five" → "25"). Each token remembers where
+it came from in the NFKC text, so a match found on normalised tokens can show the words the
+speaker actually said. Two spellings are folded on purpose, identically on both sides:
+
+- `n't` becomes a separate `not` token ("isn't" → "is not", "can't" → "can not"), so the
+  negation guard sees it and "do not" matches "don't";
+- a decimal point or a thousands comma between digits stays part of the number ("$1,250.50" →
+  "1250.50"), so the number guard compares amounts, not fragments.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+__all__ = ["Speech", "Token", "normalise"]
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    text: str
+    """Normalised form: casefolded word, or digits for a number."""
+    start: int
+    """Offset of its first character in `Speech.source`."""
+    end: int
+    sentence: int = 0
+    """Index of its sentence: `.`, `!`, `?` or `;` between two tokens starts a new one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Speech:
+    """A normalised text: its tokens and the NFKC text they point into."""
+
+    source: str
+    tokens: tuple[Token, ...]
+
+    @property
+    def text(self) -> str:
+        return " ".join(token.text for token in self.tokens)
+
+    def words(self, first: int, last: int) -> tuple[str, ...]:
+        return tuple(token.text for token in self.tokens[first : last + 1])
+
+    def span(self, first: int, last: int) -> str:
+        """The source words of tokens `first..last` (inclusive), as spoken."""
+        return self.source[self.tokens[first].start : self.tokens[last].end]
+
+    def words_before(self, first: int, count: int) -> tuple[str, ...]:
+        """Up to `count` words before token `first`, from its own sentence only."""
+        if first >= len(self.tokens):
+            return ()
+        sentence = self.tokens[first].sentence
+        start = max(first - count, 0)
+        return tuple(t.text for t in self.tokens[start:first] if t.sentence == sentence)
+
+    def token_offsets(self) -> list[int]:
+        """Start offset of each token in `text` (tokens joined by single spaces)."""
+        offsets, at = [], 0
+        for token in self.tokens:
+            offsets.append(at)
+            at += len(token.text) + 1
+        return offsets
+
+    def numbers(self, first: int, last: int) -> tuple[Decimal, ...]:
+        return tuple(n for n in (_as_number(t) for t in self.words(first, last)) if n is not None)
+
+
+# A word is a run of letters, digits and marks; digits may hold `.` or `,` between them.
+_WORD = re.compile(r"(?:\d+(?:[.,]\d+)*|[^\W_])(?:[^\W_]|(?<=\d)[.,](?=\d))*")
+_SENTENCE_END = re.compile(r"[.!?;]")
+_APOSTROPHES = "'\u2019\u02bc"
+_NT_STEMS = {"ca": "can", "wo": "will", "sha": "shall"}
+
+
+def normalise(text: str) -> Speech:
+    """Tokenise and normalise one text (SPEC §3.6 tier 1)."""
+    source = unicodedata.normalize("NFKC", text)
+    raw: list[Token] = []
+    sentence, previous_end = 0, 0
+    for found in _WORD.finditer(source):
+        word = found.group().casefold()
+        start, end = found.span()
+        if raw and _SENTENCE_END.search(source, previous_end, start):
+            sentence += 1
+        previous_end = end
+        if word.endswith("n") and source[end : end + 1] in _APOSTROPHES and _is_t(source, end + 1):
+            stem = word[:-1]
+            if stem:
+                raw.append(Token(_NT_STEMS.get(stem, stem), start, end - 1, sentence))
+            raw.append(Token("not", end - 1, end + 2, sentence))
+            continue
+        if word == "t" and raw and raw[-1].text == "not" and raw[-1].end == end:
+            continue
+        raw.append(Token(_plain_number(word), start, end, sentence))
+    return Speech(source, tuple(_numbers_to_digits(raw)))
+
+
+def _is_t(source: str, at: int) -> bool:
+    return source[at : at + 1].casefold() == "t" and not source[at + 1 : at + 2].isalnum()
+
+
+def _plain_number(word: str) -> str:
+    """`1,250.50` → `1250.50`: separators between digits are formatting, not content."""
+    if word[:1].isdigit() and "," in word:
+        return word.replace(",", "")
+    return word
+
+
+def _as_number(word: str) -> Decimal | None:
+    if not word[:1].isdigit():
+        return None
+    try:
+        return Decimal(word.rstrip("."))
+    except InvalidOperation:
+        return None
+
+
+# -- number words ---------------------------------------------------------------------------
+
+_UNITS = {
+    w: i
+    for i, w in enumerate(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"])
+}
+_TEENS = {
+    w: 10 + i
+    for i, w in enumerate(
+        [
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+        ]
+    )
+}
+_TENS = {
+    w: 20 + 10 * i
+    for i, w in enumerate(["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"])
+}
+_SCALES = {"thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
+
+
+@dataclass(slots=True)
+class _Number:
+    """A number being read word by word ("two thousand five hundred and six")."""
+
+    first: Token
+    last: Token
+    total: int = 0
+    chunk: int = 0
+    previous: str = ""
+    """Kind of the last word taken: unit, teen, ten, hundred, scale."""
+    smallest_scale: int = 0
+
+    def take(self, token: Token) -> bool:
+        """Add one word if the grammar allows it here; False ends the number before it."""
+        word = token.text
+        kind = _kind(word)
+        if kind == "unit" and word != "zero" and self._unit_fits():
+            self.chunk += _UNITS[word]
+        elif kind in ("teen", "ten") and self.previous in ("hundred", "scale"):
+            self.chunk += _TEENS.get(word) or _TENS[word]
+        elif kind == "hundred" and self.previous in ("unit", "teen", "ten") and 0 < self.chunk < 100:
+            self.chunk *= 100
+        elif (
+            kind == "scale" and self.previous in ("unit", "teen", "ten", "hundred") and self._scale_fits(word)
+        ):
+            self.total += self.chunk * _SCALES[word]
+            self.chunk = 0
+            self.smallest_scale = _SCALES[word]
+        else:
+            return False
+        self.previous = kind
+        self.last = token
+        return True
+
+    def _unit_fits(self) -> bool:
+        if self.previous == "ten":
+            return self.chunk % 10 == 0
+        return self.previous in ("hundred", "scale")
+
+    def _scale_fits(self, word: str) -> bool:
+        return self.chunk > 0 and (not self.smallest_scale or _SCALES[word] < self.smallest_scale)
+
+    def token(self) -> Token:
+        return Token(str(self.total + self.chunk), self.first.start, self.last.end, self.first.sentence)
+
+
+def _kind(word: str) -> str:
+    if word in _UNITS:
+        return "unit"
+    if word in _TEENS:
+        return "teen"
+    if word in _TENS:
+        return "ten"
+    if word == "hundred":
+        return word
+    return "scale" if word in _SCALES else ""
+
+
+def _start(token: Token) -> _Number | None:
+    kind = _kind(token.text)
+    if kind == "unit":
+        return _Number(
+            token, token, chunk=_UNITS[token.text], previous="unit" if token.text != "zero" else "zero"
+        )
+    if kind in ("teen", "ten"):
+        return _Number(token, token, chunk=_TEENS.get(token.text) or _TENS[token.text], previous=kind)
+    return None
+
+
+def _numbers_to_digits(tokens: list[Token]) -> list[Token]:
+    """Replace each maximal grammatical run of number words by one digits token.
+
+    "twenty five" → 25, "one hundred and five" → 105, "nineteen hundred" → 1900; words that
+    cannot continue a number start a new one, so "one two three" stays three numbers (1 2 3),
+    the way member ids are read out.
+    """
+    out: list[Token] = []
+    i = 0
+    while i < len(tokens):
+        number = _start(tokens[i])
+        if number is None:
+            out.append(tokens[i])
+            i += 1
+            continue
+        i += 1
+        while i < len(tokens) and number.previous != "zero":
+            if number.take(tokens[i]) or _is_joining_and(tokens, i, number):
+                i += 1
+            else:
+                break
+        out.append(number.token())
+    return out
+
+
+def _is_joining_and(tokens: list[Token], i: int, number: _Number) -> bool:
+    """ "and" inside a number ("one hundred and five"), only right after hundred or a scale."""
+    return (
+        tokens[i].text == "and"
+        and number.previous in ("hundred", "scale")
+        and i + 1 < len(tokens)
+        and _kind(tokens[i + 1].text) in ("unit", "teen", "ten")
+        and tokens[i + 1].text != "zero"
+    )
