@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from assay.checks import portal_state_match, sftp_file_present, voice_transcript
+from assay.checks import hl7_structural, portal_state_match, sftp_file_present, voice_transcript
 from assay.checks._context import CheckContext
 from assay.core.results import CriterionResult
 from assay.core.state import SandboxState
@@ -20,6 +20,7 @@ __all__ = ["CHECKS", "Check", "CheckContext"]
 Check = Callable[[Any, SandboxState, CheckContext], CriterionResult]
 
 CHECKS: dict[str, Check] = {
+    "hl7-structural": hl7_structural.check,
     "portal-state-match": portal_state_match.check,
     "sftp-file-present": sftp_file_present.check,
     "voice-transcript": voice_transcript.check,

@@ -1,0 +1,151 @@
+"""Raw input → messages: normalise, split batches, read delimiters, parse with python-hl7.
+
+What real senders produce (SPEC §3.3) and what this accepts:
+
+- Segment ends CR, LF or CRLF, normalised to CR before python-hl7 sees them; blank lines dropped.
+- A leading UTF-8 byte-order mark and stray MLLP frame bytes (0x0B, 0x1C) are skipped; bytes are
+  read as UTF-8, or Latin-1 when they are not valid UTF-8.
+- FHS/BHS/BTS/FTS envelopes: every `MSH…` run is its own message. Like python-hl7's
+  `parse_batch`/`parse_file`, an FHS after the first segment, a BHS inside an open batch, and a
+  segment before any MSH are errors.
+- MSH-1/MSH-2 declare the delimiters, checked once here into a `Delimiters` plan (style.md, after
+  python-hl7's `create_parse_plan`).
+
+Every problem is an `Hl7ParseError` carrying the 1-based segment number; python-hl7 is called in
+exactly one place and anything it raises is translated there.
+"""
+
+from __future__ import annotations
+
+import re
+
+import hl7
+
+from assay.formats.hl7._errors import Hl7ParseError
+from assay.formats.hl7._escapes import Delimiters
+from assay.formats.hl7._message import Hl7Message
+
+__all__ = ["parse_message", "parse_messages"]
+
+_SEGMENT_ID = re.compile(r"[A-Z][A-Z0-9]{2}")
+_HEADERS = frozenset({"MSH", "BHS", "FHS"})
+_TRAILERS = frozenset({"BTS", "FTS"})
+_FRAMING = " \t\r\n\x0b\x1c\ufeff"
+
+
+def parse_messages(raw: str | bytes) -> list[Hl7Message]:
+    """Every message in `raw`: one, or each of a batch or file, in order.
+
+    Raises:
+        Hl7ParseError: empty input, no MSH, a truncated or invalid MSH, a bad segment ID, or a
+            malformed batch envelope; the error names the segment where it was found.
+    """
+    lines = _segments(_text(raw))
+    if not lines:
+        raise Hl7ParseError("empty input: no HL7 segments")
+    return [_parse(group, start, position) for position, (start, group) in enumerate(_group(lines), 1)]
+
+
+def parse_message(raw: str | bytes) -> Hl7Message:
+    """Exactly one message; a batch of several is an `Hl7ParseError`."""
+    messages = parse_messages(raw)
+    if len(messages) != 1:
+        raise Hl7ParseError(f"expected one message, found a batch of {len(messages)}")
+    return messages[0]
+
+
+def _text(raw: str | bytes) -> str:
+    if isinstance(raw, str):
+        return raw.strip(_FRAMING)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    return text.strip(_FRAMING)
+
+
+def _segments(text: str) -> list[str]:
+    lines = text.replace("\r\n", "\r").replace("\n", "\r").split("\r")
+    return [line for line in (raw.strip() for raw in lines) if line]
+
+
+def _group(lines: list[str]) -> list[tuple[int, list[str]]]:
+    """Split segments into messages: (1-based number of the MSH, the message's segments)."""
+    groups: list[tuple[int, list[str]]] = []
+    current: list[str] | None = None
+    in_batch = False
+    field = "|"
+    for number, line in enumerate(lines, 1):
+        segment_id = line[:3]
+        if segment_id in _HEADERS:
+            field = _delimiters(line, number).field
+        elif not _SEGMENT_ID.fullmatch(segment_id) or (len(line) > 3 and line[3] != field):
+            bad = line.split(field, 1)[0][:20]
+            raise Hl7ParseError(
+                f"{bad!r} is not a segment ID (three upper-case letters or digits, then {field!r})",
+                segment=number,
+            )
+        if segment_id == "MSH":
+            current = [line]
+            groups.append((number, current))
+        elif segment_id == "FHS" and number != 1:
+            raise Hl7ParseError(
+                "a file header (FHS) may only be the first segment", segment=number, segment_id="FHS"
+            )
+        elif segment_id == "BHS":
+            if in_batch:
+                raise Hl7ParseError(
+                    "a batch header (BHS) inside an open batch", segment=number, segment_id="BHS"
+                )
+            in_batch, current = True, None
+        elif segment_id in _TRAILERS:
+            in_batch = in_batch and segment_id != "BTS"
+            current = None
+        elif segment_id != "FHS":
+            if current is None:
+                raise Hl7ParseError(
+                    f"{segment_id} segment before any message header (MSH)",
+                    segment=number,
+                    segment_id=segment_id,
+                )
+            current.append(line)
+    if not groups:
+        raise Hl7ParseError("no message header (MSH): not an HL7v2 message")
+    return groups
+
+
+def _delimiters(line: str, number: int) -> Delimiters:
+    """MSH-1 and MSH-2 (or the FHS/BHS equivalents) as a delimiter plan, validated."""
+    header = line[:3]
+
+    def fail(reason: str) -> Hl7ParseError:
+        return Hl7ParseError(f"{header} is truncated or invalid: {reason}", segment=number, segment_id=header)
+
+    if len(line) < 4:
+        raise fail(f"no field separator ({header}-1)")
+    field = line[3]
+    end = line.find(field, 4)
+    encoding = line[4:] if end < 0 else line[4:end]
+    if not encoding:
+        raise fail(f"no encoding characters ({header}-2)")
+    if len(encoding) > 5:
+        raise fail(f"{header}-2 {encoding[:10]!r} has more than 5 encoding characters")
+    if end < 0:
+        raise fail(f"nothing after {header}-2")
+    defaults = "^~\\&"
+    chars = field + encoding[:4] + defaults[len(encoding[:4]) :]
+    if any(c.isalnum() or c.isspace() for c in chars) or len(set(chars)) != 5:
+        raise fail(f"delimiters {field + encoding!r} must be five distinct non-alphanumeric characters")
+    return Delimiters(
+        field=chars[0], component=chars[1], repetition=chars[2], escape=chars[3], subcomponent=chars[4]
+    )
+
+
+def _parse(lines: list[str], start: int, position: int) -> Hl7Message:
+    delimiters = _delimiters(lines[0], start)
+    text = "\r".join(lines)
+    try:
+        tree = hl7.parse(text)
+    except Exception as exc:  # the one boundary where python-hl7 errors become ours
+        raise Hl7ParseError(f"python-hl7 could not parse the message: {exc}", segment=start) from exc
+    return Hl7Message(tree, [line[:3] for line in lines], delimiters, text, position)
