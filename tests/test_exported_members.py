@@ -37,7 +37,7 @@ def test_all_imports_are_exported() -> None:
         and name != "annotations"
     }
     assert set(assay.__all__) == public
-    assert assay.__all__ == sorted(assay.__all__, key=str.casefold)
+    assert assay.__all__ == sorted(assay.__all__)
 
 
 def test_offline_api_is_exactly_the_documented_names() -> None:
