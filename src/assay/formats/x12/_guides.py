@@ -1,0 +1,157 @@
+"""Loop tables of the 005010 implementation guides the clearinghouse speaks (SPEC §3.7, §5.3).
+
+Written by hand from the TR3s' loop structure; each table cites its guide and lists, per loop,
+its parent loop and its trigger (the first segment of the loop, with the entity or qualifier
+codes that select it when several loops start with the same segment). HL loops are found from
+HL03 (hierarchical level code), everything below them from these triggers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["GUIDES", "Guide", "LoopRule", "guide_for"]
+
+
+@dataclass(frozen=True, slots=True)
+class LoopRule:
+    """`loop` starts, as a child of `parent`, at segment `trigger` (whose E01 is in `qualifiers`)."""
+
+    loop: str
+    parent: str
+    trigger: str
+    qualifiers: frozenset[str] | None = None
+    """E01 codes that select this loop; None = any (listed after the qualified rules)."""
+    closer: str | None = None
+    """A segment that ends the loop and belongs to the parent (LE after a 2120 loop)."""
+
+
+@dataclass(frozen=True)
+class Guide:
+    name: str
+    hl_levels: Mapping[str, str]
+    """HL03 hierarchical level code → HL loop id."""
+    rules: tuple[LoopRule, ...]
+    _index: dict[tuple[str, str], tuple[LoopRule, ...]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        index: dict[tuple[str, str], list[LoopRule]] = {}
+        for rule in self.rules:
+            index.setdefault((rule.parent, rule.trigger), []).append(rule)
+        object.__setattr__(self, "_index", {key: tuple(value) for key, value in index.items()})
+
+    def child_rule(self, parent: str, segment_id: str, qualifier: str) -> LoopRule | None:
+        """The rule a segment triggers inside an open `parent` loop, if any."""
+        for rule in self._index.get((parent, segment_id), ()):
+            if rule.qualifiers is None or qualifier in rule.qualifiers:
+                return rule
+        return None
+
+
+def _names(parent_of: Mapping[str, str], trigger: str) -> tuple[LoopRule, ...]:
+    return tuple(LoopRule(loop, parent, trigger) for loop, parent in parent_of.items())
+
+
+# 005010X279A1 270 — Eligibility, Coverage or Benefit Inquiry.
+#   2000A HL*20 information source   2100A NM1
+#   2000B HL*21 information receiver 2100B NM1
+#   2000C HL*22 subscriber           2100C NM1 (TRN sits in 2000C)   2110C EQ (AMT, III, REF, DTP)
+#   2000D HL*23 dependent            2100D NM1                        2110D EQ
+_X279_LEVELS = {"20": "2000A", "21": "2000B", "22": "2000C", "23": "2000D"}
+_X279_NAMES = _names({"2100A": "2000A", "2100B": "2000B", "2100C": "2000C", "2100D": "2000D"}, "NM1")
+
+X279_270 = Guide(
+    "005010X279A1 270",
+    _X279_LEVELS,
+    (*_X279_NAMES, LoopRule("2110C", "2100C", "EQ"), LoopRule("2110D", "2100D", "EQ")),
+)
+
+# 005010X279A1 271 — Eligibility, Coverage or Benefit Information.
+#   2100C NM1 subscriber name (REF N3 N4 PER PRV DMG INS HI DTP MPI AAA)
+#   2110C EB eligibility or benefit information (HSD REF DTP AAA MSG)
+#     2115C III eligibility or benefit additional information
+#     LS*2120 (loop header, in 2110C)
+#     2120C NM1 subscriber benefit related entity name (N3 N4 PER PRV), repeats
+#     LE*2120 (loop trailer, in 2110C)
+#   Dependent loops 2100D / 2110D / 2115D / 2120D mirror them under 2000D.
+X279_271 = Guide(
+    "005010X279A1 271",
+    _X279_LEVELS,
+    (
+        *_X279_NAMES,
+        LoopRule("2110C", "2100C", "EB"),
+        LoopRule("2115C", "2110C", "III"),
+        LoopRule("2120C", "2110C", "NM1", closer="LE"),
+        LoopRule("2110D", "2100D", "EB"),
+        LoopRule("2115D", "2110D", "III"),
+        LoopRule("2120D", "2110D", "NM1", closer="LE"),
+    ),
+)
+
+# 005010X212 276/277 — Health Care Claim Status Request and Response (and the 005010X214 277CA,
+# which shares the shape and adds 2200A/2200B trace loops).
+#   2000A HL*20 information source     2100A NM1 PR   2200A TRN (277CA)
+#   2000B HL*21 information receiver   2100B NM1 41   2200B TRN/STC (receiver application trace)
+#   2000C HL*19 service provider       2100C NM1 1P   2200C TRN/STC (provider of service trace)
+#   2000D HL*22 subscriber             2100D NM1 IL   2200D TRN claim status tracking (STC REF AMT DTP)
+#                                                       2210D (276) / 2220D (277) SVC service line
+#   2000E HL*23 dependent              2100E NM1 QC   2200E TRN   2210E / 2220E SVC
+_X212_LEVELS = {"20": "2000A", "21": "2000B", "19": "2000C", "22": "2000D", "23": "2000E"}
+_X212_COMMON = (
+    *_names(
+        {"2100A": "2000A", "2100B": "2000B", "2100C": "2000C", "2100D": "2000D", "2100E": "2000E"}, "NM1"
+    ),
+    *_names(
+        {"2200A": "2000A", "2200B": "2000B", "2200C": "2000C", "2200D": "2000D", "2200E": "2000E"}, "TRN"
+    ),
+)
+X212_276 = Guide(
+    "005010X212 276",
+    _X212_LEVELS,
+    (*_X212_COMMON, LoopRule("2210D", "2200D", "SVC"), LoopRule("2210E", "2200E", "SVC")),
+)
+X212_277 = Guide(
+    "005010X212 277",
+    _X212_LEVELS,
+    (*_X212_COMMON, LoopRule("2220D", "2200D", "SVC"), LoopRule("2220E", "2200E", "SVC")),
+)
+
+# 005010X217 278 — Health Care Services Review, request and response.
+#   2000A HL*20 UMO             2010A NM1 X3
+#   2000B HL*21 requester       2010B NM1
+#   2000C HL*22 subscriber      2010C NM1 IL
+#   2000D HL*23 dependent       2010D NM1 QC
+#   2000E HL*EV patient event   (TRN AAA UM HCR REF DTP HI HSD CRC CL1 CR1–CR8 PWK MSG)
+#     2010EA NM1 patient event provider (71 72 AAJ DD DK DN FA G3 P3 QB QV SJ …)
+#     2010EB NM1 patient event transport (45 FS ND PW R3)
+#     2010EC NM1 patient event other UMO (X3)
+#   2000F HL*SS service         (TRN AAA UM HCR REF DTP SV1 SV2 SV3 TOO HSD PWK MSG)
+#     2010FA NM1 service provider; 2010FB NM1 other UMO (X3, response)
+_TRANSPORT = frozenset({"45", "FS", "ND", "PW", "R3"})
+_OTHER_UMO = frozenset({"X3"})
+X217_278 = Guide(
+    "005010X217 278",
+    {"20": "2000A", "21": "2000B", "22": "2000C", "23": "2000D", "EV": "2000E", "SS": "2000F"},
+    (
+        *_names({"2010A": "2000A", "2010B": "2000B", "2010C": "2000C", "2010D": "2000D"}, "NM1"),
+        LoopRule("2010EB", "2000E", "NM1", _TRANSPORT),
+        LoopRule("2010EC", "2000E", "NM1", _OTHER_UMO),
+        LoopRule("2010EA", "2000E", "NM1"),
+        LoopRule("2010FB", "2000F", "NM1", _OTHER_UMO),
+        LoopRule("2010FA", "2000F", "NM1"),
+    ),
+)
+
+GUIDES: dict[str, Guide] = {
+    "270": X279_270,
+    "271": X279_271,
+    "276": X212_276,
+    "277": X212_277,
+    "278": X217_278,
+}
+
+
+def guide_for(transaction_code: str) -> Guide | None:
+    """The loop table for an ST01, or None for transactions read segment by segment."""
+    return GUIDES.get(transaction_code)

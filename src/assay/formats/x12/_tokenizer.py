@@ -1,0 +1,157 @@
+"""X12 tokenizer: text → delimiters and segments, one interchange header at a time.
+
+Delimiters are read from each ISA header once into a `Delimiters` plan (style.md, after
+python-hl7's `create_parse_plan`), as X12.5 / the 005010 TR3 appendix B define them:
+
+* element separator — the character right after `ISA`;
+* repetition separator — ISA11 (005010 and later; `U` in 004010 is a standards id, not a
+  separator, so alphanumeric ISA11 means "no repetitions");
+* component separator — ISA16;
+* segment terminator — the character right after ISA16.
+
+Real files bend the fixed-width rule (fields trimmed of padding, ISA08 broken by a line feed), so
+ISA16 is located by counting 16 element separators rather than by byte 104. Line breaks (CR, LF,
+CRLF) and spaces between segments, a leading BOM and trailing whitespace are tolerated.
+
+Linear time on any input: every character is visited a bounded number of times (one `str.find`
+per segment from the current position, one `split` per segment); the ISA scan is capped at
+`_ISA_SCAN_LIMIT` characters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from assay.formats.x12._errors import X12ParseError
+from assay.formats.x12._model import Delimiters, X12Segment
+
+__all__ = ["tokenize"]
+
+_ISA_SCAN_LIMIT = 512
+_WHITESPACE = " \t\r\n\f\v"
+_LINE_BREAKS = "\r\n"
+
+
+def tokenize(text: str) -> Iterator[X12Segment]:
+    """Yield every segment of `text` (which may hold several interchanges), in order.
+
+    Raises:
+        X12ParseError: the text does not start with an ISA header, a header's delimiters cannot
+            be read, or a segment id is not 2–3 upper-case letters or digits.
+    """
+    length = len(text)
+    pos = _skip_space(text, 0, bom=True)
+    if pos >= length:
+        raise X12ParseError("empty input: expected an X12 interchange starting with ISA", offset=0)
+    index = 0
+    delimiters: Delimiters | None = None
+    while pos < length:
+        if text.startswith("ISA", pos):
+            header, delimiters, pos = _read_isa(text, pos, index)
+            yield header
+            index += 1
+        elif delimiters is None:
+            raise X12ParseError(
+                f"input does not start with an ISA interchange header (found {text[pos : pos + 20]!r})",
+                segment=0,
+                offset=_byte_offset(text, pos),
+            )
+        else:
+            end = text.find(delimiters.segment, pos)
+            stop = length if end < 0 else end
+            raw = text[pos:stop].rstrip(_LINE_BREAKS)
+            if raw:
+                parts = raw.split(delimiters.element)
+                seg_id = parts[0]
+                if not _is_segment_id(seg_id):
+                    raise X12ParseError(
+                        f"bad segment identifier {seg_id[:20]!r}: expected 2-3 upper-case letters or digits",
+                        segment=index,
+                        element=0,
+                        offset=_byte_offset(text, pos),
+                    )
+                yield X12Segment(seg_id, tuple(parts[1:]), delimiters, pos)
+                index += 1
+            pos = stop + 1
+        pos = _skip_space(text, pos)
+
+
+def _read_isa(text: str, start: int, index: int) -> tuple[X12Segment, Delimiters, int]:
+    """Read one ISA header at `start`: its delimiters, the segment, and where the next begins."""
+    if start + 4 > len(text):
+        raise X12ParseError("truncated ISA header", segment=index, offset=_byte_offset(text, start))
+    element = text[start + 3]
+    if element.isalnum() or element in _WHITESPACE:
+        raise X12ParseError(
+            f"ISA header: element separator {element!r} is not a delimiter character",
+            segment=index,
+            element=0,
+            offset=_byte_offset(text, start + 3),
+        )
+    limit = min(len(text), start + _ISA_SCAN_LIMIT)
+    cursor = start + 3
+    for count in range(1, 16):
+        cursor = text.find(element, cursor + 1, limit)
+        if cursor < 0:
+            raise X12ParseError(
+                f"ISA header: found only {count} of 16 element separators {element!r}",
+                segment=index,
+                element=count,
+                offset=_byte_offset(text, start),
+            )
+    component_at = cursor + 1
+    if component_at + 1 >= len(text):
+        raise X12ParseError(
+            "ISA header ends before ISA16 and the segment terminator",
+            segment=index,
+            element=16,
+            offset=_byte_offset(text, start),
+        )
+    component, terminator = text[component_at], text[component_at + 1]
+    if component.isalnum() or component in _WHITESPACE or component == element:
+        raise X12ParseError(
+            f"ISA16 component separator {component!r} is not a delimiter character",
+            segment=index,
+            element=16,
+            offset=_byte_offset(text, component_at),
+        )
+    if terminator.isalnum() or terminator in (element, component, " "):
+        raise X12ParseError(
+            f"ISA header: no segment terminator after ISA16 (found {terminator!r})",
+            segment=index,
+            element=16,
+            offset=_byte_offset(text, component_at + 1),
+        )
+    fields = [part.strip(_LINE_BREAKS) for part in text[start + 4 : component_at].split(element)]
+    fields[-1] = component
+    repetition = fields[10].strip()
+    usable = len(repetition) == 1 and not repetition.isalnum() and repetition not in (component, terminator)
+    delimiters = Delimiters(element, component, repetition if usable else None, terminator)
+    return X12Segment("ISA", tuple(fields), delimiters, start), delimiters, component_at + 2
+
+
+def _skip_space(text: str, pos: int, bom: bool = False) -> int:
+    length = len(text)
+    while pos < length:
+        char = text[pos]
+        if char in _WHITESPACE or (bom and char == "\ufeff"):
+            pos += 1
+        else:
+            break
+    return pos
+
+
+def _is_segment_id(seg_id: str) -> bool:
+    return (
+        2 <= len(seg_id) <= 3
+        and seg_id.isascii()
+        and seg_id.isalnum()
+        and seg_id == seg_id.upper()
+        and seg_id[0].isalpha()
+    )
+
+
+def _byte_offset(text: str, pos: int) -> int:
+    """Byte offset in the UTF-8 encoding of `text` (only computed when reporting an error)."""
+    prefix = text[:pos]
+    return pos if prefix.isascii() else len(prefix.encode("utf-8"))
