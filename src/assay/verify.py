@@ -147,7 +147,7 @@ def verify_criterion(
     if spec.weight <= 0:
         return CriterionResult.unsupported("weight must be a number > 0")
     try:
-        assertion = parse_assertion(spec.assertion)
+        assertion = parse_assertion(spec.assertion, at_verify=True)
     except AssertionInvalid as exc:
         return CriterionResult.unsupported(_reason(exc))
     check = CHECKS.get(assertion.assert_)

@@ -92,6 +92,8 @@ def normalise(text: str) -> Speech:
             stem = word[:-1]
             if stem:
                 raw.append(Token(_NT_STEMS.get(stem, stem), start, end - 1, sentence))
+            elif raw and raw[-1].text in _NT_STEMS:  # ASR spacing: "ca n't"
+                raw[-1] = Token(_NT_STEMS[raw[-1].text], raw[-1].start, raw[-1].end, raw[-1].sentence)
             raw.append(Token("not", end - 1, end + 2, sentence))
             continue
         if word == "t" and raw and raw[-1].text == "not" and raw[-1].end == end:

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import Discriminator, Tag, ValidationError
 
-from assay.core.assertions._base import FieldAssertion, MatchMode, TaggedAssertion
+from assay.core.assertions._base import AT_VERIFY, FieldAssertion, MatchMode, TaggedAssertion
 from assay.core.assertions.fhir import FhirField, FhirResourceState
 from assay.core.assertions.hl7 import Hl7Field, Hl7Structural
 from assay.core.assertions.portal import PortalAssertion, PortalCorrelation, PortalStateMatch
@@ -73,8 +73,12 @@ Assertion = Annotated[
 """The union as a type, for schemas (OpenAPI) and typed fields."""
 
 
-def parse_assertion(data: Any) -> AssertionModel:
-    """Validate an assertion object; raise `AssertionInvalid` naming each offending key."""
+def parse_assertion(data: Any, *, at_verify: bool = False) -> AssertionModel:
+    """Validate an assertion object; raise `AssertionInvalid` naming each offending key.
+
+    `at_verify=True` is for judging a stored assertion: an invalid `matches` pattern then parses
+    and fails its field at verify time (SPEC §3.1), instead of rejecting the whole criterion.
+    """
     if not isinstance(data, dict):
         raise AssertionInvalid({"": [f"an assertion must be a JSON object, not {_kind(data)}"]})
     tag = data.get("assert")
@@ -85,7 +89,7 @@ def parse_assertion(data: Any) -> AssertionModel:
         known = ", ".join(ASSERTION_MODELS)
         raise AssertionInvalid({"assert": [f"unknown assertion type {tag!r}; expected one of {known}"]})
     try:
-        return model.model_validate(data)  # type: ignore[return-value]
+        return model.model_validate(data, context={AT_VERIFY: at_verify})  # type: ignore[return-value]
     except ValidationError as exc:
         raise AssertionInvalid(_errors_by_key(exc)) from None
 

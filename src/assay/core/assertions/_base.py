@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, JsonValue, model_validator
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
 from assay.core.operators import LIST_EXPECTED, InvalidPattern, Operator, compile_pattern
@@ -12,6 +12,9 @@ from assay.core.operators import LIST_EXPECTED, InvalidPattern, Operator, compil
 __all__ = ["FieldAssertion", "MatchMode", "StrictModel", "TaggedAssertion"]
 
 MatchMode = Literal["any", "first", "latest", "all"]
+AT_VERIFY = "at_verify"
+"""Validation-context flag: at verify time an invalid `matches` pattern is a failed field, not
+a parse error (SPEC §3.1 — it is a 422 only at create)."""
 STRUCTURED_EXPECTED = LIST_EXPECTED | {"equals", "notEquals", "contains", "notContains"}
 
 
@@ -44,7 +47,7 @@ class FieldAssertion(StrictModel):
     equality, rather than a scalar (or a list for `in`/`notIn`)."""
 
     @model_validator(mode="after")
-    def _expected_fits_operator(self) -> FieldAssertion:
+    def _expected_fits_operator(self, info: ValidationInfo) -> FieldAssertion:
         if self.structured_expected:
             if isinstance(self.expected, (list, dict)) and self.operator not in STRUCTURED_EXPECTED:
                 raise PydanticCustomError(
@@ -63,7 +66,7 @@ class FieldAssertion(StrictModel):
                 "a list `expected` needs operator in or notIn, not {operator}",
                 {"operator": self.operator},
             )
-        if self.operator == "matches":
+        if self.operator == "matches" and not (info.context or {}).get(AT_VERIFY):
             try:
                 compile_pattern(str(self.expected))
             except InvalidPattern as exc:
