@@ -40,8 +40,7 @@ def rewrite_resolve(expression: str) -> str:
     """`x.where(resolve() is Patient)` → a filter on the reference's own text or `type`."""
     return _RESOLVE_IS.sub(
         lambda m: (
-            f".where(reference.startsWith('{m[1]}/') or reference.contains('/{m[1]}/')"
-            f" or type = '{m[1]}')"
+            f".where(reference.startsWith('{m[1]}/') or reference.contains('/{m[1]}/') or type = '{m[1]}')"
         ),
         expression,
     )

@@ -1,32 +1,35 @@
-"""FHIR R4: search-parameter table, search engine over in-memory resources, bundles.
+"""FHIR R4: the search-parameter table, a search engine over in-memory resources, bundles.
 
-PLACEHOLDER until the FHIR search work lands: `FhirStore` keeps resources and answers searches
-with no parameters only.
+Modules, bottom up: `parameters` (the generated R4 table), `fhirpath` (fhirpathpy, strict and
+cached), `extract` (expressions compiled to Python), `dates`/`references`/`values` (what each
+parameter type indexes), `query` (parsing and per-type matching), `index`, `store` (`FhirStore`),
+`bundles` (SPEC §5.1 dataset loading). `formats` imports nothing else from `assay`.
 """
 
-from __future__ import annotations
+from assay.formats.fhir.bundles import resources_from_bundle
+from assay.formats.fhir.errors import FhirPathError, InvalidSearch, UnknownSearchParameter
+from assay.formats.fhir.fhirpath import compile_fhirpath, evaluate_fhirpath
+from assay.formats.fhir.parameters import SearchParameter, is_resource_type, search_parameter
+from assay.formats.fhir.query import Criterion, ParsedSearch, SortKey, parse_search, parse_search_key
+from assay.formats.fhir.references import ReferenceTarget, parse_reference
+from assay.formats.fhir.store import FhirStore
 
-from collections.abc import Iterable, Mapping
-from typing import Any
-
-__all__ = ["FhirStore", "InvalidSearch", "UnknownSearchParameter"]
-
-
-class InvalidSearch(ValueError):
-    pass
-
-
-class UnknownSearchParameter(InvalidSearch):
-    pass
-
-
-class FhirStore:
-    def __init__(self, resources: Iterable[dict[str, Any]]):
-        self.by_type: dict[str, list[dict[str, Any]]] = {}
-        for resource in resources:
-            self.by_type.setdefault(resource["resourceType"], []).append(resource)
-
-    def search(self, resource_type: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        for name in params:
-            raise UnknownSearchParameter(f"unknown search parameter {name}")
-        return list(self.by_type.get(resource_type, []))
+__all__ = [
+    "Criterion",
+    "FhirPathError",
+    "FhirStore",
+    "InvalidSearch",
+    "ParsedSearch",
+    "ReferenceTarget",
+    "SearchParameter",
+    "SortKey",
+    "UnknownSearchParameter",
+    "compile_fhirpath",
+    "evaluate_fhirpath",
+    "is_resource_type",
+    "parse_reference",
+    "parse_search",
+    "parse_search_key",
+    "resources_from_bundle",
+    "search_parameter",
+]

@@ -1,0 +1,409 @@
+"""Search parameters parsed once into typed values, and how each type matches (SPEC §3.2).
+
+`parse_search(resource_type, params)` is the one way in: a key is `code[:modifier]`, a list
+repeats the parameter (AND), commas inside a value are OR (`\\,` escapes one). Unknown, composite,
+special, chained (`subject.name`, `subject:Patient.name`) and `_has` parameters, and modifiers this
+engine does not implement, raise `UnknownSearchParameter`; a bad value raises `InvalidSearch`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from assay.formats.fhir.dates import DateRange, date_range, matches_range
+from assay.formats.fhir.errors import InvalidSearch, UnknownSearchParameter
+from assay.formats.fhir.parameters import SearchParameter, is_resource_type, search_parameter
+from assay.formats.fhir.references import parse_reference
+from assay.formats.fhir.values import QuantityValue, normalize_text
+
+__all__ = [
+    "PREFIXES",
+    "Criterion",
+    "DateQuery",
+    "MissingQuery",
+    "NumberQuery",
+    "ParsedSearch",
+    "QuantityQuery",
+    "ReferenceQuery",
+    "SortKey",
+    "StringQuery",
+    "TokenQuery",
+    "UriQuery",
+    "parse_search",
+    "parse_search_key",
+]
+
+PREFIXES = ("eq", "ne", "gt", "lt", "ge", "le", "sa", "eb", "ap")
+_PREFIXED = frozenset({"date", "number", "quantity"})
+_MODIFIERS: dict[str, frozenset[str]] = {
+    "token": frozenset({"not", "missing"}),
+    "string": frozenset({"exact", "contains", "missing"}),
+    "reference": frozenset({"missing"}),
+    "date": frozenset({"missing"}),
+    "number": frozenset({"missing"}),
+    "quantity": frozenset({"missing"}),
+    "uri": frozenset({"missing", "below", "above"}),
+}
+IGNORED = frozenset({"_include", "_revinclude", "_summary", "_elements", "_total", "_format", "_pretty"})
+"""Result parameters: they shape a response page, never the candidates (SPEC §3.2)."""
+_PREFIX = re.compile(r"^([a-z]{2})(?=[-+.\d])")
+
+
+# -- parsed values ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MissingQuery:
+    missing: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TokenQuery:
+    """`code`, `system|code`, `|code` (no system) or `system|` (any code of the system)."""
+
+    code: str | None
+    system: str | None = None
+    system_given: bool = False
+
+    def keys(self) -> tuple[Any, ...]:
+        if not self.system_given:
+            return ("c", self.code)
+        if self.system is None:
+            return ("n", self.code)
+        if self.code is None:
+            return ("s", self.system)
+        return ("sc", self.system, self.code)
+
+
+@dataclass(frozen=True, slots=True)
+class StringQuery:
+    text: str
+    normalized: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceQuery:
+    """`Type/id`, a bare `id` (with an optional `:Type` modifier) or an absolute URL's tail."""
+
+    raw: str
+    type: str | None
+    id: str | None
+
+    def keys(self) -> tuple[Any, ...]:
+        if self.type and self.id:
+            return ("l", f"{self.type}/{self.id}")
+        if self.id:
+            return ("i", self.id)
+        if self.type:
+            return ("none",)
+        return ("r", self.raw)
+
+
+@dataclass(frozen=True, slots=True)
+class UriQuery:
+    uri: str
+
+
+@dataclass(frozen=True, slots=True)
+class DateQuery:
+    prefix: str
+    range: DateRange
+
+    def matches(self, target: DateRange, now: int | None = None) -> bool:
+        return matches_range(self.prefix, self.range, target, now)
+
+
+@dataclass(frozen=True, slots=True)
+class NumberQuery:
+    """A number with its implicit precision range `[low, high)` (R4: `100` is [99.5, 100.5))."""
+
+    prefix: str
+    value: Decimal
+    low: Decimal
+    high: Decimal
+
+    def matches_point(self, number: Decimal) -> bool:
+        prefix = self.prefix
+        if prefix == "eq":
+            return self.low <= number < self.high
+        if prefix == "ne":
+            return not self.low <= number < self.high
+        if prefix in ("gt", "sa"):
+            return number > self.value
+        if prefix in ("lt", "eb"):
+            return number < self.value
+        if prefix == "ge":
+            return number >= self.value
+        if prefix == "le":
+            return number <= self.value
+        margin = max(abs(self.value) / 10, (self.high - self.low) / 2)
+        return self.value - margin <= number <= self.value + margin
+
+    def matches_range(self, low: Decimal | None, high: Decimal | None) -> bool:
+        if low is not None and low == high:
+            return self.matches_point(low)
+        prefix = self.prefix
+        lo = low if low is not None else Decimal("-Infinity")
+        hi = high if high is not None else Decimal("Infinity")
+        contains = self.low <= lo and hi <= self.high
+        checks = {
+            "eq": contains,
+            "ne": not contains,
+            "gt": hi > self.value,
+            "sa": lo > self.value,
+            "lt": lo < self.value,
+            "eb": hi < self.value,
+            "ge": hi >= self.value,
+            "le": lo <= self.value,
+            "ap": lo <= self.high and hi >= self.low,
+        }
+        return checks[prefix]
+
+
+@dataclass(frozen=True, slots=True)
+class QuantityQuery:
+    number: NumberQuery
+    system: str | None
+    code: str | None
+
+    def matches(self, quantity: QuantityValue) -> bool:
+        if self.code is not None:
+            if self.system is not None:
+                if quantity.system != self.system or quantity.code != self.code:
+                    return False
+            elif self.code not in (quantity.code, quantity.unit):
+                return False
+        elif self.system is not None and quantity.system != self.system:
+            return False
+        return self.number.matches_range(quantity.low, quantity.high)
+
+
+QueryValue = (
+    MissingQuery
+    | TokenQuery
+    | StringQuery
+    | ReferenceQuery
+    | UriQuery
+    | DateQuery
+    | NumberQuery
+    | QuantityQuery
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Criterion:
+    """One AND-ed search parameter: its values are OR-ed."""
+
+    parameter: SearchParameter
+    key: str
+    """As written: `name:exact`."""
+    modifier: str | None
+    values: tuple[QueryValue, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SortKey:
+    parameter: SearchParameter
+    descending: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedSearch:
+    resource_type: str
+    criteria: tuple[Criterion, ...] = ()
+    sort: tuple[SortKey, ...] = ()
+    count: int | None = None
+    includes: tuple[str, ...] = ()
+    """`_include` and `_revinclude` values as written (`_revinclude:iterate=…` keeps its key)."""
+    ignored: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Other result parameters (`_summary`, `_elements`, …), for a REST layer to honour."""
+
+
+# -- parsing ------------------------------------------------------------------------------------
+
+
+def parse_search_key(resource_type: str, key: str) -> tuple[SearchParameter, str | None]:
+    """The parameter and modifier a key names; `UnknownSearchParameter` when unsupported."""
+    name, _, modifier = key.partition(":")
+    if "." in key or name == "_has" or not is_resource_type(resource_type):
+        raise UnknownSearchParameter(key)
+    parameter = search_parameter(resource_type, name)
+    if parameter is None or not parameter.supported:
+        raise UnknownSearchParameter(key)
+    if not modifier:
+        return parameter, None
+    allowed = _MODIFIERS[parameter.type]
+    if modifier in allowed:
+        return parameter, modifier
+    if parameter.type == "reference" and is_resource_type(modifier):
+        return parameter, modifier
+    raise UnknownSearchParameter(key)
+
+
+def _split_or(value: str) -> list[str]:
+    parts, current, escaped = [], [], False
+    for char in value:
+        if escaped:
+            current.append("\\" + char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == ",":
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    if escaped:
+        current.append("\\")
+    parts.append("".join(current))
+    return parts
+
+
+def _split_pipe(value: str) -> list[str]:
+    return re.split(r"(?<!\\)\|", value)
+
+
+def _unescape(value: str) -> str:
+    return re.sub(r"\\([\\,$|])", r"\1", value)
+
+
+def _prefixed(key: str, raw: str) -> tuple[str, str]:
+    match = _PREFIX.match(raw)
+    if match is None:
+        return "eq", raw
+    if match[1] not in PREFIXES:
+        raise InvalidSearch(
+            f"invalid prefix {match[1]!r} in {key}={raw}; expected one of {', '.join(PREFIXES)}"
+        )
+    return match[1], raw[2:]
+
+
+def _number(key: str, raw: str, prefix: str) -> NumberQuery:
+    try:
+        value = Decimal(raw)
+    except InvalidOperation:
+        raise InvalidSearch(f"invalid number {raw!r} for {key}") from None
+    if not value.is_finite():
+        raise InvalidSearch(f"invalid number {raw!r} for {key}")
+    exponent = value.as_tuple().exponent
+    assert isinstance(exponent, int)
+    half = Decimal(5).scaleb(exponent - 1)
+    return NumberQuery(prefix, value, value - half, value + half)
+
+
+def _parse_value(parameter: SearchParameter, key: str, modifier: str | None, raw: str) -> QueryValue:
+    kind = parameter.type
+    if modifier == "missing":
+        if raw not in ("true", "false"):
+            raise InvalidSearch(f"{key} takes true or false, not {raw!r}")
+        return MissingQuery(raw == "true")
+    if kind in _PREFIXED:
+        prefix, rest = _prefixed(key, raw)
+        if kind == "date":
+            found = date_range(rest)
+            if found is None:
+                raise InvalidSearch(
+                    f"invalid date {rest!r} for {key}; expected YYYY[-MM[-DD[Thh:mm[:ss][Z]]]]"
+                )
+            return DateQuery(prefix, found)
+        if kind == "number":
+            return _number(key, rest, prefix)
+        pieces = _split_pipe(rest)
+        if len(pieces) not in (1, 3):
+            raise InvalidSearch(f"invalid quantity {raw!r} for {key}; expected [prefix]number|system|code")
+        system = _unescape(pieces[1]) or None if len(pieces) == 3 else None
+        code = _unescape(pieces[2]) or None if len(pieces) == 3 else None
+        return QuantityQuery(_number(key, pieces[0], prefix), system, code)
+    if kind == "token":
+        pieces = _split_pipe(raw)
+        if len(pieces) == 1:
+            return TokenQuery(_unescape(raw))
+        system, code = _unescape(pieces[0]), _unescape("|".join(pieces[1:]))
+        return TokenQuery(code or None, system or None, True)
+    if kind == "string":
+        text = _unescape(raw)
+        return StringQuery(text, normalize_text(text))
+    if kind == "reference":
+        return _reference(parameter, modifier, _unescape(raw))
+    return UriQuery(_unescape(raw))
+
+
+def _reference(parameter: SearchParameter, modifier: str | None, raw: str) -> ReferenceQuery:
+    target = parse_reference(raw)
+    if target.type and target.id:
+        if modifier and modifier != target.type:
+            return ReferenceQuery(raw, modifier, None)
+        return ReferenceQuery(raw, target.type, target.id)
+    if "/" not in raw and ":" not in raw and raw:
+        return ReferenceQuery(raw, modifier, raw)
+    return ReferenceQuery(raw, None, None)
+
+
+def _as_list(value: str | Sequence[str]) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value]
+
+
+def _count(values: list[str]) -> int:
+    raw = values[-1].strip()
+    if not raw.isdigit():
+        raise InvalidSearch(f"_count must be a whole number >= 0, not {raw!r}")
+    return int(raw)
+
+
+def _sort(resource_type: str, values: list[str]) -> tuple[SortKey, ...]:
+    keys: list[SortKey] = []
+    for value in values:
+        for item in value.split(","):
+            name = item.strip()
+            if not name:
+                continue
+            descending = name.startswith("-")
+            parameter, modifier = parse_search_key(resource_type, name.lstrip("-"))
+            if modifier:
+                raise UnknownSearchParameter(name.lstrip("-"))
+            keys.append(SortKey(parameter, descending))
+    return tuple(keys)
+
+
+def parse_search(resource_type: str, params: Mapping[str, str | Sequence[str]]) -> ParsedSearch:
+    """Parse FHIR search parameters for `resource_type` (SPEC §3.2).
+
+    Raises:
+        UnknownSearchParameter: an unknown type or parameter, or an unsupported kind or modifier.
+        InvalidSearch: a bad value (malformed date, bad prefix, `_count` not a number).
+    """
+    if not is_resource_type(resource_type):
+        raise InvalidSearch(f"unknown resource type {resource_type}")
+    criteria: list[Criterion] = []
+    sort: tuple[SortKey, ...] = ()
+    count: int | None = None
+    includes: list[str] = []
+    ignored: dict[str, tuple[str, ...]] = {}
+    for key, given in params.items():
+        values = _as_list(given)
+        name = key.partition(":")[0]
+        if name in IGNORED:
+            if name in ("_include", "_revinclude"):
+                includes.extend(f"{key}={v}" for v in values)
+            else:
+                ignored[key] = tuple(values)
+            continue
+        if key == "_count":
+            count = _count(values)
+            continue
+        if key == "_sort":
+            sort = _sort(resource_type, values)
+            continue
+        parameter, modifier = parse_search_key(resource_type, key)
+        for value in values:
+            ors = [v for v in _split_or(value) if v != ""]
+            if ors:
+                parsed = tuple(_parse_value(parameter, key, modifier, v) for v in ors)
+                criteria.append(Criterion(parameter, key, modifier, parsed))
+    return ParsedSearch(resource_type, tuple(criteria), sort, count, tuple(includes), ignored)

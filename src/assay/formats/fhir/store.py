@@ -1,0 +1,200 @@
+"""`FhirStore`: FHIR R4 resources in memory, searched with real R4 semantics (SPEC §3.2).
+
+The snapshot reader, the `fhir-resource-state` check and (later) the live FHIR REST server share
+this one engine. Indexes are built lazily, per (resource type, parameter), on the first search
+that needs them, and kept consistent by `put` and `delete`.
+
+Results come in recency order (SPEC §2): `meta.lastUpdated` (missing counts as the time the store
+received the resource), then `meta.versionId` numerically, then `id` — unless `_sort` asks for
+another order, which is applied stably on top, before `_count` caps the list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from assay.formats.fhir.dates import DateRange, date_range, now_micros
+from assay.formats.fhir.extract import compile_extractor
+from assay.formats.fhir.index import ParamIndex
+from assay.formats.fhir.parameters import SearchParameter
+from assay.formats.fhir.query import ParsedSearch, parse_search
+
+__all__ = ["FhirStore"]
+
+SearchParams = Mapping[str, "str | Sequence[str]"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    resource: dict[str, Any]
+    received_at: int
+    """Microseconds since the epoch when the store got it: the lastUpdated stand-in (SPEC §2)."""
+
+    @property
+    def last_updated(self) -> int:
+        meta = self.resource.get("meta")
+        stamp = meta.get("lastUpdated") if isinstance(meta, dict) else None
+        found = date_range(stamp) if isinstance(stamp, str) else None
+        return found.low if found else self.received_at
+
+    def recency(self, rid: str) -> tuple[int, int, str]:
+        meta = self.resource.get("meta")
+        version = meta.get("versionId") if isinstance(meta, dict) else None
+        number = int(version) if isinstance(version, str) and version.isdigit() else 0
+        return self.last_updated, number, rid
+
+
+class FhirStore:
+    """Resources by type and id, with lazily built search indexes.
+
+    Returned resources are the stored dicts themselves: callers must not mutate them (use
+    `put` with a new dict to change one).
+    """
+
+    def __init__(self, resources: Iterable[dict[str, Any]] = (), *, loaded_at: datetime | None = None):
+        """Load resources (last write wins per type and id); `loaded_at` stands in for missing
+        `meta.lastUpdated` values (default: now)."""
+        self._received_at = _micros(loaded_at) if loaded_at else now_micros()
+        self._by_type: dict[str, dict[str, _Entry]] = {}
+        self._indexes: dict[tuple[str, str], ParamIndex] = {}
+        self._ranks: dict[str, dict[str, int]] = {}
+        for resource in resources:
+            self._store(resource, self._received_at)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def get(self, resource_type: str, rid: str) -> dict[str, Any] | None:
+        entry = self._by_type.get(resource_type, {}).get(rid)
+        return entry.resource if entry else None
+
+    def types(self) -> list[str]:
+        """Resource types that hold at least one resource, sorted."""
+        return sorted(t for t, entries in self._by_type.items() if entries)
+
+    def resources(self, resource_type: str) -> list[dict[str, Any]]:
+        """Every resource of the type in recency order, oldest first."""
+        entries = self._by_type.get(resource_type, {})
+        ranks = self._ranks_of(resource_type)
+        return [entries[rid].resource for rid in sorted(entries, key=ranks.__getitem__)]
+
+    def __len__(self) -> int:
+        return sum(len(entries) for entries in self._by_type.values())
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def put(self, resource: dict[str, Any], *, received_at: datetime | None = None) -> None:
+        """Insert or replace a resource by (resourceType, id), keeping indexes consistent."""
+        self._store(resource, _micros(received_at) if received_at else now_micros())
+
+    def delete(self, resource_type: str, rid: str) -> bool:
+        """Remove a resource; False when there was none."""
+        entries = self._by_type.get(resource_type, {})
+        if rid not in entries:
+            return False
+        del entries[rid]
+        for (kind, _), index in self._indexes.items():
+            if kind == resource_type:
+                index.remove(rid)
+        self._ranks.pop(resource_type, None)
+        return True
+
+    def _store(self, resource: dict[str, Any], received_at: int) -> None:
+        kind, rid = resource.get("resourceType"), resource.get("id")
+        if not isinstance(kind, str) or not isinstance(rid, str):
+            raise ValueError("a stored FHIR resource needs a string resourceType and id")
+        entries = self._by_type.setdefault(kind, {})
+        replacing = rid in entries
+        entries[rid] = _Entry(resource, received_at)
+        for (indexed_type, _), index in self._indexes.items():
+            if indexed_type == kind:
+                if replacing:
+                    index.remove(rid)
+                index.add(rid, resource)
+        self._ranks.pop(kind, None)
+
+    # -- searching ----------------------------------------------------------------------------
+
+    def parse_search(self, resource_type: str, params: SearchParams) -> ParsedSearch:
+        """Parse and validate without running (raises `InvalidSearch`/`UnknownSearchParameter`)."""
+        return parse_search(resource_type, params)
+
+    def search(self, resource_type: str, params: SearchParams) -> list[dict[str, Any]]:
+        """Every match of `GET [base]/{resource_type}?{params}`, all pages (SPEC §3.2).
+
+        Raises:
+            UnknownSearchParameter: unknown, composite, chained or `_has` parameters.
+            InvalidSearch: a bad value.
+        """
+        return self.execute(parse_search(resource_type, params))
+
+    def execute(self, search: ParsedSearch) -> list[dict[str, Any]]:
+        """Run a parsed search: matching resources in recency or `_sort` order, capped by `_count`."""
+        entries = self._by_type.get(search.resource_type, {})
+        candidates: set[str] | None = None
+        indexed = [(c, self._index(search.resource_type, c.parameter)) for c in search.criteria]
+        indexed.sort(key=lambda pair: not pair[1].is_lookup(pair[0]))
+        for criterion, index in indexed:
+            among = candidates if candidates is not None else entries.keys()
+            hits = index.matching(criterion, among)
+            candidates = hits if candidates is None else candidates & hits
+            if not candidates:
+                return []
+        ranks = self._ranks_of(search.resource_type)
+        ids = sorted(candidates if candidates is not None else entries, key=ranks.__getitem__)
+        for key in reversed(search.sort):
+            index = self._index(search.resource_type, key.parameter)
+            ids = _sorted_by(ids, index, key.descending)
+        if search.count is not None:
+            ids = ids[: search.count]
+        return [entries[rid].resource for rid in ids]
+
+    def _index(self, resource_type: str, parameter: SearchParameter) -> ParamIndex:
+        key = (resource_type, parameter.code)
+        index = self._indexes.get(key)
+        if index is None:
+            index = ParamIndex(
+                parameter,
+                compile_extractor(resource_type, parameter.expression),
+                self._last_updated_fallback(resource_type) if parameter.code == "_lastUpdated" else _nothing,
+            )
+            for rid, entry in self._by_type.get(resource_type, {}).items():
+                index.add(rid, entry.resource)
+            self._indexes[key] = index
+        return index
+
+    def _last_updated_fallback(self, resource_type: str) -> Any:
+        def received(rid: str) -> list[Any]:
+            entry = self._by_type.get(resource_type, {}).get(rid)
+            return [DateRange(entry.received_at, entry.received_at + 1)] if entry else []
+
+        return received
+
+    def _ranks_of(self, resource_type: str) -> dict[str, int]:
+        ranks = self._ranks.get(resource_type)
+        if ranks is None:
+            entries = self._by_type.get(resource_type, {})
+            ordered = sorted(entries, key=lambda rid: entries[rid].recency(rid))
+            ranks = self._ranks[resource_type] = {rid: i for i, rid in enumerate(ordered)}
+        return ranks
+
+
+def _nothing(rid: str) -> list[Any]:
+    return []
+
+
+def _sorted_by(ids: list[str], index: ParamIndex, descending: bool) -> list[str]:
+    """Stable sort by one `_sort` key; resources without a value go last either way."""
+    present = [rid for rid in ids if index.sort_value(rid, descending) is not None]
+    absent = [rid for rid in ids if index.sort_value(rid, descending) is None]
+    present.sort(key=lambda rid: index.sort_value(rid, descending), reverse=descending)
+    return present + absent
+
+
+def _micros(moment: datetime) -> int:
+    found = date_range(moment.isoformat())
+    if found is None:
+        raise ValueError(f"not a datetime: {moment!r}")
+    return found.low
