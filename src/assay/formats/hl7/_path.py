@@ -81,7 +81,7 @@ def _parse(text: str) -> Hl7Path:
     source = text.strip()
     if not source:
         raise Hl7PathError(text, "the path is empty")
-    if not _SEGMENT.match(source) or (len(source) > 3 and source[3] not in ".-["):
+    if not _SEGMENT.match(source) or (len(source) > 3 and source[3].isalnum()):
         head = _SEPARATORS.split(source, maxsplit=1)[0].split("[", 1)[0]
         raise Hl7PathError(text, f"{head!r} is not a segment ID (a letter, then two letters or digits)")
     rest = source[3:]
