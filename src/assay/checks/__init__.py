@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from assay.checks import hl7_structural, portal_state_match, sftp_file_present, voice_transcript
+from assay.checks import fhir_resource_state, hl7_structural, portal_state_match, sftp_file_present, voice_transcript, x12_response
 from assay.checks._context import CheckContext
 from assay.core.results import CriterionResult
 from assay.core.state import SandboxState
@@ -20,8 +20,10 @@ __all__ = ["CHECKS", "Check", "CheckContext"]
 Check = Callable[[Any, SandboxState, CheckContext], CriterionResult]
 
 CHECKS: dict[str, Check] = {
+    "fhir-resource-state": fhir_resource_state.check,
     "hl7-structural": hl7_structural.check,
     "portal-state-match": portal_state_match.check,
     "sftp-file-present": sftp_file_present.check,
     "voice-transcript": voice_transcript.check,
+    "x12-response": x12_response.check,
 }

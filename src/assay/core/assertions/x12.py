@@ -1,19 +1,52 @@
-"""`x12-response` (SPEC §3.7)."""
+"""`x12-response` (SPEC §3.7).
+
+Every `fields[].path` and every `correlate_by` key that is not an alias is parsed into an
+`X12Path` here, at validation time, so a bad path is a 422 naming the key (style.md: parse path
+strings once) and the check never meets one.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from assay.core.assertions._base import FieldAssertion, MatchMode, TaggedAssertion
+from assay.formats.x12 import X12Path, X12PathError
 
-__all__ = ["X12Field", "X12Response"]
+__all__ = ["CORRELATION_ALIASES", "X12Field", "X12Response"]
+
+CORRELATION_ALIASES = ("member_id", "trace_number", "patient_control_number")
+"""`correlate_by` keys that are not paths; what each reads depends on the transaction (SPEC §3.7)."""
+
+
+def _path_error(error: X12PathError, key: str | None = None) -> PydanticCustomError:
+    if key is None:
+        message = str(error)
+    else:
+        aliases = ", ".join(CORRELATION_ALIASES)
+        message = f"correlate_by key {key!r} is neither an alias ({aliases}) nor an X12 path: {error}"
+    return PydanticCustomError("x12_path", "{message}", {"message": message})
 
 
 class X12Field(FieldAssertion):
     path: str
     """Loop-aware X12 path, `[LOOP/]...SEG[FILTER]...NN[~REP][-COMP]`, e.g. `2110C/EB[1]03`."""
+
+    @field_validator("path")
+    @classmethod
+    def _path_parses(cls, value: str) -> str:
+        try:
+            X12Path.parse(value)
+        except X12PathError as exc:
+            raise _path_error(exc) from None
+        return value
+
+    @property
+    def x12_path(self) -> X12Path:
+        """The parsed path (cached by `X12Path.parse`)."""
+        return X12Path.parse(self.path)
 
 
 class X12Response(TaggedAssertion):
@@ -29,3 +62,15 @@ class X12Response(TaggedAssertion):
     @classmethod
     def _number_as_text(cls, value: Any) -> Any:
         return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("correlate_by")
+    @classmethod
+    def _keys_are_paths_or_aliases(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if key in CORRELATION_ALIASES:
+                continue
+            try:
+                X12Path.parse(key)
+            except X12PathError as exc:
+                raise _path_error(exc, key) from None
+        return value

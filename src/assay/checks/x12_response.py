@@ -1,0 +1,206 @@
+"""`x12-response`: judge the clearinghouse responses the agent received (SPEC §3.7).
+
+Candidates are the ST…SE transaction sets of every stored response, in arrival order (999/997
+acknowledgements and TA1s are not candidates). `transaction` keeps one exchange family,
+`correlate_by` narrows the candidates (every key must hold, read from the response and else from
+the request), `match` picks one (`checks._select`), and the field assertions score it
+(`checks._fields`). A response that does not parse is not a candidate; its parse error shows in
+`details` when nothing parses. Envelope problems are warnings in the evidence, never a reason to
+drop a transaction set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache, partial
+
+from assay.checks._context import CheckContext
+from assay.checks._fields import absent_entries, judge_fields, matched_details, no_match_details
+from assay.checks._select import Judged, choose
+from assay.core.assertions import X12Field, X12Response
+from assay.core.operators import values_equal
+from assay.core.results import CriterionResult
+from assay.core.state import SandboxState, X12Record
+from assay.core.values import ABSENT, Reading
+from assay.formats.x12 import (
+    ACKNOWLEDGEMENTS,
+    X12Document,
+    X12ParseError,
+    X12Path,
+    X12TransactionSet,
+    parse_x12,
+    segments_in,
+)
+
+__all__ = ["check"]
+
+_FAMILIES: Mapping[str, frozenset[str]] = {
+    "270": frozenset({"270", "271"}),
+    "271": frozenset({"270", "271"}),
+    "276": frozenset({"276", "277"}),
+    "277": frozenset({"276", "277"}),
+    "278": frozenset({"278"}),
+}
+"""`transaction` filter → the ST01 values of that exchange (eligibility, claim status, review)."""
+
+_MEMBER_ID = {
+    "270": "2100C/NM1[IL]09",
+    "271": "2100C/NM1[IL]09",
+    "276": "2100D/NM1[IL]09",
+    "277": "2100D/NM1[IL]09",
+    "278": "2010C/NM1[IL]09",
+}
+_TRACE_LOOPS = {
+    "270": ("2000C",),
+    "271": ("2000C",),
+    "276": ("2000D",),
+    "277": ("2000D",),
+    "278": ("2000C",),
+}
+"""The subscriber HL loop; its descendants hold the dependent (and, in a 278, patient event) loops."""
+_PATIENT_CONTROL_NUMBER = {"276": "2200D/TRN02", "277": "2200D/TRN02"}
+
+_LISTED = 10
+"""How many candidates or parse errors a no-match sentence names."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    record: X12Record
+    transaction: X12TransactionSet
+    request: X12Document | None
+
+    @property
+    def target(self) -> str:
+        """How details name it: `271 4321 in X12 response 3`."""
+        return f"{self.transaction.code} {self.transaction.control_number} in X12 response {self.record.seq}"
+
+
+def check(assertion: X12Response, state: SandboxState, context: CheckContext) -> CriterionResult:
+    """Score the best transaction set per `match`; never raises for bad records."""
+    candidates, parse_errors, records = _candidates(state.x12_records(), assertion.transaction)
+    matching = [c for c in candidates if _correlates(c, assertion.correlate_by)]
+    selection = choose(matching, partial(_judge, assertion.fields), assertion.match)
+    if selection is None:
+        evidence = {"fieldResults": absent_entries(assertion.fields), "record_id": None, "transaction": None}
+        details = _no_match(assertion, candidates, parse_errors, records)
+        return CriterionResult.failed(details, evidence)
+    judged = selection.judged
+    details = matched_details(judged.target, judged.passed, judged.total, errors=judged.errors)
+    return CriterionResult(selection.score, details, judged.evidence)
+
+
+def _candidates(
+    records: Sequence[X12Record], transaction: str | None
+) -> tuple[list[_Candidate], list[str], int]:
+    family = _FAMILIES.get(transaction) if transaction else None
+    candidates: list[_Candidate] = []
+    errors: list[str] = []
+    for record in records:
+        response, error = _parsed(record.response)
+        if response is None:
+            errors.append(f"response {record.seq}: {error}")
+            continue
+        request = _parsed(record.request)[0] if record.request else None
+        for one in response.transactions():
+            if one.code in ACKNOWLEDGEMENTS or (family is not None and one.code not in family):
+                continue
+            candidates.append(_Candidate(record, one, request))
+    return candidates, errors, len(records)
+
+
+@lru_cache(maxsize=256)
+def _parsed(raw: str) -> tuple[X12Document | None, str | None]:
+    """Parse once per stored text: several criteria of a task read the same records."""
+    try:
+        return parse_x12(raw), None
+    except X12ParseError as exc:
+        return None, str(exc)
+
+
+def _correlates(candidate: _Candidate, correlate_by: Mapping[str, str]) -> bool:
+    for key, expected in correlate_by.items():
+        found = _correlation_values(key, candidate.transaction)
+        if not found and candidate.request is not None:
+            for request in candidate.request.transactions():
+                found = _correlation_values(key, request)
+                if found:
+                    break
+        if not any(values_equal(value, expected) for value in found):
+            return False
+    return True
+
+
+def _correlation_values(key: str, transaction: X12TransactionSet) -> list[str]:
+    """What a `correlate_by` key reads: every instance for an alias, the path's value otherwise."""
+    code = transaction.code
+    if key == "member_id":
+        return _every(_MEMBER_ID.get(code), transaction)
+    if key == "patient_control_number":
+        return _every(_PATIENT_CONTROL_NUMBER.get(code), transaction)
+    if key == "trace_number":
+        loops = _TRACE_LOOPS.get(code)
+        if loops is None:
+            return []
+        segments = segments_in(transaction, loops)
+        return [value for s in segments if s.id == "TRN" and (value := s.value(2))]
+    value = X12Path.parse(key).read(transaction)
+    return [value] if value is not None else []
+
+
+def _every(path_text: str | None, transaction: X12TransactionSet) -> list[str]:
+    """The path's element from every selected segment (all subscribers of a batched 277)."""
+    if path_text is None:
+        return []
+    path = X12Path.parse(path_text)
+    return [
+        value
+        for segment in path.select(transaction)
+        if (value := segment.value(path.element, path.repetition, path.component))
+    ]
+
+
+def _judge(fields: Sequence[X12Field], candidate: _Candidate) -> Judged:
+    judgment = judge_fields(fields, partial(_read, candidate.transaction))
+    evidence: dict[str, object] = {
+        "fieldResults": judgment.entries,
+        "record_id": candidate.record.record_id,
+        "transaction": candidate.transaction.code,
+    }
+    warnings = candidate.transaction.envelope_warnings()
+    if warnings:
+        evidence["warnings"] = warnings
+    return Judged(
+        candidate.target, judgment.score, judgment.passed, judgment.total, evidence, judgment.errors
+    )
+
+
+def _read(transaction: X12TransactionSet, field: X12Field) -> Reading:
+    value = field.x12_path.read(transaction)
+    return ABSENT if value is None else Reading(True, (value,), value)
+
+
+def _no_match(
+    assertion: X12Response, candidates: Sequence[_Candidate], errors: Sequence[str], records: int
+) -> str:
+    parts = [f"transaction={assertion.transaction}"] if assertion.transaction else []
+    parts.extend(f"{key}={value}" for key, value in assertion.correlate_by.items())
+    details = no_match_details("X12 response", ", ".join(parts) or "any transaction set")
+    if candidates:
+        seen = "; ".join(c.target for c in candidates[:_LISTED])
+        more = f" and {len(candidates) - _LISTED} more" if len(candidates) > _LISTED else ""
+        details += f" Transaction sets: {seen}{more}."
+    elif not records:
+        details += " No X12 exchange was recorded."
+    elif not errors or len(errors) < records:
+        details += " No transaction set of the recorded responses fits the transaction filter."
+    if errors:
+        head = (
+            "None of the stored responses parses"
+            if len(errors) == records
+            else "Some stored responses do not parse"
+        )
+        more = f"; and {len(errors) - _LISTED} more" if len(errors) > _LISTED else ""
+        details += f" {head}: " + "; ".join(errors[:_LISTED]) + more + "."
+    return details
