@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from assay.checks import fhir_resource_state, hl7_structural, portal_state_match, sftp_file_present, voice_transcript, x12_response
+from assay.checks import (
+    fhir_resource_state,
+    hl7_structural,
+    portal_state_match,
+    sftp_file_present,
+    voice_transcript,
+    x12_response,
+)
 from assay.checks._context import CheckContext
 from assay.core.results import CriterionResult
 from assay.core.state import SandboxState

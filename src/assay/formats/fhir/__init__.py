@@ -10,7 +10,14 @@ from assay.formats.fhir.bundles import resources_from_bundle
 from assay.formats.fhir.errors import FhirPathError, InvalidSearch, UnknownSearchParameter
 from assay.formats.fhir.fhirpath import compile_fhirpath, evaluate_fhirpath
 from assay.formats.fhir.parameters import SearchParameter, is_resource_type, search_parameter
-from assay.formats.fhir.query import Criterion, ParsedSearch, SortKey, parse_search, parse_search_key
+from assay.formats.fhir.query import (
+    Criterion,
+    ParsedSearch,
+    SortKey,
+    check_search_keys,
+    parse_search,
+    parse_search_key,
+)
 from assay.formats.fhir.references import ReferenceTarget, parse_reference
 from assay.formats.fhir.store import FhirStore
 
@@ -24,6 +31,7 @@ __all__ = [
     "SearchParameter",
     "SortKey",
     "UnknownSearchParameter",
+    "check_search_keys",
     "compile_fhirpath",
     "evaluate_fhirpath",
     "is_resource_type",

@@ -33,6 +33,7 @@ __all__ = [
     "StringQuery",
     "TokenQuery",
     "UriQuery",
+    "check_search_keys",
     "parse_search",
     "parse_search_key",
 ]
@@ -369,6 +370,21 @@ def _sort(resource_type: str, values: list[str]) -> tuple[SortKey, ...]:
                 raise UnknownSearchParameter(name.lstrip("-"))
             keys.append(SortKey(parameter, descending))
     return tuple(keys)
+
+
+def check_search_keys(resource_type: str, params: Mapping[str, str | Sequence[str]]) -> None:
+    """Validate only the keys (and `_sort` names), not the values: what a 422 at create judges.
+
+    Raises:
+        UnknownSearchParameter: the first unknown or unsupported parameter.
+    """
+    for key, given in params.items():
+        if key.partition(":")[0] in IGNORED or key == "_count":
+            continue
+        if key == "_sort":
+            _sort(resource_type, _as_list(given))
+        else:
+            parse_search_key(resource_type, key)
 
 
 def parse_search(resource_type: str, params: Mapping[str, str | Sequence[str]]) -> ParsedSearch:
