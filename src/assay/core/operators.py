@@ -7,6 +7,7 @@ make a pattern run away) and `exists`.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -173,7 +174,11 @@ def _text(value: Any) -> str:
 
 
 def _number(value: Any) -> Decimal | None:
+    """A finite number, or None. NaN and infinities (Python's `json` reads `NaN`) are not numbers
+    here: `Decimal` NaN raises on ordering, and a check must never raise on bad data."""
     if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, (int, float)):
         return Decimal(str(value))
@@ -223,7 +228,9 @@ def date_parts(text: str) -> tuple[int, ...] | None:
     numbers = [int(p) for p in parts]
     if len(numbers) >= 5 and zone:
         try:
-            moment = datetime(*numbers, tzinfo=datetime.fromisoformat(f"2000-01-01T00:00{zone}").tzinfo)
+            year, month, day, hour, minute, *rest = numbers
+            offset = datetime.fromisoformat(f"2000-01-01T00:00{zone}").tzinfo
+            moment = datetime(year, month, day, hour, minute, rest[0] if rest else 0, tzinfo=offset)
         except ValueError:
             return None
         utc = moment.astimezone(UTC)
