@@ -80,8 +80,8 @@ def _rewrite(node: Any, aliases: dict[str, str], conditional: list[dict[str, Any
             node["reference"] = aliases[reference]
         elif "?" in reference:
             conditional.append(node)
-    for key, value in node.items():
-        if isinstance(value, dict | list) and key != "contained":
+    for value in node.values():
+        if isinstance(value, dict | list):
             _rewrite(value, aliases, conditional)
 
 
