@@ -11,7 +11,7 @@ import pytest
 from pydantic import Tag
 
 from assay.checks import CHECKS
-from assay.core.assertions import ASSERTION_MODELS, Assertion, parse_assertion
+from assay.core.assertions import ASSERTION_MODELS, Assertion, SftpFilePresent, parse_assertion
 from assay.core.errors import AssertionInvalid
 from assay.core.state import VoiceTurn
 from assay.snapshot import open_snapshot, write_snapshot
@@ -58,7 +58,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 def _union_tags() -> set[str]:
     """The `Tag`s of the `Assertion` discriminated union, read from its type."""
     union = typing.get_args(Assertion)[0]
-    tags = set()
+    tags: set[str] = set()
     for member in typing.get_args(union):
         tags.update(meta.tag for meta in getattr(member, "__metadata__", ()) if isinstance(meta, Tag))
     return tags
@@ -163,7 +163,9 @@ def test_invalid_pattern_parses_at_verify_time() -> None:
         **EXAMPLES["sftp-file-present"],
         "fields": [{"key": "name", "operator": "matches", "expected": "("}],
     }
-    assert parse_assertion(data, at_verify=True).fields[0].expected == "("
+    parsed = parse_assertion(data, at_verify=True)
+    assert isinstance(parsed, SftpFilePresent)
+    assert parsed.fields[0].expected == "("
 
 
 def test_portal_value_given_as_null_differs_from_not_given() -> None:

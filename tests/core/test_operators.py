@@ -187,7 +187,8 @@ def test_exists_holds_for_present_empty_values_only() -> None:
 
 
 def test_is_empty() -> None:
-    assert all(is_empty(v) for v in (None, "", [], {}))
+    empties: tuple[Any, ...] = (None, "", [], {})
+    assert all(is_empty(v) for v in empties)
     assert not any(is_empty(v) for v in (0, False, " ", [None], '""'))
 
 
