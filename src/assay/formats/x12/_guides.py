@@ -33,6 +33,8 @@ class Guide:
     hl_levels: Mapping[str, str]
     """HL03 hierarchical level code → HL loop id."""
     rules: tuple[LoopRule, ...]
+    owners: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Segments that belong to a given open loop wherever they appear (LS closes a 2115C)."""
     _index: dict[tuple[str, str], tuple[LoopRule, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -87,10 +89,11 @@ X279_271 = Guide(
         LoopRule("2115D", "2110D", "III"),
         LoopRule("2120D", "2110D", "NM1", closer="LE"),
     ),
+    owners={"LS": frozenset({"2110C", "2110D"})},
 )
 
 # 005010X212 276/277 — Health Care Claim Status Request and Response (and the 005010X214 277CA,
-# which shares the shape and adds 2200A/2200B trace loops).
+# which shares the shape, adds 2200A/2200B trace loops and calls its claim level HL*PT, 2000D).
 #   2000A HL*20 information source     2100A NM1 PR   2200A TRN (277CA)
 #   2000B HL*21 information receiver   2100B NM1 41   2200B TRN/STC (receiver application trace)
 #   2000C HL*19 service provider       2100C NM1 1P   2200C TRN/STC (provider of service trace)
@@ -113,7 +116,7 @@ X212_276 = Guide(
 )
 X212_277 = Guide(
     "005010X212 277",
-    _X212_LEVELS,
+    {**_X212_LEVELS, "PT": "2000D"},
     (*_X212_COMMON, LoopRule("2220D", "2200D", "SVC"), LoopRule("2220E", "2200E", "SVC")),
 )
 

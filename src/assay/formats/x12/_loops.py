@@ -81,6 +81,10 @@ def resolve_loops(transaction: X12TransactionSet) -> X12Loop:
             stack.pop()
             stack[-1].positions.append(position)
             continue
+        owners = guide.owners.get(seg_id)
+        if owners is not None and _close_to_owner(stack, owners):
+            stack[-1].positions.append(position)
+            continue
         qualifier = segment.element(1)
         for depth in range(len(stack) - 1, -1, -1):
             rule = guide.child_rule(stack[depth].id, seg_id, qualifier)
@@ -93,6 +97,15 @@ def resolve_loops(transaction: X12TransactionSet) -> X12Loop:
         else:
             stack[-1].positions.append(position)
     return root
+
+
+def _close_to_owner(stack: list[X12Loop], owners: frozenset[str]) -> bool:
+    """Close loops down to the innermost open loop that owns the segment; False if none is open."""
+    for depth in range(len(stack) - 1, 0, -1):
+        if stack[depth].id in owners:
+            del stack[depth + 1 :]
+            return True
+    return False
 
 
 def _open_hl(

@@ -87,11 +87,17 @@ def build_interchange(
 ) -> X12Interchange:
     """ISA/IEA around GS/GE groups (one per functional id, in order of first appearance)."""
     stamp = when or datetime.now(UTC)
-    isa = build_segment(
-        "ISA", "00", "", "00", "", sender_qualifier, sender_id, receiver_qualifier, receiver_id,
-        stamp.strftime("%y%m%d"), stamp.strftime("%H%M"), delimiters.repetition or "U", "00501",
-        f"{control_number:09d}", "0", usage, delimiters.component, delimiters=delimiters,
-    )  # fmt: skip
+    header = [
+        "00", "", "00", "", sender_qualifier, sender_id, receiver_qualifier, receiver_id,
+        stamp.strftime("%y%m%d"), stamp.strftime("%H%M"), "", "00501", f"{control_number:09d}", "0", usage,
+    ]  # fmt: skip
+    isa = build_segment("ISA", *header, delimiters=delimiters)
+    # ISA11 and ISA16 carry delimiters themselves; they are set, not validated as values.
+    isa = X12Segment(
+        "ISA",
+        (*isa.elements[:10], delimiters.repetition or "U", *isa.elements[11:], delimiters.component),
+        delimiters,
+    )
     interchange = X12Interchange(isa)
     by_id: dict[str, X12FunctionalGroup] = {}
     for transaction in transactions:
