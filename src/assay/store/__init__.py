@@ -1,0 +1,28 @@
+"""Persistence: engine and sessions, tables, caller-scoped queries, pagination, tokens, migrations."""
+
+from assay.store.database import Database, sqlite_url
+from assay.store.errors import BadRequest, Conflict, DomainError, Forbidden, Invalid, NotFound, Unauthorized
+from assay.store.ids import iso, new_id, utcnow
+from assay.store.pagination import Page, clamp_limit, paginate
+from assay.store.scope import Caller, get_owned, owned
+
+__all__ = [
+    "BadRequest",
+    "Caller",
+    "Conflict",
+    "Database",
+    "DomainError",
+    "Forbidden",
+    "Invalid",
+    "NotFound",
+    "Page",
+    "Unauthorized",
+    "clamp_limit",
+    "get_owned",
+    "iso",
+    "new_id",
+    "owned",
+    "paginate",
+    "sqlite_url",
+    "utcnow",
+]

@@ -1,0 +1,93 @@
+"""Captured state (SPEC §6): a pointer stored on the task run, read back as a `SandboxState`.
+
+`complete` stores the capture and scores it; `rescore` and `GET /task-runs/{id}/state` read the
+same capture, so all three agree. The embedded stores are empty until the sandbox surfaces
+exist, so the pointer carries only what the judge needs besides them: the input entity and the
+entities criteria are scoped to (frozen with the task run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from assay.core.state import FileRecord, Hl7Record, PortalRow, SearchParams, VoiceTurn, X12Record
+from assay.formats.fhir import FhirStore
+from assay.snapshot import write_snapshot
+from assay.store import iso, utcnow
+
+__all__ = ["CAPTURE_FORMAT", "CapturedState", "capture", "materialize", "state_of"]
+
+CAPTURE_FORMAT = 1
+
+
+def capture(
+    playground_id: str | None,
+    *,
+    task_run_id: str,
+    input_entity: Mapping[str, Any] | None,
+    entities: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Pin the playground's final state; the returned pointer is JSON, stored on the task run."""
+    return {
+        "format": CAPTURE_FORMAT,
+        "kind": "embedded",
+        "playground_id": playground_id,
+        "task_run_id": task_run_id,
+        "captured_at": iso(utcnow()),
+        "input_entity": dict(input_entity) if input_entity is not None else None,
+        "entities": dict(entities),
+    }
+
+
+class CapturedState:
+    """The `SandboxState` of a capture: empty stores plus the frozen entities."""
+
+    def __init__(self, pointer: Mapping[str, Any]):
+        self.pointer = pointer
+        self._fhir = FhirStore(())
+
+    def input_entity(self) -> Mapping[str, Any] | None:
+        entity = self.pointer.get("input_entity")
+        return entity if isinstance(entity, dict) else None
+
+    def entity(self, entity_id: str) -> Mapping[str, Any] | None:
+        found = (self.pointer.get("entities") or {}).get(entity_id)
+        return found if isinstance(found, dict) else None
+
+    def fhir_search(self, resource_type: str, params: SearchParams) -> list[dict[str, Any]]:
+        return self._fhir.search(resource_type, params)
+
+    def hl7_outbound(self) -> Sequence[Hl7Record]:
+        return ()
+
+    def portal_rows(self, resource: str, portal: str | None = None) -> Sequence[PortalRow]:
+        return ()
+
+    def files(self) -> Sequence[FileRecord]:
+        return ()
+
+    def read_file(self, path: str) -> bytes:
+        raise FileNotFoundError(path)
+
+    def voice_turns(self) -> Sequence[VoiceTurn]:
+        return ()
+
+    def x12_records(self) -> Sequence[X12Record]:
+        return ()
+
+
+def state_of(pointer: Mapping[str, Any]) -> CapturedState:
+    return CapturedState(pointer)
+
+
+def materialize(pointer: Mapping[str, Any], root: Path) -> Path:
+    """Write the capture as a SPEC §6 snapshot directory (for `GET /task-runs/{id}/state`)."""
+    manifest = {
+        "task_run_id": pointer.get("task_run_id"),
+        "captured_at": pointer.get("captured_at"),
+        "input_entity": pointer.get("input_entity"),
+        "entities": pointer.get("entities") or {},
+    }
+    return write_snapshot(root, manifest=manifest)

@@ -1,0 +1,108 @@
+"""Creating a playground: one row per surface, with per-task-run credentials (SPEC §1, §5.2).
+
+Credentials are random per task run; they are meant to be valid only while it is started (the
+listeners that check them arrive with the sandbox surfaces).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from assay.store import new_id, utcnow
+from assay.store.models import Playground, Sandbox
+
+__all__ = ["SURFACES", "Access", "describe", "provision", "teardown"]
+
+SURFACES = ("fhir", "hl7", "x12", "files", "portal", "voice")
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    endpoints: dict[str, str]
+    credentials: dict[str, Any]
+
+
+def _credentials(surface: str, task_run_id: str) -> dict[str, Any] | None:
+    suffix = task_run_id.removeprefix("tr_")[-10:].lower()
+    if surface == "files":
+        return {"username": f"tr-{suffix}", "password": secrets.token_urlsafe(18)}
+    if surface == "hl7":
+        return {"receiving_facility": f"ASSAY-{suffix.upper()}"}
+    if surface == "portal":
+        return {"username": f"agent-{suffix}", "password": secrets.token_urlsafe(18)}
+    return None
+
+
+def provision(session: Session, *, org_id: str, task_run_id: str) -> Playground:
+    """A new, active playground for one task run with a sandbox per surface."""
+    now = utcnow()
+    playground = Playground(
+        id=new_id("pg_"),
+        org_id=org_id,
+        task_run_id=task_run_id,
+        status="active",
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(playground)
+    session.add_all(
+        Sandbox(
+            id=new_id("sbx_"),
+            org_id=org_id,
+            playground_id=playground.id,
+            type=surface,
+            status="active",
+            credentials=_credentials(surface, task_run_id),
+            created_at=now,
+        )
+        for surface in SURFACES
+    )
+    session.flush()
+    return playground
+
+
+def sandboxes_of(session: Session, playground_id: str) -> list[Sandbox]:
+    return list(
+        session.scalars(select(Sandbox).where(Sandbox.playground_id == playground_id).order_by(Sandbox.id))
+    )
+
+
+def describe(
+    session: Session, playground: Playground, *, host: str, sftp_port: int = 2222, mllp_port: int = 2575
+) -> Access:
+    """Endpoints (URL paths, no trailing slash) and credentials of a started task run (SPEC §5.2)."""
+    base = f"/v1/task-runs/{playground.task_run_id}"
+    creds = {sandbox.type: sandbox.credentials or {} for sandbox in sandboxes_of(session, playground.id)}
+    endpoints = {
+        "fhir": f"{base}/fhir",
+        "hl7_inbox": f"{base}/hl7/inbox",
+        "hl7_outbound": f"{base}/hl7/outbound",
+        "files": f"{base}/files",
+        "portal": f"{base}/portal",
+        "x12": f"{base}/x12",
+        "voice": f"{base}/voice",
+    }
+    credentials = {
+        "sftp": {"host": host, "port": sftp_port, **creds.get("files", {})},
+        "hl7": {"host": host, "port": mllp_port, **creds.get("hl7", {})},
+        "portal": {"portal_url": endpoints["portal"], **creds.get("portal", {})},
+    }
+    return Access(endpoints, credentials)
+
+
+def teardown(session: Session, playground_id: str | None) -> None:
+    """Mark the playground and its sandboxes torn down: surfaces refuse traffic from now on."""
+    if playground_id is None:
+        return
+    playground = session.get(Playground, playground_id)
+    if playground is None:
+        return
+    playground.status = "torn_down"
+    playground.updated_at = utcnow()
+    for sandbox in sandboxes_of(session, playground_id):
+        sandbox.status = "torn_down"

@@ -1,0 +1,61 @@
+"""`create_app(settings)`: the FastAPI application factory (no module-level engine).
+
+The lifespan opens the database, upgrades the schema (Alembic, under a lock, so several workers
+may start together), makes sure `ASSAY_BOOTSTRAP_API_KEY` exists, and runs the sweeper thread that
+times out task runs and expires run tokens (SPEC §1.1); on shutdown it stops the sweeper and
+disposes of the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from assay.service.catalog.routes import router as catalog_router
+from assay.service.catalog.task_routes import router as task_router
+from assay.service.errors import install_error_handlers
+from assay.service.runs.routes import router as runs_router
+from assay.service.runs.sweeper import Sweeper
+from assay.service.runs.v1_routes import router as v1_router
+from assay.service.settings import Settings
+from assay.store import Database
+from assay.store.tokens import ensure_api_key
+
+__all__ = ["create_app"]
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app; without `settings`, read them from the environment (for `uvicorn --factory`)."""
+    settings = settings or Settings.from_env()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        database = Database(settings.resolved_database_url)
+        database.migrate()
+        if settings.bootstrap_api_key:
+            with database.transaction() as session:
+                ensure_api_key(session, settings.bootstrap_api_key)
+        app.state.database = database
+        app.state.settings = settings
+        sweeper = Sweeper(database, settings.sweep_interval)
+        sweeper.start()
+        try:
+            yield
+        finally:
+            sweeper.stop()
+            database.dispose()
+
+    app = FastAPI(
+        title="Assay",
+        version="0.1.0",
+        summary="Verification engine for healthcare AI-agent benchmarks.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.include_router(catalog_router)
+    app.include_router(task_router)
+    app.include_router(runs_router)
+    app.include_router(v1_router, prefix="/v1")
+    return app

@@ -1,0 +1,49 @@
+"""Bearer token → `Caller` (SPEC §5): 401 for a missing, unknown or expired token.
+
+The token's prefix says which table holds its hash; the lookup is by sha256 digest and the digest
+is compared again in constant time, so no timing difference reveals a near miss.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from assay.store import Caller, Unauthorized, utcnow
+from assay.store.models import ApiKey, BenchmarkRun
+from assay.store.tokens import (
+    ORG_KEY_PREFIX,
+    RUN_TOKEN_PREFIX,
+    SOLVER_KEY_PREFIX,
+    hash_token,
+    tokens_match,
+)
+
+__all__ = ["authenticate", "bearer_token"]
+
+
+def bearer_token(authorization: str | None) -> str:
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("missing bearer token: send `Authorization: Bearer <key>`")
+    return token.strip()
+
+
+def authenticate(session: Session, authorization: str | None) -> Caller:
+    token = bearer_token(authorization)
+    digest = hash_token(token)
+    if token.startswith(RUN_TOKEN_PREFIX):
+        run = session.scalars(select(BenchmarkRun).where(BenchmarkRun.token_hash == digest)).first()
+        if run is None or not tokens_match(run.token_hash, token):
+            raise Unauthorized("invalid run token")
+        if run.token_expires_at <= utcnow():
+            raise Unauthorized("run token expired")
+        return Caller("run", run.org_id, benchmark_run_id=run.id, solver_id=run.solver_id)
+    if token.startswith((ORG_KEY_PREFIX, SOLVER_KEY_PREFIX)):
+        key = session.scalars(select(ApiKey).where(ApiKey.token_hash == digest)).first()
+        if key is None or not tokens_match(key.token_hash, token):
+            raise Unauthorized("invalid API key")
+        if key.kind == "solver":
+            return Caller("solver", key.org_id, key_id=key.id, solver_id=key.solver_id)
+        return Caller("org", key.org_id, key_id=key.id)
+    raise Unauthorized("invalid token: expected a vk_, vrl_slv_ or vrl_run_ token")

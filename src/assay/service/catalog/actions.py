@@ -1,0 +1,351 @@
+"""The catalog's verbs: create, patch, delete, with the reference rules of SPEC §5.
+
+PATCH merges top-level fields; nested objects (`assertion`, `data`, `settings`) are replaced
+whole; `null` clears a nullable field and is a 422 on a required one. Deleting a row that another
+row still names by id is a 409; owned children (a task's criteria, a dataset's entities) go with it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy.orm import Session
+
+from assay.core.assertions import parse_assertion
+from assay.core.errors import AssertionInvalid
+from assay.service.catalog import repository as repo
+from assay.service.catalog.datasets import dataset_errors
+from assay.service.catalog.schemas import (
+    BenchmarkCreate,
+    CriterionCreate,
+    DatasetCreate,
+    EntityCreate,
+    EnvironmentCreate,
+    SolverCreate,
+    TaskCreate,
+)
+from assay.store import Caller, Conflict, Invalid, NotFound, new_id, owned, utcnow
+from assay.store.models import (
+    Benchmark,
+    BenchmarkRun,
+    Criterion,
+    Dataset,
+    DatasetEntity,
+    Environment,
+    Solver,
+    Task,
+    TaskEntity,
+)
+
+__all__ = [
+    "apply_patch",
+    "create_benchmark",
+    "create_criterion",
+    "create_dataset",
+    "create_entity",
+    "create_environment",
+    "create_solver",
+    "create_task",
+    "delete_benchmark",
+    "delete_dataset",
+    "delete_environment",
+    "delete_solver",
+    "link_task_entity",
+    "patch_criterion",
+    "patch_task",
+    "validate_assertion",
+]
+
+_REQUIRED = {"name", "label", "assertion", "weight", "tags", "dataset_ids", "settings", "data"}
+
+
+def apply_patch(row: Any, body: BaseModel) -> dict[str, Any]:
+    """Copy the fields the client sent onto `row`; return them (for follow-up checks)."""
+    changes = {key: getattr(body, key) for key in body.model_fields_set}
+    nulls = {key: ["may not be null"] for key, value in changes.items() if value is None and key in _REQUIRED}
+    if nulls:
+        raise Invalid(nulls)
+    for key, value in changes.items():
+        setattr(row, key, value)
+    if changes:
+        row.updated_at = utcnow()
+    return changes
+
+
+def _require_ids(session: Session, model: type[Any], caller: Caller, ids: list[str] | None) -> None:
+    missing = repo.missing_ids(session, model, caller, list(ids or []))
+    if missing:
+        raise NotFound.of(repo.NOUNS[model], missing[0])
+
+
+def validate_assertion(assertion: Any) -> None:
+    """`assertion` must parse (SPEC §3); errors come back keyed `assertion.<dotted path>`."""
+    try:
+        parse_assertion(assertion)
+    except AssertionInvalid as exc:
+        raise Invalid(
+            {("assertion." + key) if key else "assertion": msgs for key, msgs in exc.errors.items()}
+        ) from None
+
+
+def _input_entity(session: Session, caller: Caller, value: dict[str, Any] | None) -> None:
+    if isinstance(value, dict) and set(value) == {"entity_id"}:
+        _require_ids(session, DatasetEntity, caller, [str(value["entity_id"])])
+
+
+# -- datasets -----------------------------------------------------------------------------------
+
+
+def _entity(dataset: Dataset, body: EntityCreate) -> DatasetEntity:
+    return DatasetEntity(
+        id=new_id("ent_"),
+        org_id=dataset.org_id,
+        dataset_id=dataset.id,
+        kind=body.kind,
+        key=body.key,
+        data=body.data,
+        created_at=utcnow(),
+    )
+
+
+def create_dataset(
+    session: Session, caller: Caller, body: DatasetCreate
+) -> tuple[Dataset, list[DatasetEntity]]:
+    errors = dataset_errors(body.type, body.data)
+    if errors:
+        raise Invalid(errors)
+    now = utcnow()
+    dataset = Dataset(
+        id=new_id("ds_"),
+        org_id=caller.org_id,
+        name=body.name,
+        type=body.type,
+        data=body.data,
+        created_at=now,
+        updated_at=now,
+    )
+    entities = [_entity(dataset, entity) for entity in body.entities]
+    session.add(dataset)
+    session.add_all(entities)
+    session.flush()
+    return dataset, entities
+
+
+def patch_dataset(session: Session, caller: Caller, dataset_id: str, body: BaseModel) -> Dataset:
+    dataset = repo.get(session, Dataset, caller, dataset_id)
+    changes = apply_patch(dataset, body)
+    if "data" in changes:
+        errors = dataset_errors(dataset.type, dataset.data)
+        if errors:
+            raise Invalid(errors)
+    return dataset
+
+
+def create_entity(session: Session, caller: Caller, dataset_id: str, body: EntityCreate) -> DatasetEntity:
+    entity = _entity(repo.get(session, Dataset, caller, dataset_id), body)
+    session.add(entity)
+    session.flush()
+    return entity
+
+
+def delete_dataset(session: Session, caller: Caller, dataset_id: str) -> None:
+    dataset = repo.get(session, Dataset, caller, dataset_id)
+    users = [env.id for env in session.scalars(owned(Environment, caller)) if dataset.id in env.dataset_ids]
+    users += [task.id for task in session.scalars(owned(Task, caller)) if dataset.id in task.dataset_ids]
+    if users:
+        raise Conflict(f"dataset {dataset.id} is still used by {', '.join(users)}", {"referenced_by": users})
+    entity_ids = {entity.id for entity in repo.entities_of(session, caller, dataset.id)}
+    if entity_ids:
+        criteria = session.scalars(owned(Criterion, caller).where(Criterion.input_entity_id.in_(entity_ids)))
+        users = [criterion.id for criterion in criteria]
+        if users:
+            raise Conflict(
+                f"entities of dataset {dataset.id} are used by {', '.join(users)}", {"referenced_by": users}
+            )
+    session.delete(dataset)
+
+
+# -- environments, benchmarks -------------------------------------------------------------------
+
+
+def create_environment(session: Session, caller: Caller, body: EnvironmentCreate) -> Environment:
+    _require_ids(session, Dataset, caller, body.dataset_ids)
+    now = utcnow()
+    environment = Environment(
+        id=new_id("env_"),
+        org_id=caller.org_id,
+        name=body.name,
+        description=body.description,
+        dataset_ids=body.dataset_ids,
+        settings=body.settings,
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(environment)
+    session.flush()
+    return environment
+
+
+def patch_environment(session: Session, caller: Caller, environment_id: str, body: BaseModel) -> Environment:
+    environment = repo.get(session, Environment, caller, environment_id)
+    changes = apply_patch(environment, body)
+    _require_ids(session, Dataset, caller, changes.get("dataset_ids"))
+    return environment
+
+
+def delete_environment(session: Session, caller: Caller, environment_id: str) -> None:
+    environment = repo.get(session, Environment, caller, environment_id)
+    if repo.uses(session, caller, Benchmark, environment_id=environment.id):
+        raise Conflict(f"environment {environment.id} is still used by a benchmark")
+    session.delete(environment)
+
+
+def create_benchmark(session: Session, caller: Caller, body: BenchmarkCreate) -> Benchmark:
+    if body.environment_id:
+        repo.get(session, Environment, caller, body.environment_id)
+    now = utcnow()
+    benchmark = Benchmark(
+        id=new_id("bm_"),
+        org_id=caller.org_id,
+        name=body.name,
+        description=body.description,
+        environment_id=body.environment_id,
+        timeout=body.timeout,
+        concurrency=body.concurrency,
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(benchmark)
+    session.flush()
+    return benchmark
+
+
+def patch_benchmark(session: Session, caller: Caller, benchmark_id: str, body: BaseModel) -> Benchmark:
+    benchmark = repo.get(session, Benchmark, caller, benchmark_id)
+    changes = apply_patch(benchmark, body)
+    if changes.get("environment_id"):
+        repo.get(session, Environment, caller, changes["environment_id"])
+    return benchmark
+
+
+def delete_benchmark(session: Session, caller: Caller, benchmark_id: str) -> None:
+    benchmark = repo.get(session, Benchmark, caller, benchmark_id)
+    if repo.uses(session, caller, Task, benchmark_id=benchmark.id):
+        raise Conflict(f"benchmark {benchmark.id} still has tasks; delete them first")
+    if repo.uses(session, caller, BenchmarkRun, benchmark_id=benchmark.id):
+        raise Conflict(f"benchmark {benchmark.id} has runs and is kept for their records")
+    session.delete(benchmark)
+
+
+# -- tasks, criteria ----------------------------------------------------------------------------
+
+
+def create_task(session: Session, caller: Caller, body: TaskCreate) -> Task:
+    repo.get(session, Benchmark, caller, body.benchmark_id)
+    _require_ids(session, Dataset, caller, body.dataset_ids)
+    _input_entity(session, caller, body.input_entity)
+    now = utcnow()
+    task = Task(
+        id=new_id("task_"),
+        org_id=caller.org_id,
+        benchmark_id=body.benchmark_id,
+        name=body.name,
+        task_item=body.task_item,
+        scenario=body.scenario,
+        tags=body.tags,
+        timeout=body.timeout,
+        dataset_ids=body.dataset_ids,
+        input_entity=body.input_entity,
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(task)
+    session.flush()
+    return task
+
+
+def patch_task(session: Session, caller: Caller, task_id: str, body: BaseModel) -> Task:
+    task = repo.get(session, Task, caller, task_id)
+    changes = apply_patch(task, body)
+    _require_ids(session, Dataset, caller, changes.get("dataset_ids"))
+    _input_entity(session, caller, changes.get("input_entity"))
+    return task
+
+
+def link_task_entity(session: Session, caller: Caller, task_id: str, entity_id: str) -> DatasetEntity:
+    task = repo.get(session, Task, caller, task_id)
+    entity = repo.get(session, DatasetEntity, caller, entity_id)
+    if entity_id not in repo.task_entity_ids(session, caller, task.id):
+        session.add(
+            TaskEntity(task_id=task.id, entity_id=entity.id, org_id=caller.org_id, created_at=utcnow())
+        )
+        session.flush()
+    return entity
+
+
+def unlink_task_entity(session: Session, caller: Caller, task_id: str, entity_id: str) -> None:
+    task = repo.get(session, Task, caller, task_id)
+    link = session.get(TaskEntity, (task.id, entity_id))
+    if link is None or link.org_id != caller.org_id:
+        raise NotFound(f"entity {entity_id} is not attached to task {task.id}")
+    session.delete(link)
+
+
+def create_criterion(session: Session, caller: Caller, body: CriterionCreate) -> Criterion:
+    repo.get(session, Task, caller, body.task_id)
+    validate_assertion(body.assertion)
+    if body.input_entity_id:
+        repo.get(session, DatasetEntity, caller, body.input_entity_id)
+    now = utcnow()
+    criterion = Criterion(
+        id=new_id("crit_"),
+        org_id=caller.org_id,
+        task_id=body.task_id,
+        label=body.label,
+        assertion=body.assertion,
+        weight=body.weight,
+        axis=body.axis,
+        input_entity_id=body.input_entity_id,
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(criterion)
+    session.flush()
+    return criterion
+
+
+def patch_criterion(session: Session, caller: Caller, criterion_id: str, body: BaseModel) -> Criterion:
+    criterion = repo.get(session, Criterion, caller, criterion_id)
+    if "assertion" in body.model_fields_set and getattr(body, "assertion", None) is not None:
+        validate_assertion(body.assertion)  # type: ignore[attr-defined]
+    changes = apply_patch(criterion, body)
+    if changes.get("input_entity_id"):
+        repo.get(session, DatasetEntity, caller, changes["input_entity_id"])
+    return criterion
+
+
+# -- solvers ------------------------------------------------------------------------------------
+
+
+def create_solver(session: Session, caller: Caller, body: SolverCreate) -> Solver:
+    now = utcnow()
+    solver = Solver(
+        id=new_id("slv_"),
+        org_id=caller.org_id,
+        name=body.name,
+        description=body.description,
+        version=body.version,
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(solver)
+    session.flush()
+    return solver
+
+
+def delete_solver(session: Session, caller: Caller, solver_id: str) -> None:
+    solver = repo.get(session, Solver, caller, solver_id)
+    if repo.uses(session, caller, BenchmarkRun, solver_id=solver.id):
+        raise Conflict(f"solver {solver.id} has benchmark runs and is kept for their records")
+    session.delete(solver)

@@ -1,0 +1,88 @@
+"""Dataset bodies by type (SPEC §5.1), checked at create so a bad one is a 422 naming the key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["dataset_errors"]
+
+
+def _fhir(data: dict[str, Any]) -> dict[str, list[str]]:
+    if data.get("resourceType") != "Bundle":
+        return {"data.resourceType": ["a fhir dataset is a Bundle"]}
+    kind = data.get("type")
+    if kind == "searchset" or (isinstance(kind, str) and kind.endswith("-response")):
+        return {"data.type": [f"a Bundle of type {kind} cannot be loaded"]}
+    entries = data.get("entry", [])
+    if not isinstance(entries, list):
+        return {"data.entry": ["must be an array"]}
+    errors: dict[str, list[str]] = {}
+    for i, entry in enumerate(entries):
+        resource = entry.get("resource") if isinstance(entry, dict) else None
+        request = entry.get("request") if isinstance(entry, dict) else None
+        if isinstance(request, dict) and request.get("method") == "DELETE":
+            continue
+        if not isinstance(resource, dict) or not isinstance(resource.get("resourceType"), str):
+            errors[f"data.entry.{i}.resource"] = ["must be a FHIR resource with resourceType"]
+    return errors
+
+
+def _files(data: dict[str, Any]) -> dict[str, list[str]]:
+    files = data.get("files")
+    if not isinstance(files, list):
+        return {"data.files": ["must be an array of {path, content | content_base64}"]}
+    errors: dict[str, list[str]] = {}
+    for i, item in enumerate(files):
+        if not isinstance(item, dict) or not isinstance(item.get("path"), str):
+            errors[f"data.files.{i}.path"] = ["must be a string"]
+        elif not isinstance(item.get("content", item.get("content_base64")), str):
+            errors[f"data.files.{i}.content"] = ["content or content_base64 must be a string"]
+    return errors
+
+
+def _portal(data: dict[str, Any]) -> dict[str, list[str]]:
+    resources = data.get("resources")
+    if not isinstance(resources, dict):
+        return {"data.resources": ["must be an object {<name>: {key, rows}}"]}
+    errors: dict[str, list[str]] = {}
+    for name, spec in resources.items():
+        if not isinstance(spec, dict) or not isinstance(spec.get("key"), str):
+            errors[f"data.resources.{name}.key"] = ["must be a string"]
+        elif not isinstance(spec.get("rows", []), list):
+            errors[f"data.resources.{name}.rows"] = ["must be an array"]
+    return errors
+
+
+def _list_of(key: str, kind: type[Any], what: str) -> Any:
+    def check(data: dict[str, Any]) -> dict[str, list[str]]:
+        items = data.get(key)
+        if not isinstance(items, list):
+            return {f"data.{key}": [f"must be an array of {what}"]}
+        return {
+            f"data.{key}.{i}": [f"must be {what}"]
+            for i, item in enumerate(items)
+            if not isinstance(item, kind)
+        }
+
+    return check
+
+
+def _x12(data: dict[str, Any]) -> dict[str, list[str]]:
+    payer = data.get("payer")
+    if not isinstance(payer, dict) or not isinstance(payer.get("id"), str):
+        return {"data.payer.id": ["a payer definition needs payer.id"]}
+    return {}
+
+
+_CHECKS = {
+    "fhir": _fhir,
+    "files": _files,
+    "portal": _portal,
+    "hl7": _list_of("inbox", str, "raw HL7 messages"),
+    "voice": _list_of("turns", dict, "turn objects"),
+    "x12": _x12,
+}
+
+
+def dataset_errors(kind: str, data: dict[str, Any]) -> dict[str, list[str]]:
+    return _CHECKS[kind](data)

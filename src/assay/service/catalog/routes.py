@@ -1,0 +1,238 @@
+"""Datasets, environments, benchmarks (+ publish), solvers and keys (SPEC §5.1): thin handlers.
+
+Each handler resolves caller and session through `deps`, calls one action, and shapes the reply;
+the rules live in `actions` and `publish`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from assay.service.catalog import actions
+from assay.service.catalog import repository as repo
+from assay.service.catalog.publish import publish_benchmark
+from assay.service.catalog.schemas import (
+    BenchmarkCreate,
+    BenchmarkPatch,
+    DatasetCreate,
+    DatasetPatch,
+    EntityCreate,
+    EnvironmentCreate,
+    EnvironmentPatch,
+    KeyCreate,
+    PublishBody,
+    SolverCreate,
+    SolverPatch,
+    benchmark_json,
+    dataset_json,
+    entity_json,
+    environment_json,
+    key_json,
+    solver_json,
+    version_json,
+)
+from assay.service.deps import OrgCaller, PageDep, SessionDep
+from assay.service.pages import page_json
+from assay.store import NotFound, owned, paginate
+from assay.store.models import ApiKey, Benchmark, Dataset, DatasetEntity, Environment, Solver
+from assay.store.tokens import mint_key
+
+__all__ = ["router"]
+
+router = APIRouter()
+Json = dict[str, Any]
+
+
+# -- datasets -----------------------------------------------------------------------------------
+
+
+@router.get("/datasets", tags=["datasets"])
+def list_datasets(session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
+    found = paginate(session, owned(Dataset, caller), Dataset, limit=page.limit, cursor=page.cursor)
+    return page_json(found, dataset_json)
+
+
+@router.post("/datasets", status_code=201, tags=["datasets"])
+def create_dataset(body: DatasetCreate, session: SessionDep, caller: OrgCaller) -> Json:
+    dataset, entities = actions.create_dataset(session, caller, body)
+    return dataset_json(dataset, entities)
+
+
+@router.get("/datasets/{dataset_id}", tags=["datasets"])
+def get_dataset(dataset_id: str, session: SessionDep, caller: OrgCaller) -> Json:
+    dataset = repo.get(session, Dataset, caller, dataset_id)
+    return dataset_json(dataset, repo.entities_of(session, caller, dataset.id))
+
+
+@router.patch("/datasets/{dataset_id}", tags=["datasets"])
+def patch_dataset(dataset_id: str, body: DatasetPatch, session: SessionDep, caller: OrgCaller) -> Json:
+    dataset = actions.patch_dataset(session, caller, dataset_id, body)
+    return dataset_json(dataset, repo.entities_of(session, caller, dataset.id))
+
+
+@router.delete("/datasets/{dataset_id}", status_code=204, tags=["datasets"])
+def delete_dataset(dataset_id: str, session: SessionDep, caller: OrgCaller) -> Response:
+    actions.delete_dataset(session, caller, dataset_id)
+    return Response(status_code=204)
+
+
+@router.get("/datasets/{dataset_id}/entities", tags=["datasets"])
+def list_entities(dataset_id: str, session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
+    repo.get(session, Dataset, caller, dataset_id)
+    statement = owned(DatasetEntity, caller).where(DatasetEntity.dataset_id == dataset_id)
+    return page_json(
+        paginate(session, statement, DatasetEntity, limit=page.limit, cursor=page.cursor), entity_json
+    )
+
+
+@router.post("/datasets/{dataset_id}/entities", status_code=201, tags=["datasets"])
+def create_entity(dataset_id: str, body: EntityCreate, session: SessionDep, caller: OrgCaller) -> Json:
+    return entity_json(actions.create_entity(session, caller, dataset_id, body))
+
+
+# -- environments -------------------------------------------------------------------------------
+
+
+@router.get("/environments", tags=["environments"])
+def list_environments(session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
+    found = paginate(session, owned(Environment, caller), Environment, limit=page.limit, cursor=page.cursor)
+    return page_json(found, environment_json)
+
+
+@router.post("/environments", status_code=201, tags=["environments"])
+def create_environment(body: EnvironmentCreate, session: SessionDep, caller: OrgCaller) -> Json:
+    return environment_json(actions.create_environment(session, caller, body))
+
+
+@router.get("/environments/{environment_id}", tags=["environments"])
+def get_environment(environment_id: str, session: SessionDep, caller: OrgCaller) -> Json:
+    return environment_json(repo.get(session, Environment, caller, environment_id))
+
+
+@router.patch("/environments/{environment_id}", tags=["environments"])
+def patch_environment(
+    environment_id: str, body: EnvironmentPatch, session: SessionDep, caller: OrgCaller
+) -> Json:
+    return environment_json(actions.patch_environment(session, caller, environment_id, body))
+
+
+@router.delete("/environments/{environment_id}", status_code=204, tags=["environments"])
+def delete_environment(environment_id: str, session: SessionDep, caller: OrgCaller) -> Response:
+    actions.delete_environment(session, caller, environment_id)
+    return Response(status_code=204)
+
+
+# -- benchmarks ---------------------------------------------------------------------------------
+
+
+@router.get("/benchmarks", tags=["benchmarks"])
+def list_benchmarks(session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
+    found = paginate(session, owned(Benchmark, caller), Benchmark, limit=page.limit, cursor=page.cursor)
+    return page_json(found, benchmark_json)
+
+
+@router.post("/benchmarks", status_code=201, tags=["benchmarks"])
+def create_benchmark(body: BenchmarkCreate, session: SessionDep, caller: OrgCaller) -> Json:
+    return benchmark_json(actions.create_benchmark(session, caller, body))
+
+
+@router.get("/benchmarks/{benchmark_id}", tags=["benchmarks"])
+def get_benchmark(benchmark_id: str, session: SessionDep, caller: OrgCaller) -> Json:
+    return benchmark_json(repo.get(session, Benchmark, caller, benchmark_id))
+
+
+@router.patch("/benchmarks/{benchmark_id}", tags=["benchmarks"])
+def patch_benchmark(benchmark_id: str, body: BenchmarkPatch, session: SessionDep, caller: OrgCaller) -> Json:
+    return benchmark_json(actions.patch_benchmark(session, caller, benchmark_id, body))
+
+
+@router.delete("/benchmarks/{benchmark_id}", status_code=204, tags=["benchmarks"])
+def delete_benchmark(benchmark_id: str, session: SessionDep, caller: OrgCaller) -> Response:
+    actions.delete_benchmark(session, caller, benchmark_id)
+    return Response(status_code=204)
+
+
+@router.post("/benchmarks/{benchmark_id}/publish", tags=["benchmarks"])
+def publish(
+    benchmark_id: str, session: SessionDep, caller: OrgCaller, body: PublishBody | None = None
+) -> Json:
+    """Freeze the draft as an immutable `slug@version` (SPEC §5.1)."""
+    return version_json(publish_benchmark(session, caller, benchmark_id, body or PublishBody()))
+
+
+# -- solvers and keys ---------------------------------------------------------------------------
+
+
+@router.get("/solvers", tags=["solvers"])
+def list_solvers(session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
+    found = paginate(session, owned(Solver, caller), Solver, limit=page.limit, cursor=page.cursor)
+    return page_json(found, solver_json)
+
+
+@router.post("/solvers", status_code=201, tags=["solvers"])
+def create_solver(body: SolverCreate, session: SessionDep, caller: OrgCaller) -> Json:
+    return solver_json(actions.create_solver(session, caller, body))
+
+
+@router.get("/solvers/{solver_id}", tags=["solvers"])
+def get_solver(solver_id: str, session: SessionDep, caller: OrgCaller) -> Json:
+    return solver_json(repo.get(session, Solver, caller, solver_id))
+
+
+@router.patch("/solvers/{solver_id}", tags=["solvers"])
+def patch_solver(solver_id: str, body: SolverPatch, session: SessionDep, caller: OrgCaller) -> Json:
+    solver = repo.get(session, Solver, caller, solver_id)
+    actions.apply_patch(solver, body)
+    return solver_json(solver)
+
+
+@router.delete("/solvers/{solver_id}", status_code=204, tags=["solvers"])
+def delete_solver(solver_id: str, session: SessionDep, caller: OrgCaller) -> Response:
+    actions.delete_solver(session, caller, solver_id)
+    return Response(status_code=204)
+
+
+@router.post("/solvers/{solver_id}/api-keys", status_code=201, tags=["solvers"])
+def create_solver_key(
+    solver_id: str, session: SessionDep, caller: OrgCaller, body: KeyCreate | None = None
+) -> Json:
+    """A Solver key (`vrl_slv_`): creates runs, reads the runs its solver created. Shown once."""
+    solver = repo.get(session, Solver, caller, solver_id)
+    minted = mint_key(
+        session, caller.org_id, kind="solver", solver_id=solver.id, name=body.name if body else None
+    )
+    return key_json(minted.row, minted.token)
+
+
+@router.delete("/solvers/{solver_id}/api-keys/{key_id}", status_code=204, tags=["solvers"])
+def delete_solver_key(solver_id: str, key_id: str, session: SessionDep, caller: OrgCaller) -> Response:
+    statement = owned(ApiKey, caller).where(ApiKey.id == key_id, ApiKey.solver_id == solver_id)
+    key = session.scalars(statement).first()
+    if key is None:
+        raise NotFound.of("key", key_id)
+    session.delete(key)
+    return Response(status_code=204)
+
+
+@router.get("/api-keys", tags=["api-keys"])
+def list_keys(session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
+    statement = owned(ApiKey, caller).where(ApiKey.kind == "org")
+    return page_json(paginate(session, statement, ApiKey, limit=page.limit, cursor=page.cursor), key_json)
+
+
+@router.post("/api-keys", status_code=201, tags=["api-keys"])
+def create_key(session: SessionDep, caller: OrgCaller, body: KeyCreate | None = None) -> Json:
+    """An org API key (`vk_`); the plaintext is in this response only."""
+    minted = mint_key(session, caller.org_id, kind="org", name=body.name if body else None)
+    return key_json(minted.row, minted.token)
+
+
+@router.delete("/api-keys/{key_id}", status_code=204, tags=["api-keys"])
+def delete_key(key_id: str, session: SessionDep, caller: OrgCaller) -> Response:
+    key = session.scalars(owned(ApiKey, caller).where(ApiKey.id == key_id, ApiKey.kind == "org")).first()
+    if key is None:
+        raise NotFound.of("key", key_id)
+    session.delete(key)
+    return Response(status_code=204)

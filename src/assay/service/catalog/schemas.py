@@ -1,0 +1,290 @@
+"""Request bodies (SPEC §5.1, validated strictly: `"2"` is not a number) and response shapes.
+
+Unknown top-level keys are ignored, so an object read from the API can be sent back as a PATCH;
+unknown keys inside `assertion` are rejected by the assertion models themselves (SPEC §3).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from assay.store import iso
+from assay.store.models import (
+    ApiKey,
+    Benchmark,
+    BenchmarkVersion,
+    Criterion,
+    Dataset,
+    DatasetEntity,
+    Environment,
+    Solver,
+    Task,
+)
+
+__all__ = [
+    "BenchmarkCreate",
+    "BenchmarkPatch",
+    "CriterionCreate",
+    "CriterionPatch",
+    "DatasetCreate",
+    "DatasetPatch",
+    "EntityCreate",
+    "EnvironmentCreate",
+    "EnvironmentPatch",
+    "KeyCreate",
+    "PublishBody",
+    "SolverCreate",
+    "SolverPatch",
+    "TaskCreate",
+    "TaskEntityLink",
+    "TaskPatch",
+    "benchmark_json",
+    "criterion_json",
+    "dataset_json",
+    "entity_json",
+    "environment_json",
+    "key_json",
+    "solver_json",
+    "task_json",
+    "version_json",
+]
+
+DatasetType = Literal["fhir", "files", "portal", "hl7", "x12", "voice"]
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+Weight = Annotated[int | float, Field(gt=0, description="Relative weight, > 0 (default 1).")]
+Seconds = Annotated[int, Field(gt=0, description="Seconds.")]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", use_attribute_docstrings=True)
+
+
+class EntityCreate(_Body):
+    kind: Name
+    key: str | None = None
+    data: dict[str, Any] = {}
+
+
+class DatasetCreate(_Body):
+    name: Name
+    type: DatasetType
+    data: dict[str, Any]
+    """By type: a FHIR Bundle; `{files: [...]}`; `{resources: {...}}`; `{inbox: [...]}`; a payer; `{turns}`."""
+    entities: list[EntityCreate] = []
+
+
+class DatasetPatch(_Body):
+    name: Name | None = None
+    data: dict[str, Any] | None = None
+
+
+class EnvironmentCreate(_Body):
+    name: Name
+    description: str | None = None
+    dataset_ids: list[str] = []
+    settings: dict[str, Any] = {}
+
+
+class EnvironmentPatch(_Body):
+    name: Name | None = None
+    description: str | None = None
+    dataset_ids: list[str] | None = None
+    settings: dict[str, Any] | None = None
+
+
+class BenchmarkCreate(_Body):
+    name: Name
+    description: str | None = None
+    environment_id: str | None = None
+    timeout: Seconds | None = None
+    """Default deadline of each task run, seconds (a task's own `timeout` wins; else 3600)."""
+    concurrency: Annotated[int, Field(ge=1)] | None = None
+    """How many task runs of one benchmark run may be started at once (default 1)."""
+
+
+class BenchmarkPatch(BenchmarkCreate):
+    name: Name | None = None  # type: ignore[assignment]
+
+
+class PublishBody(_Body):
+    slug: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=100)] | None = None
+
+
+class TaskCreate(_Body):
+    benchmark_id: str
+    name: Name
+    task_item: Any = None
+    scenario: list[dict[str, Any]] | None = None
+    tags: list[str] = []
+    timeout: Seconds | None = None
+    dataset_ids: list[str] = []
+    input_entity: dict[str, Any] | None = None
+    """An inline object, or `{"entity_id": "ent_…"}`."""
+
+
+class TaskPatch(_Body):
+    name: Name | None = None
+    task_item: Any = None
+    scenario: list[dict[str, Any]] | None = None
+    tags: list[str] | None = None
+    timeout: Seconds | None = None
+    dataset_ids: list[str] | None = None
+    input_entity: dict[str, Any] | None = None
+
+
+class TaskEntityLink(_Body):
+    entity_id: str
+
+
+class CriterionCreate(_Body):
+    task_id: str
+    label: Annotated[str, Field(min_length=1)]
+    assertion: dict[str, Any]
+    """Typed assertion spec, a union on `assert` (SPEC §3); stored exactly as sent."""
+    weight: Weight = 1
+    axis: str | None = None
+    input_entity_id: str | None = None
+
+
+class CriterionPatch(_Body):
+    label: Annotated[str, Field(min_length=1)] | None = None
+    assertion: dict[str, Any] | None = None
+    weight: Weight | None = None
+    axis: str | None = None
+    input_entity_id: str | None = None
+
+
+class SolverCreate(_Body):
+    name: Name
+    description: str | None = None
+    version: str | None = None
+
+
+class SolverPatch(_Body):
+    name: Name | None = None
+    description: str | None = None
+    version: str | None = None
+
+
+class KeyCreate(_Body):
+    name: str | None = None
+
+
+# -- responses ----------------------------------------------------------------------------------
+
+
+def _stamps(row: Any) -> dict[str, Any]:
+    return {"created_at": iso(row.created_at), "updated_at": iso(row.updated_at)}
+
+
+def entity_json(row: DatasetEntity) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "dataset_id": row.dataset_id,
+        "kind": row.kind,
+        "key": row.key,
+        "data": row.data,
+        "created_at": iso(row.created_at),
+    }
+
+
+def dataset_json(row: Dataset, entities: list[DatasetEntity] | None = None) -> dict[str, Any]:
+    body = {"id": row.id, "name": row.name, "type": row.type, "data": row.data, **_stamps(row)}
+    if entities is not None:
+        body["entities"] = [entity_json(entity) for entity in entities]
+    return body
+
+
+def environment_json(row: Environment) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "name": row.name,
+        "description": row.description,
+        "dataset_ids": row.dataset_ids,
+        "settings": row.settings,
+        **_stamps(row),
+    }
+
+
+def benchmark_json(row: Benchmark) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "name": row.name,
+        "description": row.description,
+        "environment_id": row.environment_id,
+        "timeout": row.timeout,
+        "concurrency": row.concurrency,
+        "slug": row.slug,
+        **_stamps(row),
+    }
+
+
+def version_json(row: BenchmarkVersion) -> dict[str, Any]:
+    return {
+        "benchmark_id": row.benchmark_id,
+        "slug": row.slug,
+        "version": row.version,
+        "name": row.name,
+        "created_at": iso(row.created_at),
+    }
+
+
+def criterion_json(row: Criterion) -> dict[str, Any]:
+    """Exactly the Criterion object of seed 003, plus `updated_at` (SPEC §5.1)."""
+    return {
+        "id": row.id,
+        "task_id": row.task_id,
+        "input_entity_id": row.input_entity_id,
+        "label": row.label,
+        "assertion": row.assertion,
+        "weight": row.weight,
+        "axis": row.axis,
+        **_stamps(row),
+    }
+
+
+def task_json(row: Task, criteria: list[Criterion] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": row.id,
+        "benchmark_id": row.benchmark_id,
+        "name": row.name,
+        "task_item": row.task_item,
+        "scenario": row.scenario,
+        "tags": row.tags,
+        "timeout": row.timeout,
+        "dataset_ids": row.dataset_ids,
+        "input_entity": row.input_entity,
+        **_stamps(row),
+    }
+    if criteria is not None:
+        body["criteria"] = [criterion_json(criterion) for criterion in criteria]
+    return body
+
+
+def solver_json(row: Solver) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "name": row.name,
+        "description": row.description,
+        "version": row.version,
+        **_stamps(row),
+    }
+
+
+def key_json(row: ApiKey, token: str | None = None) -> dict[str, Any]:
+    """Key metadata; the plaintext `key` only in the response that created it."""
+    body: dict[str, Any] = {"id": row.id}
+    if token is not None:
+        body["key"] = token
+    body.update(
+        {
+            "prefix": row.prefix,
+            "suffix": row.suffix,
+            "name": row.name,
+            "solver_id": row.solver_id,
+            "created_at": iso(row.created_at),
+        }
+    )
+    return body

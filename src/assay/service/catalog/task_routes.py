@@ -1,0 +1,122 @@
+"""Tasks (+ entities) and criteria (SPEC §5.1, seed 003): thin handlers over `actions`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+
+from assay.service.catalog import actions
+from assay.service.catalog import repository as repo
+from assay.service.catalog.schemas import (
+    CriterionCreate,
+    CriterionPatch,
+    TaskCreate,
+    TaskEntityLink,
+    TaskPatch,
+    criterion_json,
+    entity_json,
+    task_json,
+)
+from assay.service.deps import OrgCaller, PageDep, SessionDep
+from assay.service.pages import page_json
+from assay.store import owned, paginate
+from assay.store.models import Criterion, DatasetEntity, Task, TaskEntity
+
+__all__ = ["router"]
+
+router = APIRouter()
+Json = dict[str, Any]
+
+
+@router.get("/tasks", tags=["tasks"])
+def list_tasks(
+    session: SessionDep, caller: OrgCaller, page: PageDep, benchmark_id: Annotated[str | None, Query()] = None
+) -> Json:
+    statement = owned(Task, caller)
+    if benchmark_id:
+        statement = statement.where(Task.benchmark_id == benchmark_id)
+    return page_json(paginate(session, statement, Task, limit=page.limit, cursor=page.cursor), task_json)
+
+
+@router.post("/tasks", status_code=201, tags=["tasks"])
+def create_task(body: TaskCreate, session: SessionDep, caller: OrgCaller) -> Json:
+    return task_json(actions.create_task(session, caller, body), [])
+
+
+@router.get("/tasks/{task_id}", tags=["tasks"])
+def get_task(task_id: str, session: SessionDep, caller: OrgCaller) -> Json:
+    """The task with its `criteria` in creation order."""
+    task = repo.get(session, Task, caller, task_id)
+    return task_json(task, repo.criteria_of(session, caller, task.id))
+
+
+@router.patch("/tasks/{task_id}", tags=["tasks"])
+def patch_task(task_id: str, body: TaskPatch, session: SessionDep, caller: OrgCaller) -> Json:
+    task = actions.patch_task(session, caller, task_id, body)
+    return task_json(task, repo.criteria_of(session, caller, task.id))
+
+
+@router.delete("/tasks/{task_id}", status_code=204, tags=["tasks"])
+def delete_task(task_id: str, session: SessionDep, caller: OrgCaller) -> Response:
+    """Deletes the task and its criteria; runs keep their frozen snapshot."""
+    session.delete(repo.get(session, Task, caller, task_id))
+    return Response(status_code=204)
+
+
+@router.get("/tasks/{task_id}/entities", tags=["tasks"])
+def list_task_entities(task_id: str, session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
+    repo.get(session, Task, caller, task_id)
+    linked = (
+        owned(TaskEntity, caller).where(TaskEntity.task_id == task_id).with_only_columns(TaskEntity.entity_id)
+    )
+    statement = owned(DatasetEntity, caller).where(DatasetEntity.id.in_(linked))
+    return page_json(
+        paginate(session, statement, DatasetEntity, limit=page.limit, cursor=page.cursor), entity_json
+    )
+
+
+@router.post("/tasks/{task_id}/entities", status_code=201, tags=["tasks"])
+def link_task_entity(task_id: str, body: TaskEntityLink, session: SessionDep, caller: OrgCaller) -> Json:
+    """Attach a dataset entity to the task (frozen with it into runs)."""
+    return entity_json(actions.link_task_entity(session, caller, task_id, body.entity_id))
+
+
+@router.delete("/tasks/{task_id}/entities/{entity_id}", status_code=204, tags=["tasks"])
+def unlink_task_entity(task_id: str, entity_id: str, session: SessionDep, caller: OrgCaller) -> Response:
+    actions.unlink_task_entity(session, caller, task_id, entity_id)
+    return Response(status_code=204)
+
+
+@router.get("/criteria", tags=["criteria"])
+def list_criteria(
+    session: SessionDep, caller: OrgCaller, page: PageDep, task_id: Annotated[str | None, Query()] = None
+) -> Json:
+    statement = owned(Criterion, caller)
+    if task_id:
+        statement = statement.where(Criterion.task_id == task_id)
+    return page_json(
+        paginate(session, statement, Criterion, limit=page.limit, cursor=page.cursor), criterion_json
+    )
+
+
+@router.post("/criteria", status_code=201, tags=["criteria"])
+def create_criterion(body: CriterionCreate, session: SessionDep, caller: OrgCaller) -> Json:
+    """Create a criterion; `assertion` must parse (422 naming `assertion.<key>`) and is stored as sent."""
+    return criterion_json(actions.create_criterion(session, caller, body))
+
+
+@router.get("/criteria/{criterion_id}", tags=["criteria"])
+def get_criterion(criterion_id: str, session: SessionDep, caller: OrgCaller) -> Json:
+    return criterion_json(repo.get(session, Criterion, caller, criterion_id))
+
+
+@router.patch("/criteria/{criterion_id}", tags=["criteria"])
+def patch_criterion(criterion_id: str, body: CriterionPatch, session: SessionDep, caller: OrgCaller) -> Json:
+    return criterion_json(actions.patch_criterion(session, caller, criterion_id, body))
+
+
+@router.delete("/criteria/{criterion_id}", status_code=204, tags=["criteria"])
+def delete_criterion(criterion_id: str, session: SessionDep, caller: OrgCaller) -> Response:
+    session.delete(repo.get(session, Criterion, caller, criterion_id))
+    return Response(status_code=204)

@@ -1,0 +1,104 @@
+"""Dependency aliases, so handlers read like sentences (`session: SessionDep, caller: OrgCaller`).
+
+The session dependency opens one transaction per request and commits it when the handler returns,
+before the response is sent (`scope="function"`), so a client never reads ahead of a commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Header, Query, Request
+from sqlalchemy.orm import Session
+
+from assay.service.auth.actions import authenticate
+from assay.service.settings import Settings
+from assay.store import Caller, Database, Forbidden, clamp_limit
+
+__all__ = [
+    "AnyCaller",
+    "OrgCaller",
+    "PageDep",
+    "PageQuery",
+    "RunCaller",
+    "RunCreator",
+    "SessionDep",
+    "SettingsDep",
+    "public_host",
+]
+
+
+def _database(request: Request) -> Database:
+    database: Database = request.app.state.database
+    return database
+
+
+def _settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def _session(request: Request) -> Iterator[Session]:
+    with _database(request).transaction() as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(_session, scope="function")]
+SettingsDep = Annotated[Settings, Depends(_settings)]
+
+
+def _caller(session: SessionDep, authorization: Annotated[str | None, Header()] = None) -> Caller:
+    return authenticate(session, authorization)
+
+
+AnyCaller = Annotated[Caller, Depends(_caller)]
+
+
+def _require(caller: Caller, *kinds: str) -> Caller:
+    if caller.kind not in kinds:
+        names = {"org": "an organization API key", "solver": "a Solver key", "run": "a run token"}
+        allowed = " or ".join(names[kind] for kind in kinds)
+        raise Forbidden(f"this endpoint needs {allowed}; {names[caller.kind]} may not call it")
+    return caller
+
+
+def _org_caller(caller: AnyCaller) -> Caller:
+    return _require(caller, "org")
+
+
+def _run_caller(caller: AnyCaller) -> Caller:
+    return _require(caller, "run")
+
+
+def _run_creator(caller: AnyCaller) -> Caller:
+    return _require(caller, "org", "solver")
+
+
+OrgCaller = Annotated[Caller, Depends(_org_caller)]
+RunCaller = Annotated[Caller, Depends(_run_caller)]
+RunCreator = Annotated[Caller, Depends(_run_creator)]
+
+
+@dataclass(frozen=True, slots=True)
+class PageQuery:
+    limit: int
+    cursor: str | None
+
+
+def _page(
+    limit: Annotated[str | None, Query(description="1..100, default 20")] = None,
+    cursor: Annotated[str | None, Query(description="`_meta.next` or `_meta.prev` of a page")] = None,
+) -> PageQuery:
+    return PageQuery(clamp_limit(limit), cursor or None)
+
+
+PageDep = Annotated[PageQuery, Depends(_page)]
+
+
+def public_host(request: Request, settings: Settings) -> str:
+    """`ASSAY_PUBLIC_HOST`, else the host the request was sent to (SPEC §5.2)."""
+    if settings.public_host:
+        return settings.public_host
+    return request.url.hostname or "127.0.0.1"

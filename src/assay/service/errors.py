@@ -1,0 +1,114 @@
+"""The one place errors become the SPEC §5 envelope `{"error": {"code", "message", "details"}}`.
+
+Mapping (everything else is a bug and a 500 `INTERNAL_ERROR`)::
+
+    store.errors.Unauthorized        401 UNAUTHORIZED
+    store.errors.Forbidden           403 FORBIDDEN
+    store.errors.NotFound            404 NOT_FOUND
+    store.errors.Conflict            409 CONFLICT
+    sqlalchemy IntegrityError        409 CONFLICT   (a unique or foreign key the action did not foresee)
+    store.errors.Invalid             422 VALIDATION_ERROR
+    core.errors.AssertionInvalid     422 VALIDATION_ERROR
+    RequestValidationError           400 BAD_REQUEST for unparseable JSON or a bad query/path value,
+                                     else 422 VALIDATION_ERROR keyed by the dotted body path
+    store.errors.BadRequest          400 BAD_REQUEST
+    HTTPException (routing)          its status: 404 NOT_FOUND, 405, …
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import IntegrityError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from assay.core.errors import AssertionInvalid
+from assay.store.errors import BadRequest, Conflict, DomainError, Forbidden, Invalid, NotFound, Unauthorized
+
+__all__ = ["envelope", "install_error_handlers"]
+
+log = logging.getLogger("assay.service")
+
+_DOMAIN: list[tuple[type[DomainError], int, str]] = [
+    (Unauthorized, 401, "UNAUTHORIZED"),
+    (Forbidden, 403, "FORBIDDEN"),
+    (NotFound, 404, "NOT_FOUND"),
+    (Conflict, 409, "CONFLICT"),
+    (Invalid, 422, "VALIDATION_ERROR"),
+    (BadRequest, 400, "BAD_REQUEST"),
+]
+_HTTP_CODES = {400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND", 409: "CONFLICT"}
+
+
+def envelope(status: int, code: str, message: str, details: Mapping[str, Any] | None = None) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    body = {"error": {"code": code, "message": message, "details": dict(details or {})}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _domain(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, DomainError)
+    for kind, status, code in _DOMAIN:
+        if isinstance(exc, kind):
+            return envelope(status, code, exc.message, exc.details)
+    return envelope(500, "INTERNAL_ERROR", exc.message)
+
+
+def _assertion(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, AssertionInvalid)
+    return envelope(422, "VALIDATION_ERROR", str(exc), exc.errors)
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    parts = list(loc[1:]) if loc and loc[0] == "body" else list(loc)
+    return ".".join(str(part) for part in parts)
+
+
+def _validation(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = list(exc.errors())
+    if any(error.get("type") == "json_invalid" for error in errors):
+        return envelope(400, "BAD_REQUEST", "request body is not valid JSON")
+    details: dict[str, list[str]] = {}
+    bad_request = False
+    for error in errors:
+        loc = tuple(error.get("loc", ()))
+        bad_request = bad_request or (bool(loc) and loc[0] in ("query", "path", "header"))
+        message = str(error.get("msg", "invalid"))
+        if error.get("type") == "missing":
+            message = "field required"
+        details.setdefault(_dotted(loc) or "body", []).append(message)
+    first = next(iter(details))
+    if bad_request:
+        return envelope(400, "BAD_REQUEST", f"invalid parameter {first}", details)
+    return envelope(422, "VALIDATION_ERROR", f"invalid value at {first}: {details[first][0]}", details)
+
+
+def _integrity(_request: Request, exc: Exception) -> JSONResponse:
+    log.info("integrity error mapped to 409: %s", exc)
+    return envelope(409, "CONFLICT", "the change conflicts with existing data")
+
+
+def _http(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "BAD_REQUEST" if exc.status_code < 500 else "INTERNAL_ERROR")
+    return envelope(exc.status_code, code, str(exc.detail))
+
+
+def _internal(_request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error", exc_info=exc)
+    return envelope(500, "INTERNAL_ERROR", "internal error")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(DomainError, _domain)
+    app.add_exception_handler(AssertionInvalid, _assertion)
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(IntegrityError, _integrity)
+    app.add_exception_handler(StarletteHTTPException, _http)
+    app.add_exception_handler(Exception, _internal)

@@ -1,0 +1,344 @@
+"""The run verbs of SPEC §1.1: create, start, complete, cancel, rescore.
+
+Every verb that changes a run locks the benchmark run and then its task runs (`lifecycle.lock_run`),
+so concurrent calls on one run queue up and each sees the previous one's commit: twenty parallel
+`complete` calls write one set of criterion runs and return the same result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from assay import sandboxes
+from assay.sandboxes import Access
+from assay.service.catalog import repository as catalog
+from assay.service.catalog.publish import freeze_task
+from assay.service.runs import states
+from assay.service.runs.lifecycle import end_task_run, finalize_if_done, lock_run, settle
+from assay.service.runs.repository import current_criterion_runs, get_benchmark_run, get_task_run
+from assay.service.runs.schemas import BenchmarkRunCreate
+from assay.store import Caller, Conflict, Invalid, NotFound, new_id, owned, utcnow
+from assay.store.models import (
+    Benchmark,
+    BenchmarkRun,
+    BenchmarkVersion,
+    CriterionRun,
+    Playground,
+    Solver,
+    TaskRun,
+)
+from assay.store.tokens import RUN_TOKEN_PREFIX, generate_token, hash_token
+from assay.verify import CriterionSpec, TaskVerification, verify_task
+
+__all__ = [
+    "Completion",
+    "Created",
+    "Started",
+    "cancel_benchmark_run",
+    "cancel_task_run",
+    "complete_task_run",
+    "create_benchmark_run",
+    "rescore_task_run",
+    "start_task_run",
+]
+
+DEFAULT_TIMEOUT = 3600
+MIN_TOKEN_LIFETIME = timedelta(hours=24)
+SCENARIO_STEPS = frozenset({"drop_file_inbox", "seed_hl7_inbox", "set_portal_row", "add_voice_turns"})
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    benchmark_run: BenchmarkRun
+    token: str
+    task_runs: list[TaskRun]
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    task_run: TaskRun
+    access: Access | None
+    failure: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    task_run: TaskRun
+    criterion_runs: list[CriterionRun]
+    scored: bool
+
+
+# -- create -------------------------------------------------------------------------------------
+
+
+def _source(
+    session: Session, caller: Caller, body: BenchmarkRunCreate
+) -> tuple[Benchmark, BenchmarkVersion | None]:
+    if bool(body.benchmark_id) == bool(body.benchmark):
+        raise Invalid(
+            {"benchmark": ["give exactly one of benchmark_id (the draft) or benchmark (slug@version)"]}
+        )
+    if body.benchmark_id:
+        return catalog.get(session, Benchmark, caller, body.benchmark_id), None
+    slug, _, version_text = (body.benchmark or "").partition("@")
+    if version_text:
+        if not version_text.isdigit():
+            raise Invalid({"benchmark": ["version must be an integer, as in slug@3"]})
+        statement = owned(BenchmarkVersion, caller).where(
+            BenchmarkVersion.slug == slug, BenchmarkVersion.version == int(version_text)
+        )
+        version = session.scalars(statement).first()
+    else:
+        version = catalog.latest_version(session, caller, slug)
+    if version is None:
+        raise NotFound(f"benchmark {body.benchmark} not found (publish it first)")
+    return catalog.get(session, Benchmark, caller, version.benchmark_id), version
+
+
+def create_benchmark_run(session: Session, caller: Caller, body: BenchmarkRunCreate) -> Created:
+    """Freeze each task with its criteria into a task run; mint the run token (shown once)."""
+    benchmark, version = _source(session, caller, body)
+    if version is not None:
+        frozen_benchmark = version.frozen["benchmark"]
+        tasks = list(version.frozen["tasks"])
+        ref = {"slug": version.slug, "version": version.version, "name": version.name}
+    else:
+        frozen_benchmark = {"timeout": benchmark.timeout, "concurrency": benchmark.concurrency}
+        tasks = [
+            freeze_task(session, caller, task) for task in catalog.tasks_of(session, caller, benchmark.id)
+        ]
+        ref = {"slug": benchmark.slug, "version": None, "name": benchmark.name}
+    solver_id = caller.solver_id if caller.kind == "solver" else body.solver_id
+    if solver_id and caller.kind == "org":
+        catalog.get(session, Solver, caller, solver_id)
+    now = utcnow()
+    timeouts = [
+        frozen["task"].get("timeout") or frozen_benchmark.get("timeout") or DEFAULT_TIMEOUT
+        for frozen in tasks
+    ]
+    token = generate_token(RUN_TOKEN_PREFIX)
+    run = BenchmarkRun(
+        id=new_id("br_"),
+        org_id=caller.org_id,
+        benchmark_id=benchmark.id,
+        version_id=version.id if version else None,
+        benchmark_ref=ref,
+        solver_id=solver_id,
+        agent=body.agent,
+        scored=body.scored,
+        phase="created",
+        status="active",
+        concurrency=frozen_benchmark.get("concurrency") or 1,
+        token_hash=hash_token(token),
+        token_expires_at=now + max(MIN_TOKEN_LIFETIME, timedelta(seconds=sum(timeouts))),
+        created_at=now,
+    )
+    session.add(run)
+    task_runs = [
+        TaskRun(
+            id=new_id("tr_"),
+            org_id=caller.org_id,
+            benchmark_run_id=run.id,
+            task_id=frozen["task"]["id"],
+            name=frozen["task"]["name"],
+            position=i,
+            phase="created",
+            status="active",
+            snapshot={"task": frozen["task"], "criteria": frozen["criteria"]},
+            entities=frozen.get("entities", {}),
+            timeout_seconds=timeout,
+            created_at=now,
+        )
+        for i, (frozen, timeout) in enumerate(zip(tasks, timeouts, strict=True))
+    ]
+    session.add_all(task_runs)
+    session.flush()
+    finalize_if_done(run, task_runs, now)  # a benchmark without tasks is final at once: score 0, fail
+    return Created(run, token, task_runs)
+
+
+# -- start --------------------------------------------------------------------------------------
+
+
+def _pick(task_runs: list[TaskRun], ident: str) -> TaskRun:
+    return next(task_run for task_run in task_runs if task_run.id == ident)
+
+
+def _scenario_problem(task_run: TaskRun) -> str | None:
+    for step in task_run.snapshot["task"].get("scenario") or []:
+        name = step.get("step") if isinstance(step, dict) else None
+        if name not in SCENARIO_STEPS:
+            return f"scenario step {name!r} is not supported"
+    return None
+
+
+def start_task_run(
+    session: Session, caller: Caller, task_run_id: str, *, host: str, sftp_port: int, mllp_port: int
+) -> Started:
+    """Provision the playground and start the clock; idempotent while started (SPEC §1.1)."""
+    found = get_task_run(session, caller, task_run_id)
+    benchmark_run, task_runs = lock_run(session, found.benchmark_run_id)
+    task_run, now = _pick(task_runs, task_run_id), utcnow()
+    settle(session, benchmark_run, task_runs, now)
+    if task_run.phase == "started" and task_run.status == "active":
+        return Started(task_run, _access(session, task_run, host, sftp_port, mllp_port))
+    if task_run.status == "failed":
+        raise Conflict(f"task run {task_run.id} failed: {task_run.failure_reason}")
+    states.next_state(states.TASK_RUN, (task_run.phase, task_run.status), "start", f"task run {task_run.id}")
+    running = [tr.id for tr in task_runs if tr.phase == "started" and tr.status == "active"]
+    if len(running) >= benchmark_run.concurrency:
+        raise Conflict(
+            f"concurrency limit {benchmark_run.concurrency} reached: {', '.join(running)} started",
+            {"started_task_run_ids": running},
+        )
+    problem = _scenario_problem(task_run)
+    if problem:
+        end_task_run(session, task_run, "fail", now, reason=problem)
+        finalize_if_done(benchmark_run, task_runs, now)
+        return Started(task_run, None, problem)
+    playground = sandboxes.provision(session, org_id=task_run.org_id, task_run_id=task_run.id)
+    task_run.playground_id = playground.id
+    task_run.phase, task_run.status = states.STARTED
+    task_run.started_at = now
+    task_run.deadline_at = now + timedelta(seconds=task_run.timeout_seconds)
+    current = (benchmark_run.phase, benchmark_run.status)
+    benchmark_run.phase, benchmark_run.status = states.next_state(
+        states.BENCHMARK_RUN, current, "start", f"benchmark run {benchmark_run.id}"
+    )
+    benchmark_run.started_at = benchmark_run.started_at or now
+    return Started(task_run, _access(session, task_run, host, sftp_port, mllp_port))
+
+
+def _access(session: Session, task_run: TaskRun, host: str, sftp_port: int, mllp_port: int) -> Access:
+    playground = session.get(Playground, task_run.playground_id) if task_run.playground_id else None
+    if playground is None:
+        raise Conflict(f"task run {task_run.id} has no playground")
+    return sandboxes.describe(session, playground, host=host, sftp_port=sftp_port, mllp_port=mllp_port)
+
+
+# -- complete, rescore --------------------------------------------------------------------------
+
+
+def _verify(task_run: TaskRun, pointer: dict[str, Any]) -> TaskVerification:
+    """Judge the frozen criteria on the captured state: the same `verify_task` as `assay verify`."""
+    criteria = task_run.snapshot["criteria"]
+    specs = [CriterionSpec.from_json(criterion, i) for i, criterion in enumerate(criteria)]
+    state = sandboxes.state_of(pointer)
+    return verify_task(specs, state, input_entity=state.input_entity())
+
+
+def _record(session: Session, task_run: TaskRun, verification: TaskVerification) -> list[CriterionRun]:
+    now, criteria = utcnow(), task_run.snapshot["criteria"]
+    rows = [
+        CriterionRun(
+            id=new_id("crun_"),
+            org_id=task_run.org_id,
+            task_run_id=task_run.id,
+            criterion_id=run.spec.criterion_id,
+            position=i,
+            label=run.spec.label,
+            axis=run.spec.axis,
+            weight=criteria[i].get("weight", 1),
+            status=run.result.status,
+            passed=run.result.passed,
+            score=str(run.result.score),
+            details=run.result.details,
+            evidence=run.result.evidence,
+            superseded=False,
+            created_at=now,
+            started_at=run.started_at,
+            completed_at=run.completed_at,
+        )
+        for i, run in enumerate(verification.runs)
+    ]
+    session.add_all(rows)
+    return rows
+
+
+def complete_task_run(session: Session, caller: Caller, task_run_id: str) -> Completion:
+    """Capture, verify, record, finalize — once. Later or concurrent calls get the stored result."""
+    found = get_task_run(session, caller, task_run_id)
+    benchmark_run, task_runs = lock_run(session, found.benchmark_run_id)
+    task_run, now = _pick(task_runs, task_run_id), utcnow()
+    if task_run.phase == "created":
+        raise Conflict(f"task run {task_run.id} has not been started; call start first")
+    settle(session, benchmark_run, task_runs, now)
+    if states.is_ended(task_run.status):
+        return Completion(task_run, current_criterion_runs(session, task_run.id), benchmark_run.scored)
+    pointer = sandboxes.capture(
+        task_run.playground_id,
+        task_run_id=task_run.id,
+        input_entity=_input_entity(task_run),
+        entities=task_run.entities or {},
+    )
+    task_run.capture = pointer
+    verification = _verify(task_run, pointer)
+    rows = _record(session, task_run, verification)
+    score = verification.score
+    end_task_run(
+        session, task_run, "complete", now, score=score.score, verdict=score.verdict, axes=score.axes_json()
+    )
+    finalize_if_done(benchmark_run, task_runs, now)
+    session.flush()
+    return Completion(task_run, rows, benchmark_run.scored)
+
+
+def _input_entity(task_run: TaskRun) -> dict[str, Any] | None:
+    entity = task_run.snapshot["task"].get("input_entity")
+    if isinstance(entity, dict) and set(entity) != {"entity_id"}:
+        return entity
+    return None
+
+
+def rescore_task_run(session: Session, caller: Caller, task_run_id: str) -> Completion:
+    """Re-run the frozen criteria on the stored capture; the previous set becomes superseded."""
+    found = get_task_run(session, caller, task_run_id)
+    benchmark_run, task_runs = lock_run(session, found.benchmark_run_id)
+    task_run = _pick(task_runs, task_run_id)
+    if task_run.capture is None:
+        raise Conflict(f"task run {task_run.id} is {task_run.status} and has no captured state to rescore")
+    for previous in current_criterion_runs(session, task_run.id):
+        previous.superseded = True
+    session.flush()
+    verification = _verify(task_run, task_run.capture)
+    rows = _record(session, task_run, verification)
+    task_run.score = str(verification.score.score)
+    task_run.verdict = verification.score.verdict
+    task_run.axes = verification.score.axes_json()
+    finalize_if_done(benchmark_run, task_runs, utcnow())
+    session.flush()
+    return Completion(task_run, rows, benchmark_run.scored)
+
+
+# -- cancel -------------------------------------------------------------------------------------
+
+
+def cancel_task_run(session: Session, caller: Caller, task_run_id: str) -> TaskRun:
+    found = get_task_run(session, caller, task_run_id)
+    benchmark_run, task_runs = lock_run(session, found.benchmark_run_id)
+    task_run, now = _pick(task_runs, task_run_id), utcnow()
+    end_task_run(session, task_run, "cancel", now)
+    finalize_if_done(benchmark_run, task_runs, now)
+    return task_run
+
+
+def cancel_benchmark_run(
+    session: Session, caller: Caller, benchmark_run_id: str
+) -> tuple[BenchmarkRun, list[TaskRun]]:
+    """Cancel every task run that has not ended (score 0) and finalize the run as `cancelled`."""
+    get_benchmark_run(session, caller, benchmark_run_id)
+    benchmark_run, task_runs = lock_run(session, benchmark_run_id)
+    now = utcnow()
+    current = (benchmark_run.phase, benchmark_run.status)
+    state = states.next_state(states.BENCHMARK_RUN, current, "cancel", f"benchmark run {benchmark_run.id}")
+    for task_run in task_runs:
+        if not states.is_ended(task_run.status):
+            end_task_run(session, task_run, "cancel", now)
+    benchmark_run.phase, benchmark_run.status = state
+    benchmark_run.completed_at = now
+    finalize_if_done(benchmark_run, task_runs, now)
+    return benchmark_run, task_runs

@@ -1,0 +1,110 @@
+"""Ending task runs and finalizing benchmark runs (SPEC §1.1, §4), shared by the actions, the lazy
+checks on read and the sweeper.
+
+A task run past its deadline is `timed_out` (score 0, verdict fail); when a run token expires,
+task runs that never started are `cancelled`. Once every task run has ended, the benchmark run's
+score is the exact mean of their scores (`core.scoring.score_benchmark_run`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from fractions import Fraction
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from assay.core.scoring import score_benchmark_run
+from assay.sandboxes import teardown
+from assay.service.runs import states
+from assay.service.runs.repository import task_runs_of
+from assay.store.models import BenchmarkRun, TaskRun
+
+__all__ = ["end_task_run", "finalize_if_done", "is_due", "lock_run", "settle", "settle_if_due"]
+
+
+def end_task_run(
+    session: Session,
+    task_run: TaskRun,
+    event: str,
+    now: datetime,
+    *,
+    score: Fraction = Fraction(0),
+    verdict: str = "fail",
+    axes: dict[str, Any] | None = None,
+    reason: str | None = None,
+) -> None:
+    state = states.next_state(
+        states.TASK_RUN, (task_run.phase, task_run.status), event, f"task run {task_run.id}"
+    )
+    task_run.phase, task_run.status = state
+    task_run.score = str(score)
+    task_run.verdict = verdict
+    task_run.axes = axes or {}
+    task_run.completed_at = now
+    if reason:
+        task_run.failure_reason = reason
+    teardown(session, task_run.playground_id)
+
+
+def finalize_if_done(benchmark_run: BenchmarkRun, task_runs: list[TaskRun], now: datetime) -> bool:
+    """Score the benchmark run once its last task run has ended; True when it is final."""
+    if not all(states.is_ended(task_run.status) for task_run in task_runs):
+        return False
+    score, verdict = score_benchmark_run([Fraction(task_run.score or 0) for task_run in task_runs])
+    benchmark_run.score, benchmark_run.verdict = str(score), verdict
+    if benchmark_run.phase != "completed":
+        current = (benchmark_run.phase, benchmark_run.status)
+        state = states.next_state(
+            states.BENCHMARK_RUN, current, "finalize", f"benchmark run {benchmark_run.id}"
+        )
+        benchmark_run.phase, benchmark_run.status = state
+        benchmark_run.completed_at = now
+    return True
+
+
+def is_due(benchmark_run: BenchmarkRun, task_runs: list[TaskRun], now: datetime) -> bool:
+    """Whether a deadline or the token's expiry has passed without being applied yet."""
+    for task_run in task_runs:
+        if task_run.status != "active":
+            continue
+        if task_run.phase == "started" and task_run.deadline_at and task_run.deadline_at <= now:
+            return True
+        if task_run.phase == "created" and benchmark_run.token_expires_at <= now:
+            return True
+    return False
+
+
+def settle(session: Session, benchmark_run: BenchmarkRun, task_runs: list[TaskRun], now: datetime) -> None:
+    """Apply passed deadlines and token expiry (rows already locked by the caller)."""
+    for task_run in task_runs:
+        if task_run.status != "active":
+            continue
+        if task_run.phase == "started" and task_run.deadline_at and task_run.deadline_at <= now:
+            end_task_run(session, task_run, "time_out", now)
+        elif task_run.phase == "created" and benchmark_run.token_expires_at <= now:
+            end_task_run(session, task_run, "expire", now)
+    finalize_if_done(benchmark_run, task_runs, now)
+
+
+def lock_run(session: Session, benchmark_run_id: str) -> tuple[BenchmarkRun, list[TaskRun]]:
+    """Lock the benchmark run, then its task runs (the one lock order), re-reading both."""
+    statement = (
+        select(BenchmarkRun)
+        .where(BenchmarkRun.id == benchmark_run_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    benchmark_run = session.scalars(statement).one()
+    return benchmark_run, task_runs_of(session, benchmark_run_id, lock=True)
+
+
+def settle_if_due(session: Session, benchmark_run: BenchmarkRun, now: datetime) -> list[TaskRun]:
+    """The lazy half of SPEC §1.1's timeouts: on read, apply what is due under the run's lock."""
+    task_runs = task_runs_of(session, benchmark_run.id)
+    if not is_due(benchmark_run, task_runs, now):
+        return task_runs
+    benchmark_run, task_runs = lock_run(session, benchmark_run.id)
+    settle(session, benchmark_run, task_runs, now)
+    return task_runs

@@ -1,0 +1,98 @@
+"""Caller-scoped run queries (SPEC §5): org keys see their org's runs, Solver keys the runs their
+solver created, run tokens only their own run. Anything else is not found, never forbidden.
+
+`lock=True` takes the row lock (`SELECT … FOR UPDATE` on PostgreSQL; SQLite transactions are
+already exclusive, see `store.database`) and refreshes the row, so a waiter sees the winner's
+commit. Lock order is always benchmark run, then task run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Select, select
+from sqlalchemy.orm import Session
+
+from assay.store import Caller, NotFound
+from assay.store.models import BenchmarkRun, CriterionRun, Playground, TaskRun
+
+__all__ = [
+    "benchmark_runs",
+    "criterion_runs",
+    "current_criterion_runs",
+    "get_benchmark_run",
+    "get_criterion_run",
+    "get_playground",
+    "get_task_run",
+    "task_runs",
+    "task_runs_of",
+]
+
+
+def benchmark_runs(caller: Caller) -> Select[BenchmarkRun]:
+    statement = select(BenchmarkRun).where(BenchmarkRun.org_id == caller.org_id)
+    if caller.kind == "solver":
+        statement = statement.where(BenchmarkRun.solver_id == caller.solver_id)
+    elif caller.kind == "run":
+        statement = statement.where(BenchmarkRun.id == caller.benchmark_run_id)
+    return statement
+
+
+def task_runs(caller: Caller) -> Select[TaskRun]:
+    statement = select(TaskRun).where(TaskRun.org_id == caller.org_id)
+    if caller.kind == "run":
+        statement = statement.where(TaskRun.benchmark_run_id == caller.benchmark_run_id)
+    elif caller.kind == "solver":
+        mine = select(BenchmarkRun.id).where(BenchmarkRun.solver_id == caller.solver_id)
+        statement = statement.where(TaskRun.benchmark_run_id.in_(mine))
+    return statement
+
+
+def criterion_runs(caller: Caller) -> Select[CriterionRun]:
+    return select(CriterionRun).where(CriterionRun.org_id == caller.org_id)
+
+
+def _one(session: Session, statement: Select[Any], lock: bool, noun: str, ident: str) -> Any:
+    if lock:
+        statement = statement.with_for_update().execution_options(populate_existing=True)
+    row = session.scalars(statement).first()
+    if row is None:
+        raise NotFound.of(noun, ident)
+    return row
+
+
+def get_benchmark_run(session: Session, caller: Caller, ident: str, *, lock: bool = False) -> BenchmarkRun:
+    statement = benchmark_runs(caller).where(BenchmarkRun.id == ident)
+    return _one(session, statement, lock, "benchmark run", ident)  # type: ignore[no-any-return]
+
+
+def get_task_run(session: Session, caller: Caller, ident: str, *, lock: bool = False) -> TaskRun:
+    statement = task_runs(caller).where(TaskRun.id == ident)
+    return _one(session, statement, lock, "task run", ident)  # type: ignore[no-any-return]
+
+
+def get_criterion_run(session: Session, caller: Caller, ident: str) -> CriterionRun:
+    statement = criterion_runs(caller).where(CriterionRun.id == ident)
+    return _one(session, statement, False, "criterion run", ident)  # type: ignore[no-any-return]
+
+
+def get_playground(session: Session, caller: Caller, ident: str) -> Playground:
+    statement = select(Playground).where(Playground.org_id == caller.org_id, Playground.id == ident)
+    return _one(session, statement, False, "playground", ident)  # type: ignore[no-any-return]
+
+
+def task_runs_of(session: Session, benchmark_run_id: str, *, lock: bool = False) -> list[TaskRun]:
+    statement = select(TaskRun).where(TaskRun.benchmark_run_id == benchmark_run_id).order_by(TaskRun.position)
+    if lock:
+        statement = statement.with_for_update().execution_options(populate_existing=True)
+    return list(session.scalars(statement))
+
+
+def current_criterion_runs(session: Session, task_run_id: str) -> list[CriterionRun]:
+    """The latest set (not superseded), in criterion order."""
+    statement = (
+        select(CriterionRun)
+        .where(CriterionRun.task_run_id == task_run_id, CriterionRun.superseded.is_(False))
+        .order_by(CriterionRun.position)
+    )
+    return list(session.scalars(statement))

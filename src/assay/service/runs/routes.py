@@ -1,0 +1,184 @@
+"""Internal run endpoints (org API key, SPEC §5.1): the drill-down benchmark run → task run →
+criterion run, cancel, rescore, playgrounds, events and the captured state as tar.gz."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+from sqlalchemy import select
+
+from assay import sandboxes
+from assay.service.deps import OrgCaller, PageDep, SessionDep
+from assay.service.pages import page_json
+from assay.service.runs import actions
+from assay.service.runs import repository as repo
+from assay.service.runs.lifecycle import settle_if_due
+from assay.service.runs.schemas import (
+    BenchmarkRunCreate,
+    benchmark_run_json,
+    completion_json,
+    criterion_run_json,
+    playground_json,
+    task_run_json,
+)
+from assay.snapshot import archive_snapshot
+from assay.store import Conflict, Page, paginate, utcnow
+from assay.store.models import BenchmarkRun, CriterionRun, Playground, Sandbox, SandboxEvent, TaskRun
+
+__all__ = ["router"]
+
+router = APIRouter()
+Json = dict[str, Any]
+
+
+@router.get("/benchmark-runs", tags=["benchmark-runs"])
+def list_benchmark_runs(
+    session: SessionDep, caller: OrgCaller, page: PageDep, benchmark_id: Annotated[str | None, Query()] = None
+) -> Json:
+    statement = repo.benchmark_runs(caller)
+    if benchmark_id:
+        statement = statement.where(BenchmarkRun.benchmark_id == benchmark_id)
+    return page_json(
+        paginate(session, statement, BenchmarkRun, limit=page.limit, cursor=page.cursor), benchmark_run_json
+    )
+
+
+@router.post("/benchmark-runs", status_code=201, tags=["benchmark-runs"])
+def create_benchmark_run(body: BenchmarkRunCreate, session: SessionDep, caller: OrgCaller) -> Json:
+    """Create a run of the draft (`benchmark_id`) or a published version; the token is shown once."""
+    created = actions.create_benchmark_run(session, caller, body)
+    return {**benchmark_run_json(created.benchmark_run, created.task_runs), "bearer_token": created.token}
+
+
+@router.get("/benchmark-runs/{benchmark_run_id}", tags=["benchmark-runs"])
+def get_benchmark_run(benchmark_run_id: str, session: SessionDep, caller: OrgCaller) -> Json:
+    run = repo.get_benchmark_run(session, caller, benchmark_run_id)
+    return benchmark_run_json(run, settle_if_due(session, run, utcnow()))
+
+
+@router.post("/benchmark-runs/{benchmark_run_id}/cancel", tags=["benchmark-runs"])
+def cancel_benchmark_run(benchmark_run_id: str, session: SessionDep, caller: OrgCaller) -> Json:
+    run, task_runs = actions.cancel_benchmark_run(session, caller, benchmark_run_id)
+    return benchmark_run_json(run, task_runs)
+
+
+@router.get("/task-runs", tags=["task-runs"])
+def list_task_runs(
+    session: SessionDep,
+    caller: OrgCaller,
+    page: PageDep,
+    benchmark_run_id: Annotated[str | None, Query()] = None,
+) -> Json:
+    statement = repo.task_runs(caller)
+    if benchmark_run_id:
+        statement = statement.where(TaskRun.benchmark_run_id == benchmark_run_id)
+    found = paginate(session, statement, TaskRun, limit=page.limit, cursor=page.cursor)
+    return page_json(found, lambda row: task_run_json(row, snapshot=False))
+
+
+@router.get("/task-runs/{task_run_id}", tags=["task-runs"])
+def get_task_run(task_run_id: str, session: SessionDep, caller: OrgCaller) -> Json:
+    """Verdict, score, axes, the frozen `snapshot` and the current criterion runs (seed 002)."""
+    task_run = repo.get_task_run(session, caller, task_run_id)
+    settle_if_due(session, repo.get_benchmark_run(session, caller, task_run.benchmark_run_id), utcnow())
+    return task_run_json(task_run, repo.current_criterion_runs(session, task_run.id))
+
+
+@router.post("/task-runs/{task_run_id}/cancel", tags=["task-runs"])
+def cancel_task_run(task_run_id: str, session: SessionDep, caller: OrgCaller) -> Json:
+    task_run = actions.cancel_task_run(session, caller, task_run_id)
+    return task_run_json(task_run, repo.current_criterion_runs(session, task_run.id))
+
+
+@router.post("/task-runs/{task_run_id}/rescore", tags=["task-runs"])
+def rescore_task_run(task_run_id: str, session: SessionDep, caller: OrgCaller) -> Json:
+    """Score the stored capture again; the same body as `complete`."""
+    result = actions.rescore_task_run(session, caller, task_run_id)
+    return completion_json(result.task_run, result.criterion_runs, scored=result.scored)
+
+
+@router.get("/task-runs/{task_run_id}/state", tags=["task-runs"], response_class=Response)
+def get_task_run_state(task_run_id: str, session: SessionDep, caller: OrgCaller) -> Response:
+    """The captured state as a SPEC §6 snapshot tar.gz, readable by `assay verify`."""
+    task_run = repo.get_task_run(session, caller, task_run_id)
+    if task_run.capture is None:
+        raise Conflict(f"task run {task_run.id} is {task_run.status} and has no captured state")
+    with tempfile.TemporaryDirectory(prefix="assay-state-") as folder:
+        data = archive_snapshot(sandboxes.materialize(task_run.capture, Path(folder) / "snapshot"))
+    headers = {"Content-Disposition": f'attachment; filename="{task_run.id}.tar.gz"'}
+    return Response(data, media_type="application/gzip", headers=headers)
+
+
+@router.get("/task-runs/{task_run_id}/events", tags=["task-runs"])
+def list_task_run_events(task_run_id: str, session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
+    task_run = repo.get_task_run(session, caller, task_run_id)
+    boxes = select(Sandbox.id).where(Sandbox.playground_id == task_run.playground_id)
+    statement = select(SandboxEvent).where(
+        SandboxEvent.org_id == caller.org_id, SandboxEvent.sandbox_id.in_(boxes)
+    )
+    return page_json(_events(session, statement, page), _event_json)
+
+
+@router.get("/criterion-runs", tags=["criterion-runs"])
+def list_criterion_runs(
+    session: SessionDep, caller: OrgCaller, page: PageDep, task_run_id: Annotated[str | None, Query()] = None
+) -> Json:
+    statement = repo.criterion_runs(caller)
+    if task_run_id:
+        statement = statement.where(CriterionRun.task_run_id == task_run_id)
+    return page_json(
+        paginate(session, statement, CriterionRun, limit=page.limit, cursor=page.cursor), criterion_run_json
+    )
+
+
+@router.get("/criterion-runs/{criterion_run_id}", tags=["criterion-runs"])
+def get_criterion_run(criterion_run_id: str, session: SessionDep, caller: OrgCaller) -> Json:
+    """The authoritative record, with full `details` and `evidence`, also for scored runs."""
+    return criterion_run_json(repo.get_criterion_run(session, caller, criterion_run_id))
+
+
+@router.get("/playgrounds/{playground_id}", tags=["playgrounds"])
+def get_playground(playground_id: str, session: SessionDep, caller: OrgCaller) -> Json:
+    playground: Playground = repo.get_playground(session, caller, playground_id)
+    boxes = list(
+        session.scalars(select(Sandbox).where(Sandbox.playground_id == playground.id).order_by(Sandbox.id))
+    )
+    return playground_json(playground, boxes)
+
+
+@router.get("/sandboxes/{sandbox_id}/events", tags=["playgrounds"])
+def list_sandbox_events(sandbox_id: str, session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
+    sandbox = session.scalars(
+        select(Sandbox).where(Sandbox.org_id == caller.org_id, Sandbox.id == sandbox_id)
+    ).first()
+    if sandbox is None:
+        raise repo.NotFound.of("sandbox", sandbox_id)
+    statement = select(SandboxEvent).where(SandboxEvent.sandbox_id == sandbox.id)
+    return page_json(_events(session, statement, page), _event_json)
+
+
+def _events(session: Any, statement: Any, page: Any) -> Page[Any]:
+    return paginate(
+        session, statement, SandboxEvent, limit=page.limit, cursor=page.cursor, newest_first=False
+    )
+
+
+def _event_json(row: SandboxEvent) -> Json:
+    from assay.store import iso
+
+    return {
+        "id": row.id,
+        "sandbox_id": row.sandbox_id,
+        "seq": row.seq,
+        "type": row.type,
+        "method": row.method,
+        "path": row.path,
+        "status": row.status,
+        "request": row.request,
+        "response": row.response,
+        "truncated": row.truncated,
+        "created_at": iso(row.created_at),
+    }

@@ -1,0 +1,252 @@
+"""Run request bodies and the response shapes of SPEC §1.1 and §5.2.
+
+Scores are stored as exact fractions and leave as floats here, on output only (SPEC §4).
+For a `scored: true` run the complete (and rescore) response leaves out each check's `details`
+and `evidence`, so the rubric does not leak to the agent; `GET /criterion-runs/{id}` keeps them.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from assay.sandboxes import Access
+from assay.store import iso
+from assay.store.models import BenchmarkRun, CriterionRun, Playground, Sandbox, TaskRun
+
+__all__ = [
+    "BenchmarkRunCreate",
+    "benchmark_run_json",
+    "completion_json",
+    "criterion_run_json",
+    "playground_json",
+    "started_json",
+    "task_run_json",
+    "v1_benchmark_run_json",
+    "v1_created_json",
+]
+
+
+class BenchmarkRunCreate(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", use_attribute_docstrings=True)
+
+    benchmark_id: str | None = None
+    """Run the current draft of this benchmark."""
+    benchmark: str | None = None
+    """Run a published version: `slug@version`, or `slug` for the latest."""
+    scored: bool = False
+    """Scored runs keep `details` and `evidence` out of the complete response."""
+    agent: Any = None
+    solver_id: str | None = None
+    """With an org key: attribute the run to this solver (a Solver key implies its own)."""
+
+
+def _score(text: str | None) -> float | None:
+    return None if text is None else float(Fraction(text))
+
+
+def _number(value: Any) -> Any:
+    return value
+
+
+def criterion_run_json(row: CriterionRun, *, full: bool = True) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": row.id,
+        "task_run_id": row.task_run_id,
+        "criterion_id": row.criterion_id,
+        "label": row.label,
+        "axis": row.axis,
+        "weight": row.weight,
+        "status": row.status,
+        "passed": row.passed,
+        "score": _score(row.score),
+    }
+    if full:
+        body["details"] = row.details
+        body["evidence"] = row.evidence
+    body.update(
+        {
+            "superseded": row.superseded,
+            "started_at": iso(row.started_at),
+            "completed_at": iso(row.completed_at),
+        }
+    )
+    return body
+
+
+def _summary(row: CriterionRun) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "criterion_id": row.criterion_id,
+        "status": row.status,
+        "passed": row.passed,
+        "score": _score(row.score),
+    }
+
+
+def task_run_json(
+    row: TaskRun, criterion_runs: list[CriterionRun] | None = None, *, snapshot: bool = True
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": row.id,
+        "benchmark_run_id": row.benchmark_run_id,
+        "task_id": row.task_id,
+        "name": row.name,
+        "playground_id": row.playground_id,
+        "phase": row.phase,
+        "status": row.status,
+        "verdict": row.verdict,
+        "score": _score(row.score),
+        "axes": row.axes,
+    }
+    if snapshot:
+        body["snapshot"] = {"task": row.snapshot["task"], "criteria": row.snapshot["criteria"]}
+    if row.failure_reason:
+        body["failure_reason"] = row.failure_reason
+    body.update(
+        {
+            "created_at": iso(row.created_at),
+            "started_at": iso(row.started_at),
+            "completed_at": iso(row.completed_at),
+            "deadline_at": iso(row.deadline_at),
+        }
+    )
+    if criterion_runs is not None:
+        body["criterion_runs"] = [_summary(run) for run in criterion_runs]
+    return body
+
+
+def benchmark_run_json(row: BenchmarkRun, task_runs: list[TaskRun] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": row.id,
+        "benchmark_id": row.benchmark_id,
+        "benchmark": row.benchmark_ref,
+        "solver_id": row.solver_id,
+        "agent": row.agent,
+        "scored": row.scored,
+        "phase": row.phase,
+        "status": row.status,
+        "score": _score(row.score),
+        "verdict": row.verdict,
+        "concurrency": row.concurrency,
+        "bearer_token_expires_at": iso(row.token_expires_at),
+        "created_at": iso(row.created_at),
+        "started_at": iso(row.started_at),
+        "completed_at": iso(row.completed_at),
+    }
+    if task_runs is not None:
+        body["task_runs"] = [task_run_json(task_run, snapshot=False) for task_run in task_runs]
+    return body
+
+
+def _urls(task_run_id: str) -> dict[str, str]:
+    return {
+        "start_url": f"/v1/task-runs/{task_run_id}/start",
+        "complete_url": f"/v1/task-runs/{task_run_id}/complete",
+    }
+
+
+def run_endpoints(benchmark_run_id: str) -> dict[str, str]:
+    """The run-level surfaces, routed to the single started task run (SPEC §5.2)."""
+    base = f"/v1/benchmark-runs/{benchmark_run_id}"
+    return {
+        "fhir": f"{base}/fhir",
+        "hl7_inbox": f"{base}/hl7/inbox",
+        "hl7_outbound": f"{base}/hl7/outbound",
+        "files": f"{base}/files",
+        "portal": f"{base}/portal",
+        "x12": f"{base}/x12",
+        "voice": f"{base}/voice",
+    }
+
+
+def v1_created_json(row: BenchmarkRun, token: str, task_runs: list[TaskRun]) -> dict[str, Any]:
+    return {
+        "benchmark_run_id": row.id,
+        "benchmark": row.benchmark_ref,
+        "scored": row.scored,
+        "phase": row.phase,
+        "bearer_token": token,
+        "bearer_token_expires_at": iso(row.token_expires_at),
+        "endpoints": run_endpoints(row.id),
+        "task_runs": [
+            {"id": tr.id, "task_id": tr.task_id, "name": tr.name, "phase": tr.phase, **_urls(tr.id)}
+            for tr in task_runs
+        ],
+    }
+
+
+def v1_benchmark_run_json(row: BenchmarkRun, task_runs: list[TaskRun]) -> dict[str, Any]:
+    return {
+        "benchmark_run_id": row.id,
+        "benchmark": row.benchmark_ref,
+        "scored": row.scored,
+        "phase": row.phase,
+        "status": row.status,
+        "score": _score(row.score),
+        "verdict": row.verdict,
+        "task_runs": [
+            {
+                "id": tr.id,
+                "task_id": tr.task_id,
+                "name": tr.name,
+                "phase": tr.phase,
+                "status": tr.status,
+                "verdict": tr.verdict,
+                "score": _score(tr.score),
+            }
+            for tr in task_runs
+        ],
+    }
+
+
+def started_json(row: TaskRun, access: Access) -> dict[str, Any]:
+    return {
+        "task_run_id": row.id,
+        "phase": row.phase,
+        "playground_id": row.playground_id,
+        "deadline_at": iso(row.deadline_at),
+        "endpoints": access.endpoints,
+        "credentials": access.credentials,
+    }
+
+
+def completion_json(row: TaskRun, criterion_runs: list[CriterionRun], *, scored: bool) -> dict[str, Any]:
+    checks = []
+    for run in criterion_runs:
+        check: dict[str, Any] = {
+            "criterion_id": run.criterion_id,
+            "label": run.label,
+            "axis": run.axis,
+            "weight": run.weight,
+            "status": run.status,
+            "passed": run.passed,
+            "score": _score(run.score),
+        }
+        if not scored:
+            check["details"] = run.details
+            check["evidence"] = run.evidence
+        checks.append(check)
+    return {
+        "task_run_id": row.id,
+        "phase": row.phase,
+        "status": row.status,
+        "verdict": row.verdict,
+        "score": _score(row.score),
+        "axes": row.axes or {},
+        "checks": checks,
+    }
+
+
+def playground_json(row: Playground, sandboxes: list[Sandbox]) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "task_run_id": row.task_run_id,
+        "status": row.status,
+        "sandboxes": [
+            {"id": sandbox.id, "type": sandbox.type, "status": sandbox.status} for sandbox in sandboxes
+        ],
+        "created_at": iso(row.created_at),
+    }

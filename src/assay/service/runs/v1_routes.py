@@ -1,0 +1,68 @@
+"""The public run API `/v1` (SPEC §5.2): create a run (Solver key or org key), read it (its run
+token, its solver's key, or an org key), start and complete task runs (run token)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from assay.service.deps import AnyCaller, RunCaller, RunCreator, SessionDep, SettingsDep, public_host
+from assay.service.errors import envelope
+from assay.service.runs import actions
+from assay.service.runs import repository as repo
+from assay.service.runs.lifecycle import settle_if_due
+from assay.service.runs.schemas import (
+    BenchmarkRunCreate,
+    completion_json,
+    started_json,
+    v1_benchmark_run_json,
+    v1_created_json,
+)
+from assay.store import utcnow
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["v1"])
+Json = dict[str, Any]
+
+
+@router.post("/benchmark-runs", status_code=201)
+def create_benchmark_run(body: BenchmarkRunCreate, session: SessionDep, caller: RunCreator) -> Json:
+    """Start a rollout of `slug@version` (or `slug`); returns the run's bearer token once."""
+    created = actions.create_benchmark_run(session, caller, body)
+    return v1_created_json(created.benchmark_run, created.token, created.task_runs)
+
+
+@router.get("/benchmark-runs/{benchmark_run_id}")
+def get_benchmark_run(benchmark_run_id: str, session: SessionDep, caller: AnyCaller) -> Json:
+    run = repo.get_benchmark_run(session, caller, benchmark_run_id)
+    return v1_benchmark_run_json(run, settle_if_due(session, run, utcnow()))
+
+
+@router.post("/task-runs/{task_run_id}/start", response_model=None)
+def start_task_run(
+    task_run_id: str, request: Request, session: SessionDep, caller: RunCaller, settings: SettingsDep
+) -> Json | JSONResponse:
+    """Provision the playground; idempotent while started. A failed provisioning is a 409 that
+    still records the task run as `failed` (so the reply is built here, not raised)."""
+    started = actions.start_task_run(
+        session,
+        caller,
+        task_run_id,
+        host=public_host(request, settings),
+        sftp_port=settings.sftp_port,
+        mllp_port=settings.mllp_port,
+    )
+    if started.failure or started.access is None:
+        reason = started.failure or "provisioning failed"
+        return envelope(409, "CONFLICT", f"task run {task_run_id} failed: {reason}", {"reason": reason})
+    return started_json(started.task_run, started.access)
+
+
+@router.post("/task-runs/{task_run_id}/complete")
+def complete_task_run(task_run_id: str, session: SessionDep, caller: RunCaller) -> Json:
+    """Verify now; idempotent. Scored runs omit `details` and `evidence` here."""
+    result = actions.complete_task_run(session, caller, task_run_id)
+    return completion_json(result.task_run, result.criterion_runs, scored=result.scored)

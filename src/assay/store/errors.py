@@ -1,0 +1,59 @@
+"""Domain errors raised below the HTTP layer; `assay.service.errors` maps each to SPEC §5 once.
+
+Tree::
+
+    DomainError
+    ├── Unauthorized     no token, or one that is unknown or expired      → 401
+    ├── Forbidden        a valid token of a kind that may not do this     → 403
+    ├── NotFound         absent, or outside the caller's scope (no hint)  → 404
+    ├── Conflict         state or reference forbids it (ended run, referenced row) → 409
+    ├── Invalid          a well-formed body that fails validation         → 422
+    └── BadRequest       a malformed query parameter or cursor            → 400
+
+Business logic raises these and never an HTTP exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["BadRequest", "Conflict", "DomainError", "Forbidden", "Invalid", "NotFound", "Unauthorized"]
+
+
+class DomainError(Exception):
+    def __init__(self, message: str, details: Mapping[str, Any] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = dict(details or {})
+
+
+class Unauthorized(DomainError):
+    pass
+
+
+class Forbidden(DomainError):
+    pass
+
+
+class NotFound(DomainError):
+    @classmethod
+    def of(cls, kind: str, ident: str) -> NotFound:
+        return cls(f"{kind} {ident} not found")
+
+
+class Conflict(DomainError):
+    pass
+
+
+class BadRequest(DomainError):
+    pass
+
+
+class Invalid(DomainError):
+    """`details` maps a dotted key path to messages: `{"assertion.fields.0.operator": ["..."]}`."""
+
+    def __init__(self, errors: Mapping[str, Sequence[str]], message: str | None = None):
+        first = next(iter(errors), "")
+        default = f"invalid value at {first}" if first else "invalid request body"
+        super().__init__(message or default, {key: list(messages) for key, messages in errors.items()})
