@@ -404,3 +404,26 @@ def test_assay_verify_cli(snapshot_dir: Path, tmp_path: Path) -> None:
     assert first["passed"] is True
     assert first["evidence"]["resource"] == "Appointment/appt-rivera"
     assert second["details"] == "unsupported assertion: unknown search parameter bogus"
+
+
+def test_assay_verify_cli_with_a_yaml_task_and_numeric_search_values(
+    snapshot_dir: Path, tmp_path: Path
+) -> None:
+    task_file = tmp_path / "task.yaml"
+    task_file.write_text(
+        "criteria:\n"
+        "  - label: youngest Synthea patient\n"
+        "    assertion:\n"
+        "      assert: fhir-resource-state\n"
+        "      resource_type: Patient\n"
+        "      search: {_tag: 'https://smarthealthit.org/tags|synthea-5-2019', _sort: -birthdate, _count: 1}\n"
+        "      match: first\n"
+        "      fields:\n"
+        "        - {path: name.0.family, expected: Wiegand}\n"
+        '        - {fhirpath: "birthDate > @2020-01-01", expected: true}\n'
+    )
+    result = CliRunner().invoke(app, ["verify", str(task_file), str(snapshot_dir), "--json"])
+    assert result.exit_code == 0, result.output
+    (run,) = json.loads(result.stdout)["criterion_runs"]
+    assert run["passed"] is True, run["details"]
+    assert run["evidence"]["candidates"] == 1

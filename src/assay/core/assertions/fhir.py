@@ -11,7 +11,7 @@ Search *values* (a malformed date) are judged at verify: a failed criterion with
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -74,6 +74,14 @@ class FhirResourceState(TaggedAssertion):
             )
         return value
 
+    @field_validator("search", mode="before")
+    @classmethod
+    def _scalars_as_text(cls, value: Any) -> Any:
+        """YAML task files write `_count: 5` and `active: true`; search values are text."""
+        if not isinstance(value, dict):
+            return value
+        return {key: _text(given) for key, given in value.items()}
+
     @field_validator("search")
     @classmethod
     def _known_parameters(
@@ -89,3 +97,13 @@ class FhirResourceState(TaggedAssertion):
                 "unknown_search_parameter", "{message}", {"message": str(exc)}
             ) from None
         return value
+
+
+def _text(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, list):
+        return [_text(item) for item in value]
+    return value

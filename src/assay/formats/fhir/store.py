@@ -11,6 +11,7 @@ another order, which is applied stably on top, before `_count` caps the list.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -51,7 +52,8 @@ class FhirStore:
     """Resources by type and id, with lazily built search indexes.
 
     Returned resources are the stored dicts themselves: callers must not mutate them (use
-    `put` with a new dict to change one).
+    `put` with a new dict to change one). One lock serializes searches and writes, so a live
+    server's threads can share a store while indexes are built lazily.
     """
 
     def __init__(self, resources: Iterable[dict[str, Any]] = (), *, loaded_at: datetime | None = None):
@@ -61,6 +63,7 @@ class FhirStore:
         self._by_type: dict[str, dict[str, _Entry]] = {}
         self._indexes: dict[tuple[str, str], ParamIndex] = {}
         self._ranks: dict[str, dict[str, int]] = {}
+        self._lock = threading.RLock()
         for resource in resources:
             self._store(resource, self._received_at)
 
@@ -76,9 +79,10 @@ class FhirStore:
 
     def resources(self, resource_type: str) -> list[dict[str, Any]]:
         """Every resource of the type in recency order, oldest first."""
-        entries = self._by_type.get(resource_type, {})
-        ranks = self._ranks_of(resource_type)
-        return [entries[rid].resource for rid in sorted(entries, key=ranks.__getitem__)]
+        with self._lock:
+            entries = self._by_type.get(resource_type, {})
+            ranks = self._ranks_of(resource_type)
+            return [entries[rid].resource for rid in sorted(entries, key=ranks.__getitem__)]
 
     def __len__(self) -> int:
         return sum(len(entries) for entries in self._by_type.values())
@@ -87,10 +91,15 @@ class FhirStore:
 
     def put(self, resource: dict[str, Any], *, received_at: datetime | None = None) -> None:
         """Insert or replace a resource by (resourceType, id), keeping indexes consistent."""
-        self._store(resource, _micros(received_at) if received_at else now_micros())
+        with self._lock:
+            self._store(resource, _micros(received_at) if received_at else now_micros())
 
     def delete(self, resource_type: str, rid: str) -> bool:
         """Remove a resource; False when there was none."""
+        with self._lock:
+            return self._delete(resource_type, rid)
+
+    def _delete(self, resource_type: str, rid: str) -> bool:
         entries = self._by_type.get(resource_type, {})
         if rid not in entries:
             return False
@@ -132,6 +141,10 @@ class FhirStore:
 
     def execute(self, search: ParsedSearch) -> list[dict[str, Any]]:
         """Run a parsed search: matching resources in recency or `_sort` order, capped by `_count`."""
+        with self._lock:
+            return self._execute(search)
+
+    def _execute(self, search: ParsedSearch) -> list[dict[str, Any]]:
         entries = self._by_type.get(search.resource_type, {})
         candidates: set[str] | None = None
         indexed = [(c, self._index(search.resource_type, c.parameter)) for c in search.criteria]
