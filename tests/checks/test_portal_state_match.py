@@ -16,7 +16,9 @@ import pytest
 from assay.core.state import PortalRow
 from assay.snapshot import open_snapshot, write_snapshot
 from assay.verify import CriterionSpec, verify_task
-from conftest import FIXTURES
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"  # tests/conftest.py FIXTURES
+
 
 SYNTHEA = FIXTURES / "sftp/synthea-csv"
 

@@ -24,7 +24,9 @@ from assay.core.errors import SnapshotError
 from assay.core.operators import compile_pattern
 from assay.snapshot import SnapshotFile, open_snapshot, write_snapshot
 from assay.verify import CriterionSpec, verify_task
-from conftest import FIXTURES
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"  # tests/conftest.py FIXTURES
+
 
 SYNTHEA = FIXTURES / "sftp/synthea-csv"
 HEROPHILUS = FIXTURES / "sftp/herophilus"

@@ -21,7 +21,9 @@ from assay.checks._speech import normalise
 from assay.core.state import VoiceTurn
 from assay.snapshot import open_snapshot, write_snapshot
 from assay.verify import CriterionSpec, verify_task
-from conftest import FIXTURES
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"  # tests/conftest.py FIXTURES
+
 
 SPEAKERS = {"doctor": "agent", "patient": "caller"}
 
