@@ -18,6 +18,7 @@ exactly one place and anything it raises is translated there.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import hl7
 
@@ -141,11 +142,38 @@ def _delimiters(line: str, number: int) -> Delimiters:
     )
 
 
+class _ListFactory:
+    """python-hl7 containers as plain lists: we read the tree by index only, never through its
+    container methods, and skipping their construction halves python-hl7's parse time
+    (docs/performance.md, "HL7v2 (issue 3)")."""
+
+    # Five distinct functions: python-hl7 recognises the segment level by comparing them.
+    @staticmethod
+    def create_message(sequence: list[Any], **_: Any) -> list[Any]:
+        return sequence
+
+    @staticmethod
+    def create_segment(sequence: list[Any], **_: Any) -> list[Any]:
+        return sequence
+
+    @staticmethod
+    def create_field(sequence: list[Any], **_: Any) -> list[Any]:
+        return sequence
+
+    @staticmethod
+    def create_repetition(sequence: list[Any], **_: Any) -> list[Any]:
+        return sequence
+
+    @staticmethod
+    def create_component(sequence: list[Any], **_: Any) -> list[Any]:
+        return sequence
+
+
 def _parse(lines: list[str], start: int, position: int) -> Hl7Message:
     delimiters = _delimiters(lines[0], start)
     text = "\r".join(lines)
     try:
-        tree = hl7.parse(text)
+        tree = hl7.parse(text, factory=_ListFactory)
     except Exception as exc:  # the one boundary where python-hl7 errors become ours
         raise Hl7ParseError(f"python-hl7 could not parse the message: {exc}", segment=start) from exc
     return Hl7Message(tree, [line[:3] for line in lines], delimiters, text, position)
