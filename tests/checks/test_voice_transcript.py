@@ -157,6 +157,18 @@ def test_spec_examples_for_the_guards(tmp_path: Path) -> None:
     assert phrase(result)["speaker"] == "ivr"
 
 
+def test_number_guard_sees_digits_inside_ids(tmp_path: Path) -> None:
+    turns = [VoiceTurn("agent", "I have your member ID as M12346, is that right?")]
+    result = run(tmp_path, turns, contains=["member ID as M12345", "member ID as M12346"])
+    assert [entry["found"] for entry in result["evidence"]["phraseResults"]] == [False, True]
+
+
+def test_cannot_is_a_negation(tmp_path: Path) -> None:
+    turns = [VoiceTurn("agent", "We cannot confirm the appointment today.")]
+    result = run(tmp_path, turns, contains=["we can confirm the appointment today", "we can not confirm"])
+    assert [entry["found"] for entry in result["evidence"]["phraseResults"]] == [False, True]
+
+
 def test_negation_in_a_previous_sentence_does_not_leak(tmp_path: Path) -> None:
     turns = [VoiceTurn("agent", "That is not covered. Your copay is 25 dollars.")]
     result = run(tmp_path, turns, contains=["your copay is twenty five dollars"])
@@ -232,6 +244,7 @@ def test_unknown_speaker_and_empty_phrase_are_unsupported(tmp_path: Path) -> Non
         ("one two three", "1 2 3"),
         ("The copay is $1,250.50.", "the copay is 1250.50"),
         ("I can't; isn’t it", "i can not is not it"),
+        ("Cannot", "can not"),
         ("i ca n't", "i can not"),
         ("ＭＥＭＢＥＲ ID", "member id"),
         ("STRASSE Straße", "strasse strasse"),

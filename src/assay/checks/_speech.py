@@ -5,8 +5,8 @@ collapsed, number words converted to digits ("twenty five" → "25"). Each token
 it came from in the NFKC text, so a match found on normalised tokens can show the words the
 speaker actually said. Two spellings are folded on purpose, identically on both sides:
 
-- `n't` becomes a separate `not` token ("isn't" → "is not", "can't" → "can not"), so the
-  negation guard sees it and "do not" matches "don't";
+- `n't` becomes a separate `not` token ("isn't" → "is not", "can't" and "cannot" → "can not"),
+  so the negation guard sees it and "do not" matches "don't";
 - a decimal point or a thousands comma between digits stays part of the number ("$1,250.50" →
   "1250.50"), so the number guard compares amounts, not fragments.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 __all__ = ["Speech", "Token", "normalise"]
 
@@ -67,11 +67,13 @@ class Speech:
         return offsets
 
     def numbers(self, first: int, last: int) -> tuple[Decimal, ...]:
-        return tuple(n for n in (_as_number(t) for t in self.words(first, last)) if n is not None)
+        """Every number in tokens `first..last`, digits inside words too (`m12345`, `1st`)."""
+        return tuple(Decimal(found) for word in self.words(first, last) for found in _DIGITS.findall(word))
 
 
 # A word is a run of letters, digits and marks; digits may hold `.` or `,` between them.
 _WORD = re.compile(r"(?:\d+(?:[.,]\d+)*|[^\W_])(?:[^\W_]|(?<=\d)[.,](?=\d))*")
+_DIGITS = re.compile(r"\d+(?:\.\d+)?")
 _SENTENCE_END = re.compile(r"[.!?;]")
 _APOSTROPHES = "'\u2019\u02bc"
 _NT_STEMS = {"ca": "can", "wo": "will", "sha": "shall"}
@@ -98,6 +100,9 @@ def normalise(text: str) -> Speech:
             continue
         if word == "t" and raw and raw[-1].text == "not" and raw[-1].end == end:
             continue
+        if word == "cannot":
+            raw += [Token("can", start, start + 3, sentence), Token("not", start + 3, end, sentence)]
+            continue
         raw.append(Token(_plain_number(word), start, end, sentence))
     return Speech(source, tuple(_numbers_to_digits(raw)))
 
@@ -111,15 +116,6 @@ def _plain_number(word: str) -> str:
     if word[:1].isdigit() and "," in word:
         return word.replace(",", "")
     return word
-
-
-def _as_number(word: str) -> Decimal | None:
-    if not word[:1].isdigit():
-        return None
-    try:
-        return Decimal(word.rstrip("."))
-    except InvalidOperation:
-        return None
 
 
 # -- number words ---------------------------------------------------------------------------

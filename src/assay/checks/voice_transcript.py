@@ -32,8 +32,8 @@ from assay.core.state import SandboxState
 __all__ = ["CONTAINS_TIERS", "FUZZY_THRESHOLD", "NOT_CONTAINS_TIERS", "PhraseMatcher", "SpanMatch", "check"]
 
 FUZZY_THRESHOLD = 90.0
-NEGATIONS = frozenset({"no", "not", "never", "without", "none", "neither", "nor", "cannot"})
-"""SPEC §3.6's negations; `n't` arrives as `not` (see `_speech`), and `cannot` is one word."""
+NEGATIONS = frozenset({"no", "not", "never", "without", "none", "neither", "nor"})
+"""SPEC §3.6's negations; `n't` and `cannot` arrive as a `not` token (see `_speech`)."""
 _WORDS_BEFORE = 3
 
 PhraseKind = Literal["contains", "not_contains"]
