@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 
 __all__ = ["Speech", "Token", "normalise"]
 
@@ -38,13 +39,18 @@ class Speech:
 
     source: str
     tokens: tuple[Token, ...]
+    all_words: tuple[str, ...] = field(init=False)
+    """Every token's normalised text, computed once."""
+    text: str = field(init=False)
+    """The normalised words joined by single spaces."""
 
-    @property
-    def text(self) -> str:
-        return " ".join(token.text for token in self.tokens)
+    def __post_init__(self) -> None:
+        words = tuple(token.text for token in self.tokens)
+        object.__setattr__(self, "all_words", words)
+        object.__setattr__(self, "text", " ".join(words))
 
     def words(self, first: int, last: int) -> tuple[str, ...]:
-        return tuple(token.text for token in self.tokens[first : last + 1])
+        return self.all_words[first : last + 1]
 
     def span(self, first: int, last: int) -> str:
         """The source words of tokens `first..last` (inclusive), as spoken."""
@@ -79,8 +85,9 @@ _APOSTROPHES = "'\u2019\u02bc"
 _NT_STEMS = {"ca": "can", "wo": "will", "sha": "shall"}
 
 
+@lru_cache(maxsize=8192)
 def normalise(text: str) -> Speech:
-    """Tokenise and normalise one text (SPEC §3.6 tier 1)."""
+    """Tokenise and normalise one text (SPEC §3.6 tier 1); cached, as criteria share turns."""
     source = unicodedata.normalize("NFKC", text)
     raw: list[Token] = []
     sentence, previous_end = 0, 0

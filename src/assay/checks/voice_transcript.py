@@ -63,9 +63,10 @@ class ExactMatcher:
     method = "exact"
 
     def spans(self, phrase: Speech, turn: Speech) -> Iterator[SpanMatch]:
-        wanted = phrase.words(0, len(phrase.tokens) - 1)
+        if f" {phrase.text} " not in f" {turn.text} ":
+            return
+        wanted, have = phrase.all_words, turn.all_words
         size = len(wanted)
-        have = turn.words(0, len(turn.tokens) - 1)
         for first in range(len(have) - size + 1):
             if have[first : first + size] == wanted:
                 yield SpanMatch(first, first + size - 1, 1.0)
