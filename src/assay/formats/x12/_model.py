@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from assay.formats.x12._loops import X12Loop
@@ -56,9 +56,12 @@ class Delimiters:
 DEFAULT_DELIMITERS = Delimiters()
 
 
-@dataclass(frozen=True, slots=True)
-class X12Segment:
-    """One segment: id, raw element strings (E01 first), the delimiters that split them."""
+class X12Segment(NamedTuple):
+    """One segment: id, raw element strings (E01 first), the delimiters that split them.
+
+    A named tuple rather than a frozen dataclass: equally immutable, and built with one
+    `tuple.__new__` per segment, which keeps the tokenizer's inner loop cheap.
+    """
 
     id: str
     elements: tuple[str, ...]

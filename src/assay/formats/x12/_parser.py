@@ -37,8 +37,13 @@ def parse_x12(data: bytes | str) -> X12Document:
         X12ParseError: the text is not X12 (see `tokenize`). Envelope problems are warnings.
     """
     builder = _Assembler()
+    handlers = _HANDLERS
     for segment in tokenize(decode_x12(data)):
-        builder.feed(segment)
+        # Fast path for the common case: a body segment inside an open transaction set.
+        if builder.transaction is not None and segment.id not in handlers:
+            builder.transaction.segments.append(segment)
+        else:
+            builder.feed(segment)
     return builder.finish()
 
 

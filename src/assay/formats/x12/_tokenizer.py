@@ -43,37 +43,53 @@ def tokenize(text: str) -> Iterator[X12Segment]:
     pos = _skip_space(text, 0, bom=True)
     if pos >= length:
         raise X12ParseError("empty input: expected an X12 interchange starting with ISA", offset=0)
-    index = 0
-    delimiters: Delimiters | None = None
+    if not text.startswith("ISA", pos):
+        raise X12ParseError(
+            f"input does not start with an ISA interchange header (found {text[pos : pos + 20]!r})",
+            segment=0,
+            offset=_byte_offset(text, pos),
+        )
+    header, delimiters, pos = _read_isa(text, pos, 0)
+    yield header
+    index = 1
+    terminator, separator = delimiters.segment, delimiters.element
+    find, make, known = text.find, tuple.__new__, _KNOWN_IDS
     while pos < length:
-        if text.startswith("ISA", pos):
-            header, delimiters, pos = _read_isa(text, pos, index)
-            yield header
-            index += 1
-        elif delimiters is None:
-            raise X12ParseError(
-                f"input does not start with an ISA interchange header (found {text[pos : pos + 20]!r})",
-                segment=0,
-                offset=_byte_offset(text, pos),
-            )
-        else:
-            end = text.find(delimiters.segment, pos)
-            stop = length if end < 0 else end
-            raw = text[pos:stop].rstrip(_LINE_BREAKS)
-            if raw:
-                parts = raw.split(delimiters.element)
-                seg_id = parts[0]
-                if not _is_segment_id(seg_id):
-                    raise X12ParseError(
-                        f"bad segment identifier {seg_id[:20]!r}: expected 2-3 upper-case letters or digits",
-                        segment=index,
-                        element=0,
-                        offset=_byte_offset(text, pos),
-                    )
-                yield X12Segment(seg_id, tuple(parts[1:]), delimiters, pos)
+        stop = find(terminator, pos)
+        if stop < 0:
+            stop = length
+        raw = text[pos:stop]
+        body = raw.lstrip(_WHITESPACE).rstrip(_LINE_BREAKS)
+        if body:
+            start = pos + len(raw) - len(raw.lstrip(_WHITESPACE)) if body[0] != raw[0] else pos
+            if body.startswith("ISA"):
+                header, delimiters, pos = _read_isa(text, start, index)
+                terminator, separator = delimiters.segment, delimiters.element
+                yield header
                 index += 1
-            pos = stop + 1
-        pos = _skip_space(text, pos)
+                continue
+            parts = body.split(separator)
+            seg_id = parts[0]
+            if seg_id not in known:
+                _check_segment_id(text, seg_id, index, start)
+            yield make(X12Segment, (seg_id, tuple(parts[1:]), delimiters, start))
+            index += 1
+        pos = stop + 1
+
+
+_KNOWN_IDS: set[str] = set()
+"""Segment ids already validated (a bounded set: at most 36**3 ids can pass the check)."""
+
+
+def _check_segment_id(text: str, seg_id: str, index: int, start: int) -> None:
+    if not _is_segment_id(seg_id):
+        raise X12ParseError(
+            f"bad segment identifier {seg_id[:20]!r}: expected 2-3 upper-case letters or digits",
+            segment=index,
+            element=0,
+            offset=_byte_offset(text, start),
+        )
+    _KNOWN_IDS.add(seg_id)
 
 
 def _read_isa(text: str, start: int, index: int) -> tuple[X12Segment, Delimiters, int]:
@@ -127,7 +143,8 @@ def _read_isa(text: str, start: int, index: int) -> tuple[X12Segment, Delimiters
     repetition = fields[10].strip()
     usable = len(repetition) == 1 and not repetition.isalnum() and repetition not in (component, terminator)
     delimiters = Delimiters(element, component, repetition if usable else None, terminator)
-    return X12Segment("ISA", tuple(fields), delimiters, start), delimiters, component_at + 2
+    isa = X12Segment("ISA", tuple(fields), delimiters, start)
+    return isa, delimiters, component_at + 2
 
 
 def _skip_space(text: str, pos: int, bom: bool = False) -> int:
