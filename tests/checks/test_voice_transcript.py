@@ -17,7 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from assay.checks import CheckContext, voice_transcript
 from assay.checks._speech import normalise
+from assay.core.assertions import parse_assertion
 from assay.core.state import VoiceTurn
 from assay.snapshot import open_snapshot, write_snapshot
 from assay.verify import CriterionSpec, verify_task
@@ -279,3 +281,31 @@ def test_normalise_is_idempotent(pieces: list[tuple[str, str]]) -> None:
     text = "".join(word + gap for word, gap in pieces)
     once = normalise(text).text
     assert normalise(once).text == once
+
+
+class _Turns:
+    """The one `SandboxState` method this check reads, for fast property tests."""
+
+    def __init__(self, turns: list[VoiceTurn]):
+        self.turns = turns
+
+    def voice_turns(self) -> list[VoiceTurn]:
+        return self.turns
+
+
+_ANY_TEXT = st.text(st.characters(codec="utf-8"), max_size=40) | st.text(
+    "one twenty hundred and thousand no n't 25 $ . , - ' x", max_size=60
+)
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["agent", "caller", "IVR"]), _ANY_TEXT), max_size=4),
+    st.lists(_ANY_TEXT.filter(lambda text: any(char.isalnum() for char in text)), min_size=1, max_size=3),
+)
+def test_any_text_is_judged_without_raising(turns: list[tuple[str, str]], phrases: list[str]) -> None:
+    assertion = parse_assertion({"assert": "voice-transcript", "contains": phrases, "not_contains": phrases})
+    state = _Turns([VoiceTurn(speaker, text) for speaker, text in turns])
+    result = voice_transcript.check(assertion, state, CheckContext())  # type: ignore[arg-type]
+    assert 0 <= result.score <= 1
+    for entry in result.evidence["phraseResults"]:
+        assert entry["found"] == (entry["turn"] is not None)
