@@ -194,7 +194,11 @@ def _no_match(
     elif not records:
         details += " No X12 exchange was recorded."
     elif not errors or len(errors) < records:
-        details += " No transaction set of the recorded responses fits the transaction filter."
+        family = _FAMILIES.get(assertion.transaction or "")
+        if family:
+            details += f" No recorded response holds a {'/'.join(sorted(family))} transaction set."
+        else:
+            details += " No recorded response holds a transaction set other than 999/997 acknowledgements."
     if errors:
         head = (
             "None of the stored responses parses"
