@@ -1,4 +1,5 @@
-"""Loop resolution against the 005010 guides (X279A1 270/271, X212 276/277, X217 278).
+"""Loop resolution against the 005010 guides (X279A1 270/271, X212 276/277, X217 278; and, as a
+bonus, X221A1 835 and X222A1/X223A2 837).
 
 Real files reach 2100C/2110C/2120C, 2200D/2220D, 2000E/2010EA/2010EB and 2000F/2010FA; the
 loops no bundled file shows (2115C, 2010EC, 2010FB) are built with the writer's builder.
@@ -169,9 +170,45 @@ def test_hl_loops_nest_by_hl02_even_when_not_adjacent() -> None:
     assert service[1] in service[0].children and service[2] in service[1].children
 
 
-@pytest.mark.parametrize("code", ["835", "837", "834", "999"])
-def test_other_transactions_are_read_segment_by_segment(code: str) -> None:
-    assert guide_for(code) is None
-    transaction = build_transaction(code, [("BHT", "0019"), ("HL", "1", "", "20", "1")])
+@pytest.mark.parametrize(("code", "guide"), [("834", ""), ("999", ""), ("820", ""), ("837", "005010X224A2")])
+def test_other_transactions_are_read_segment_by_segment(code: str, guide: str) -> None:
+    assert guide_for(code, guide) is None
+    transaction = build_transaction(code, [("BHT", "0019"), ("HL", "1", "", "20", "1")], guide=guide)
     assert transaction.loops.children == []
     assert transaction.loops.positions == list(range(len(transaction.segments)))
+
+
+def test_835_loops_without_hl() -> None:
+    assert _outline("linuxforhealth/835_005010X221A1/managed-care.835") == _expect("""
+        (root) ST BPR TRN DTM SE
+          1000A N1 N3 N4
+          1000B N1 REF
+          2000 LX
+            2100 CLP CAS NM1
+              2110 SVC DTM DTM CAS
+            2100 CLP CAS NM1
+              2110 SVC DTM DTM CAS CAS
+        """)
+
+
+def test_835_provider_adjustment_returns_to_the_transaction_level() -> None:
+    assert _outline("linuxforhealth/835_005010X221A1/medicare-part-a.835") == _expect("""
+        (root) ST BPR TRN DTM PLB SE
+          1000A N1 N3 N4 REF
+          1000B N1
+          2000 LX TS3 TS2
+            2100 CLP CAS NM1 MIA DTM DTM QTY
+          2000 LX TS3
+            2100 CLP CAS NM1 MOA DTM
+        """)
+
+
+def test_837_professional_and_institutional() -> None:
+    professional = _outline("imsweb/837_5010/x12_valid.txt")
+    assert professional.startswith(
+        "(root) ST BHT SE\n  1000A NM1 PER\n  1000B NM1\n  2000A HL\n    2010AA NM1"
+    )
+    assert "2300 CLM HI\n        2400 LX SV1 DTP" in professional
+    institutional = _outline("linuxforhealth/837_005010X223A3/institutional-claim.837i")
+    assert "2300 CLM DTP CL1 HI HI HI HI HI\n        2310A NM1 REF\n        2320 SBR OI\n" in institutional
+    assert "          2330A NM1 N3 N4\n          2330B NM1\n        2400 LX SV2 DTP" in institutional

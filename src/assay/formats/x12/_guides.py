@@ -146,15 +146,118 @@ X217_278 = Guide(
     ),
 )
 
+# 005010X221A1 835 — Health Care Claim Payment/Advice (no HL; loops from triggers alone).
+#   header BPR TRN CUR REF DTM   1000A N1*PR payer (N3 N4 REF PER)   1000B N1*PE payee (N3 N4 REF RDM)
+#   2000 LX header number (TS3 TS2)
+#     2100 CLP claim payment (CAS NM1 MIA MOA REF DTM PER AMT QTY)
+#       2110 SVC service payment (DTM CAS REF AMT QTY LQ)
+#   PLB provider adjustment (summary, back at the transaction level)
+X221_835 = Guide(
+    "005010X221A1 835",
+    {},
+    (
+        LoopRule("1000A", "", "N1", frozenset({"PR"})),
+        LoopRule("1000B", "", "N1", frozenset({"PE"})),
+        LoopRule("2000", "", "LX"),
+        LoopRule("2100", "2000", "CLP"),
+        LoopRule("2100", "", "CLP"),
+        LoopRule("2110", "2100", "SVC"),
+    ),
+    owners={"PLB": frozenset({""})},
+)
+
+
+def _claim_guide(
+    name: str, claim_names: dict[str, frozenset[str]], line_names: dict[str, frozenset[str]]
+) -> Guide:
+    """837 professional and institutional share everything but their 2310x/2420x provider loops."""
+    other_payer = {
+        "2330B": frozenset({"PR"}), "2330C": frozenset({"DN", "P3", "71", "72", "ZZ"}),
+        "2330D": frozenset({"82"}), "2330E": frozenset({"77"}), "2330F": frozenset({"DQ"}),
+        "2330G": frozenset({"85"}), "2330A": frozenset({"IL"}),
+    }  # fmt: skip
+    return Guide(
+        name,
+        {"20": "2000A", "22": "2000B", "23": "2000C"},
+        (
+            LoopRule("1000A", "", "NM1", frozenset({"41"})),
+            LoopRule("1000B", "", "NM1", frozenset({"40"})),
+            LoopRule("2010AA", "2000A", "NM1", frozenset({"85"})),
+            LoopRule("2010AB", "2000A", "NM1", frozenset({"87"})),
+            LoopRule("2010AC", "2000A", "NM1", frozenset({"PE"})),
+            LoopRule("2010BA", "2000B", "NM1", frozenset({"IL"})),
+            LoopRule("2010BB", "2000B", "NM1", frozenset({"PR"})),
+            LoopRule("2010CA", "2000C", "NM1", frozenset({"QC"})),
+            LoopRule("2300", "2000B", "CLM"),
+            LoopRule("2300", "2000C", "CLM"),
+            *(LoopRule(loop, "2300", "NM1", codes) for loop, codes in claim_names.items()),
+            LoopRule("2320", "2300", "SBR"),
+            *(LoopRule(loop, "2320", "NM1", codes) for loop, codes in other_payer.items()),
+            LoopRule("2400", "2300", "LX"),
+            LoopRule("2410", "2400", "LIN"),
+            *(LoopRule(loop, "2400", "NM1", codes) for loop, codes in line_names.items()),
+            LoopRule("2430", "2400", "SVD"),
+            LoopRule("2440", "2400", "LQ"),
+        ),
+    )
+
+
+# 005010X222A1 837P — Health Care Claim: Professional.
+#   1000A NM1*41 submitter, 1000B NM1*40 receiver
+#   2000A HL*20 billing provider: 2010AA NM1*85, 2010AB NM1*87, 2010AC NM1*PE
+#   2000B HL*22 subscriber (SBR PAT): 2010BA NM1*IL, 2010BB NM1*PR
+#   2000C HL*23 patient (PAT): 2010CA NM1*QC
+#   2300 CLM claim: 2310A NM1*DN/P3 referring, 2310B *82 rendering, 2310C *77 facility,
+#     2310D *DQ supervising, 2310E *PW pick-up, 2310F *45 drop-off;
+#     2320 SBR other subscriber: 2330A *IL, 2330B *PR, 2330C–G other payer providers;
+#     2400 LX service line: 2410 LIN drug, 2420A *82, 2420B *QB, 2420C *77, 2420D *DQ,
+#       2420E *DK ordering, 2420F *DN/P3 referring, 2420G *PW, 2420H *45, 2430 SVD, 2440 LQ
+X222_837P = _claim_guide(
+    "005010X222A1 837P",
+    {
+        "2310A": frozenset({"DN", "P3"}), "2310B": frozenset({"82"}), "2310C": frozenset({"77"}),
+        "2310D": frozenset({"DQ"}), "2310E": frozenset({"PW"}), "2310F": frozenset({"45"}),
+    },
+    {
+        "2420A": frozenset({"82"}), "2420B": frozenset({"QB"}), "2420C": frozenset({"77"}),
+        "2420D": frozenset({"DQ"}), "2420E": frozenset({"DK"}), "2420F": frozenset({"DN", "P3"}),
+        "2420G": frozenset({"PW"}), "2420H": frozenset({"45"}),
+    },
+)  # fmt: skip
+
+# 005010X223A2 837I — Health Care Claim: Institutional. Same shape; providers differ:
+#   2310A NM1*71 attending, 2310B *72 operating, 2310C *ZZ other operating, 2310D *82 rendering,
+#   2310E *77 service facility, 2310F *DN referring; 2420A *72, 2420B *ZZ, 2420C *82, 2420D *DN.
+X223_837I = _claim_guide(
+    "005010X223A2 837I",
+    {
+        "2310A": frozenset({"71"}), "2310B": frozenset({"72"}), "2310C": frozenset({"ZZ"}),
+        "2310D": frozenset({"82"}), "2310E": frozenset({"77"}), "2310F": frozenset({"DN"}),
+    },
+    {
+        "2420A": frozenset({"72"}), "2420B": frozenset({"ZZ"}), "2420C": frozenset({"82"}),
+        "2420D": frozenset({"DN"}),
+    },
+)  # fmt: skip
+
 GUIDES: dict[str, Guide] = {
     "270": X279_270,
     "271": X279_271,
     "276": X212_276,
     "277": X212_277,
     "278": X217_278,
+    "835": X221_835,
+    "837": X222_837P,
 }
+_INSTITUTIONAL = ("X223", "X096")
+"""Guide ids of institutional 837s (005010X223A1/A2/A3, 004010X096A1)."""
 
 
-def guide_for(transaction_code: str) -> Guide | None:
-    """The loop table for an ST01, or None for transactions read segment by segment."""
+def guide_for(transaction_code: str, guide: str = "") -> Guide | None:
+    """The loop table for an ST01 (and, for 837, the professional/institutional guide in ST03/GS08);
+    None for transactions read segment by segment."""
+    if transaction_code == "837":
+        if any(code in guide for code in _INSTITUTIONAL):
+            return X223_837I
+        return None if "X224" in guide else X222_837P
     return GUIDES.get(transaction_code)

@@ -60,10 +60,10 @@ class X12Loop:
 
 
 def resolve_loops(transaction: X12TransactionSet) -> X12Loop:
-    """Resolve the loop tree of one transaction set from its guide (chosen by ST01)."""
+    """Resolve the loop tree of one transaction set from its guide (chosen by ST01 and ST03/GS08)."""
     segments = transaction.segments
     root = X12Loop("")
-    guide = guide_for(transaction.code)
+    guide = guide_for(transaction.code, transaction.guide)
     if guide is None:
         root.positions.extend(range(len(segments)))
         return root
@@ -74,7 +74,7 @@ def resolve_loops(transaction: X12TransactionSet) -> X12Loop:
         if seg_id == "HL":
             stack = [_open_hl(segment, position, guide.hl_levels, hl_loops, root)]
             continue
-        if seg_id == "SE" or (len(stack) == 1 and stack[0] is root):
+        if seg_id == "SE":
             root.positions.append(position)
             continue
         if seg_id == stack[-1].closer and len(stack) > 1:
@@ -82,7 +82,9 @@ def resolve_loops(transaction: X12TransactionSet) -> X12Loop:
             stack[-1].positions.append(position)
             continue
         owners = guide.owners.get(seg_id)
-        if owners is not None and _close_to_owner(stack, owners):
+        if owners is not None and "" in owners:
+            stack = [root]
+        if owners is not None and (stack[-1] is root or _close_to_owner(stack, owners)):
             stack[-1].positions.append(position)
             continue
         qualifier = segment.element(1)
