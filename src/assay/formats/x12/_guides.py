@@ -35,20 +35,31 @@ class Guide:
     rules: tuple[LoopRule, ...]
     owners: Mapping[str, frozenset[str]] = field(default_factory=dict)
     """Segments that belong to a given open loop wherever they appear (LS closes a 2115C)."""
-    _index: dict[tuple[str, str], tuple[LoopRule, ...]] = field(init=False, repr=False, compare=False)
+    _index: dict[tuple[str, str], tuple[dict[str, LoopRule], LoopRule | None]] = field(
+        init=False, repr=False, compare=False
+    )
+    triggers: frozenset[str] = field(init=False, compare=False)
+    """Every segment id that can open a loop (anything else stays in the open loop)."""
 
     def __post_init__(self) -> None:
-        index: dict[tuple[str, str], list[LoopRule]] = {}
+        index: dict[tuple[str, str], tuple[dict[str, LoopRule], LoopRule | None]] = {}
         for rule in self.rules:
-            index.setdefault((rule.parent, rule.trigger), []).append(rule)
-        object.__setattr__(self, "_index", {key: tuple(value) for key, value in index.items()})
+            by_code, default = index.get((rule.parent, rule.trigger), ({}, None))
+            if rule.qualifiers is None:
+                default = default or rule
+            else:
+                for code in rule.qualifiers:
+                    by_code.setdefault(code, rule)
+            index[(rule.parent, rule.trigger)] = (by_code, default)
+        object.__setattr__(self, "_index", index)
+        object.__setattr__(self, "triggers", frozenset(rule.trigger for rule in self.rules))
 
     def child_rule(self, parent: str, segment_id: str, qualifier: str) -> LoopRule | None:
         """The rule a segment triggers inside an open `parent` loop, if any."""
-        for rule in self._index.get((parent, segment_id), ()):
-            if rule.qualifiers is None or qualifier in rule.qualifiers:
-                return rule
-        return None
+        entry = self._index.get((parent, segment_id))
+        if entry is None:
+            return None
+        return entry[0].get(qualifier, entry[1])
 
 
 def _names(parent_of: Mapping[str, str], trigger: str) -> tuple[LoopRule, ...]:

@@ -68,6 +68,7 @@ def resolve_loops(transaction: X12TransactionSet) -> X12Loop:
         root.positions.extend(range(len(segments)))
         return root
     hl_loops: dict[str, X12Loop] = {}
+    triggers = guide.triggers
     stack: list[X12Loop] = [root]
     for position, segment in enumerate(segments):
         seg_id = segment.id
@@ -85,6 +86,9 @@ def resolve_loops(transaction: X12TransactionSet) -> X12Loop:
         if owners is not None and "" in owners:
             stack = [root]
         if owners is not None and (stack[-1] is root or _close_to_owner(stack, owners)):
+            stack[-1].positions.append(position)
+            continue
+        if seg_id not in triggers:
             stack[-1].positions.append(position)
             continue
         qualifier = segment.element(1)
