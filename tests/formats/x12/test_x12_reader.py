@@ -148,3 +148,16 @@ def test_values_repetitions_and_components() -> None:
     assert stc.value(1) == "F2:88:QC" and stc.value(1, component=2) == "88"
     assert stc.value(1, component=5) is None
     assert eb.repetitions(3) == ["1", "33", "35"] and stc.components(1) == ["F2", "88", "QC"]
+
+
+def test_package_exports_are_sorted_and_complete() -> None:
+    import assay.formats.x12 as package
+
+    public = {name for name in vars(package) if not name.startswith("_") and name != "annotations"}
+    public -= {name for name, value in vars(package).items() if isinstance(value, type(package))}
+    assert set(package.__all__) == public
+    # ruff's RUF022 order: CONSTANTS, then Classes, then functions, each sorted.
+    kind = {True: 0, False: 1}
+    assert package.__all__ == sorted(
+        package.__all__, key=lambda n: (kind[n.isupper()] if n[0].isupper() else 2, n)
+    )
