@@ -4,6 +4,8 @@ control-count and control-number warnings (X12.5; SPEC §3.7)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from assay.formats.x12 import Delimiters, X12ParseError, parse_x12, tokenize
 
@@ -161,3 +163,24 @@ def test_package_exports_are_sorted_and_complete() -> None:
     assert package.__all__ == sorted(
         package.__all__, key=lambda n: (kind[n.isupper()] if n[0].isupper() else 2, n)
     )
+
+
+@given(st.text(alphabet=st.sampled_from(list("ISAGEST*~:^|\n\r 0123456789AB\ufeff")), max_size=400))
+def test_any_text_parses_or_raises_x12_parse_error(text: str) -> None:
+    try:
+        document = parse_x12(text)
+    except X12ParseError as exc:
+        assert exc.offset is not None
+        return
+    for transaction in document.transactions():
+        assert transaction.loops is not None
+        assert sorted(transaction.loops.all_positions()) == list(range(len(transaction.segments)))
+
+
+@given(st.text(max_size=200))
+def test_any_text_after_a_valid_header_parses_or_raises_x12_parse_error(tail: str) -> None:
+    try:
+        document = parse_x12(ISA + tail)
+    except X12ParseError:
+        return
+    assert document.interchanges[0].isa.element(13) == "000000001"

@@ -165,3 +165,15 @@ def _trim(values: list) -> list:
     while values and values[-1] in ("", (), ((),)):
         values.pop()
     return values
+
+
+def test_sets_outside_a_group_are_written_inside_one() -> None:
+    text = (
+        "ISA*00*          *00*          *ZZ*SENDER         *ZZ*RECEIVER       *240101*1200*^*00501*000000001*0*P*:~"
+        "ST*271*0001*005010X279A1~BHT*0022*11~SE*3*0001~IEA*1*000000001~"
+    )
+    document = parse_x12(text)
+    assert any("outside any GS" in w for w in document.all_warnings())
+    written = write_x12(document)
+    assert "~GS*HB*SENDER*RECEIVER*20240101*1200*1*X*005010X279A1~ST*271" in written
+    assert parse_x12(written).all_warnings() == []

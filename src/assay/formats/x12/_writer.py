@@ -161,16 +161,29 @@ def _join(lines: list[str], delimiters: Delimiters, line_break: str) -> str:
 def _interchange_lines(interchange: X12Interchange, target: Delimiters) -> list[str]:
     lines = [_render_isa(interchange.isa, target)]
     lines.extend(_render(s, target) for s in interchange.other)
-    for group in interchange.groups:
-        control = group.gs.element(6) if group.gs is not None else "1"
-        if group.gs is not None:
-            lines.append(_render(group.gs, target))
+    for number, group in enumerate(interchange.groups, 1):
+        gs = group.gs or _implied_gs(interchange.isa, group, number)
+        control = gs.element(6)
+        lines.append(_render(gs, target))
         for transaction in group.transactions:
             lines.extend(_transaction_lines(transaction, target))
         lines.append(_render(X12Segment("GE", (str(len(group.transactions)), control)), target))
     iea = X12Segment("IEA", (str(len(interchange.groups)), interchange.isa.element(13)))
     lines.append(_render(iea, target))
     return lines
+
+
+def _implied_gs(isa: X12Segment, group: X12FunctionalGroup, number: int) -> X12Segment:
+    """A GS for transaction sets read outside any functional group, so the output is well formed."""
+    first = group.transactions[0] if group.transactions else None
+    code = first.code if first is not None else ""
+    guide = first.guide if first is not None else ""
+    date = isa.element(9).strip()
+    return X12Segment(
+        "GS",
+        (FUNCTIONAL_IDS.get(code, "ZZ"), isa.element(6).strip(), isa.element(8).strip(),
+         ("20" + date) if len(date) == 6 else date, isa.element(10).strip(), str(number), "X", guide or "005010"),
+    )  # fmt: skip
 
 
 def _transaction_lines(transaction: X12TransactionSet, target: Delimiters) -> list[str]:
