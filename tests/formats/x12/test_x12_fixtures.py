@@ -1,9 +1,9 @@
 """Every bundled X12 fixture either parses or fails with a clear `X12ParseError`.
 
-`.csv` files under `x12/` are expected-output tables of edi-835-parser, not X12. A differential
-check rides along (style.md, after h11's tests against the standard library): each parsed
-segment equals a naive split of the file by the delimiters its ISA declares, and writing the
-model back and re-reading it gives the same segments.
+`.csv` files under `x12/` are expected-output tables of edi-835-parser, not X12. Differential
+checks ride along (style.md, after h11's tests against the standard library): each parsed
+segment equals a naive split of the file by the delimiters its ISA declares and what pyx12's
+independent tokenizer reads, and writing the model back and re-reading it gives the same segments.
 """
 
 from __future__ import annotations
