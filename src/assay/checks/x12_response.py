@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
+from typing import NamedTuple
 
 from assay.checks._context import CheckContext
 from assay.checks._fields import absent_entries, judge_fields, matched_details, no_match_details
@@ -79,21 +80,30 @@ class _Candidate:
 
 def check(assertion: X12Response, state: SandboxState, context: CheckContext) -> CriterionResult:
     """Score the best transaction set per `match`; never raises for bad records."""
-    candidates, parse_errors, records = _candidates(state.x12_records(), assertion.transaction)
-    matching = [c for c in candidates if _correlates(c, assertion.correlate_by)]
+    pool = _candidates(state.x12_records(), assertion.transaction)
+    matching = [c for c in pool.candidates if _correlates(c, assertion.correlate_by)]
     selection = choose(matching, partial(_judge, assertion.fields), assertion.match)
     if selection is None:
         evidence = {"fieldResults": absent_entries(assertion.fields), "record_id": None, "transaction": None}
-        details = _no_match(assertion, candidates, parse_errors, records)
+        details = _no_match(assertion, pool)
         return CriterionResult.failed(details, evidence)
     judged = selection.judged
     details = matched_details(judged.target, judged.passed, judged.total, errors=judged.errors)
     return CriterionResult(selection.score, details, judged.evidence)
 
 
-def _candidates(
-    records: Sequence[X12Record], transaction: str | None
-) -> tuple[list[_Candidate], list[str], int]:
+class _Pool(NamedTuple):
+    candidates: list[_Candidate]
+    parse_errors: list[str]
+    records: int
+
+
+class _Parsed(NamedTuple):
+    document: X12Document | None
+    error: str | None
+
+
+def _candidates(records: Sequence[X12Record], transaction: str | None) -> _Pool:
     family = _FAMILIES.get(transaction) if transaction else None
     candidates: list[_Candidate] = []
     errors: list[str] = []
@@ -102,21 +112,21 @@ def _candidates(
         if response is None:
             errors.append(f"response {record.seq}: {error}")
             continue
-        request = _parsed(record.request)[0] if record.request else None
+        request = _parsed(record.request).document if record.request else None
         for one in response.transactions():
             if one.code in ACKNOWLEDGEMENTS or (family is not None and one.code not in family):
                 continue
             candidates.append(_Candidate(record, one, request))
-    return candidates, errors, len(records)
+    return _Pool(candidates, errors, len(records))
 
 
 @lru_cache(maxsize=256)
-def _parsed(raw: str) -> tuple[X12Document | None, str | None]:
+def _parsed(raw: str) -> _Parsed:
     """Parse once per stored text: several criteria of a task read the same records."""
     try:
-        return parse_x12(raw), None
+        return _Parsed(parse_x12(raw), None)
     except X12ParseError as exc:
-        return None, str(exc)
+        return _Parsed(None, str(exc))
 
 
 def _correlates(candidate: _Candidate, correlate_by: Mapping[str, str]) -> bool:
@@ -181,9 +191,8 @@ def _read(transaction: X12TransactionSet, field: X12Field) -> Reading:
     return ABSENT if value is None else Reading(True, (value,), value)
 
 
-def _no_match(
-    assertion: X12Response, candidates: Sequence[_Candidate], errors: Sequence[str], records: int
-) -> str:
+def _no_match(assertion: X12Response, pool: _Pool) -> str:
+    candidates, errors, records = pool
     parts = [f"transaction={assertion.transaction}"] if assertion.transaction else []
     parts.extend(f"{key}={value}" for key, value in assertion.correlate_by.items())
     details = no_match_details("X12 response", ", ".join(parts) or "any transaction set")
