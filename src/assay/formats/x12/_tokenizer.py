@@ -21,6 +21,7 @@ per segment from the current position, one `split` per segment); the ISA scan is
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from assay.formats.x12._errors import X12ParseError
 from assay.formats.x12._model import Delimiters, X12Segment
@@ -92,7 +93,14 @@ def _check_segment_id(text: str, seg_id: str, index: int, start: int) -> None:
     _KNOWN_IDS.add(seg_id)
 
 
-def _read_isa(text: str, start: int, index: int) -> tuple[X12Segment, Delimiters, int]:
+class _Header(NamedTuple):
+    isa: X12Segment
+    delimiters: Delimiters
+    next_position: int
+    """Where the segment after the ISA begins (just past the terminator)."""
+
+
+def _read_isa(text: str, start: int, index: int) -> _Header:
     """Read one ISA header at `start`: its delimiters, the segment, and where the next begins."""
     if start + 4 > len(text):
         raise X12ParseError("truncated ISA header", segment=index, offset=_byte_offset(text, start))
@@ -144,7 +152,7 @@ def _read_isa(text: str, start: int, index: int) -> tuple[X12Segment, Delimiters
     usable = len(repetition) == 1 and not repetition.isalnum() and repetition not in (component, terminator)
     delimiters = Delimiters(element, component, repetition if usable else None, terminator)
     isa = X12Segment("ISA", tuple(fields), delimiters, start)
-    return isa, delimiters, component_at + 2
+    return _Header(isa, delimiters, component_at + 2)
 
 
 def _skip_space(text: str, pos: int, bom: bool = False) -> int:
