@@ -73,13 +73,23 @@ def _candidates(records: Sequence[Hl7Record]) -> tuple[list[_Candidate], list[st
     return candidates, errors
 
 
-@lru_cache(maxsize=512)
+_CACHED_UP_TO = 64 * 1024
+"""Messages longer than this are parsed every time, so the cache stays small (≤ 32 MiB)."""
+
+
 def _parsed(raw: str) -> tuple[tuple[Hl7Message, ...], str | None]:
     """Parse once per stored text: several criteria of a task read the same messages."""
+    return _parsed_cached(raw) if len(raw) <= _CACHED_UP_TO else _parse(raw)
+
+
+def _parse(raw: str) -> tuple[tuple[Hl7Message, ...], str | None]:
     try:
         return tuple(parse_messages(raw)), None
     except Hl7ParseError as exc:
         return (), str(exc)
+
+
+_parsed_cached = lru_cache(maxsize=512)(_parse)
 
 
 def _correlates(message: Hl7Message, correlate_by: Mapping[str, str]) -> bool:

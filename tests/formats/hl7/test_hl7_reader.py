@@ -198,3 +198,14 @@ def test_only_our_error_escapes_on_any_input(raw: str) -> None:
     for message in messages:
         for path in ("MSH.1", "MSH.2", "MSH.9", "MSH.9.1.1", "PID.3[2].1", "MSH[2].3"):
             message.read(path)
+
+
+@given(st.text(max_size=80))
+def test_any_text_after_a_valid_header_parses_or_fails_clearly(tail: str) -> None:
+    try:
+        messages = parse_messages("MSH|^~\\&|" + tail)
+    except Hl7ParseError:
+        return
+    for message in messages:
+        assert message.read("MSH.3").found in (True, False)
+        message.read("MSH.9.2")
