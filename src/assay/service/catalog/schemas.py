@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from assay.store import iso
 from assay.store.models import (
@@ -53,7 +53,18 @@ __all__ = [
 
 DatasetType = Literal["fhir", "files", "portal", "hl7", "x12", "voice"]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
-Weight = Annotated[int | float, Field(gt=0, description="Relative weight, > 0 (default 1).")]
+
+
+def _positive_number(value: Any) -> int | float:
+    """A JSON number > 0, kept as sent (an int stays an int on the way out)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError("weight must be a number > 0")
+    return value
+
+
+Weight = Annotated[
+    Any, AfterValidator(_positive_number), Field(description="Relative weight, > 0 (default 1).")
+]
 Seconds = Annotated[int, Field(gt=0, description="Seconds.")]
 
 
@@ -151,7 +162,7 @@ class CriterionCreate(_Body):
 class CriterionPatch(_Body):
     label: Annotated[str, Field(min_length=1)] | None = None
     assertion: dict[str, Any] | None = None
-    weight: Weight | None = None
+    weight: Weight = None
     axis: str | None = None
     input_entity_id: str | None = None
 

@@ -1,0 +1,124 @@
+"""Builders for catalog objects over the HTTP API, and assertions used by several test modules.
+
+The stores of a playground are empty until the sandbox surfaces land, which is still enough for
+meaningful pass/fail mixes: on an empty transcript `not_contains` holds and `contains` does not,
+and an assertion type nobody knows (inserted straight into the table, as one stored before a
+schema change) is an unsupported failure.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from assay.store import new_id, utcnow
+from assay.store.models import ApiKey, Criterion
+from assay.store.tokens import hash_token
+from tests.service.conftest import Server
+
+Json = dict[str, Any]
+
+PASSES = {"assert": "voice-transcript", "speaker": "agent", "not_contains": ["social security number"]}
+FAILS = {"assert": "voice-transcript", "speaker": "agent", "contains": ["member ID", "date of birth"]}
+FHIR_BOOKED = {
+    "assert": "fhir-resource-state",
+    "resource_type": "Appointment",
+    "search": {"patient": "Patient/john-smith", "status": "booked"},
+    "fields": [{"path": "participant.0.actor.display", "expected": "Dr. Rivera"}],
+}
+
+
+def unique(name: str) -> str:
+    return f"{name} {uuid.uuid4().hex[:8]}"
+
+
+def ok(response: httpx.Response, status: int = 200) -> Json:
+    assert response.status_code == status, response.text
+    body: Json = response.json()
+    return body
+
+
+def error(response: httpx.Response, status: int, code: str) -> Json:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}, body
+    assert body["error"]["code"] == code, body
+    details: Json = body["error"]["details"]
+    return details
+
+
+@dataclass
+class Catalog:
+    benchmark_id: str
+    task_ids: list[str]
+    criteria: list[Json]
+
+
+def make_benchmark(
+    api: httpx.Client,
+    tasks: list[list[Json]],
+    *,
+    timeout: int | None = None,
+    concurrency: int | None = None,
+) -> Catalog:
+    """A benchmark with one task per entry of `tasks`, each with those criteria bodies."""
+    body: Json = {"name": unique("bench")}
+    if timeout:
+        body["timeout"] = timeout
+    if concurrency:
+        body["concurrency"] = concurrency
+    benchmark = ok(api.post("/benchmarks", json=body), 201)
+    task_ids, criteria = [], []
+    for i, task_criteria in enumerate(tasks):
+        task = ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": f"task {i}"}), 201)
+        task_ids.append(task["id"])
+        for criterion in task_criteria:
+            criteria.append(ok(api.post("/criteria", json={"task_id": task["id"], **criterion}), 201))
+    return Catalog(benchmark["id"], task_ids, criteria)
+
+
+def criterion(assertion: Json, weight: float = 1, axis: str | None = None, label: str | None = None) -> Json:
+    return {"label": label or assertion["assert"], "assertion": assertion, "weight": weight, "axis": axis}
+
+
+def org_id_of(server: Server, key: str) -> str:
+    with server.database.transaction() as session:
+        row = session.query(ApiKey).filter(ApiKey.token_hash == hash_token(key)).one()
+        return row.org_id
+
+
+def insert_legacy_criterion(server: Server, task_id: str, assertion: Json, weight: float = 1) -> str:
+    """A criterion stored before a schema change: it bypasses create-time validation."""
+    now, ident, org_id = utcnow(), new_id("crit_"), org_id_of(server, server.org_key)
+    with server.database.transaction() as session:
+        session.add(
+            Criterion(
+                id=ident,
+                org_id=org_id,
+                task_id=task_id,
+                label="legacy",
+                assertion=assertion,
+                weight=weight,
+                axis=None,
+                input_entity_id=None,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+    return ident
+
+
+@dataclass
+class Run:
+    id: str
+    token: str
+    task_runs: list[Json]
+    created: Json
+
+
+def start_run(api: httpx.Client, benchmark_id: str, *, scored: bool = False) -> Run:
+    created = ok(api.post("/v1/benchmark-runs", json={"benchmark_id": benchmark_id, "scored": scored}), 201)
+    return Run(created["benchmark_run_id"], created["bearer_token"], created["task_runs"], created)

@@ -1,0 +1,97 @@
+"""Bad input gets the SPEC §5 envelope: 400 for unparseable JSON or query values, 422 naming the
+key for a well-formed body that fails validation, never a 500."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.service.builders import error, make_benchmark
+
+
+def test_malformed_json_is_400(api: httpx.Client) -> None:
+    response = api.post("/benchmarks", content=b'{"name": "x",', headers={"Content-Type": "application/json"})
+    error(response, 400, "BAD_REQUEST")
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "key"),
+    [
+        ("/benchmarks", {"name": 123}, "name"),
+        ("/benchmarks", {"name": "x", "timeout": "60"}, "timeout"),
+        ("/benchmarks", {"name": "x", "concurrency": 0}, "concurrency"),
+        ("/benchmarks", {}, "name"),
+        ("/datasets", {"name": "d", "type": "dicom", "data": {}}, "type"),
+        (
+            "/datasets",
+            {"name": "d", "type": "fhir", "data": {"resourceType": "Bundle", "type": "searchset"}},
+            "data.type",
+        ),
+        ("/datasets", {"name": "d", "type": "files", "data": {"files": [{"path": 1}]}}, "data.files.0.path"),
+        ("/solvers", {"name": ["a"]}, "name"),
+        ("/v1/benchmark-runs", {"benchmark": "x", "scored": "yes"}, "scored"),
+        ("/v1/benchmark-runs", {}, "benchmark"),
+    ],
+)
+def test_wrong_types_are_422_naming_the_key(
+    api: httpx.Client, path: str, body: dict[str, object], key: str
+) -> None:
+    assert key in error(api.post(path, json=body), 422, "VALIDATION_ERROR")
+
+
+def test_criterion_weight_must_be_a_number(api: httpx.Client) -> None:
+    task_id = make_benchmark(api, [[]]).task_ids[0]
+    assertion = {"assert": "voice-transcript", "contains": ["hi"]}
+    for weight in ("2", -1, True, None):
+        body = {"task_id": task_id, "label": "x", "assertion": assertion, "weight": weight}
+        assert "weight" in error(api.post("/criteria", json=body), 422, "VALIDATION_ERROR")
+    assert "assertion" in error(
+        api.post("/criteria", json={"task_id": task_id, "label": "x", "assertion": [1]}),
+        422,
+        "VALIDATION_ERROR",
+    )
+
+
+def test_body_of_the_wrong_shape(api: httpx.Client) -> None:
+    error(api.post("/benchmarks", json=[1, 2]), 422, "VALIDATION_ERROR")
+    error(
+        api.post("/benchmarks", content=b"", headers={"Content-Type": "application/json"}),
+        422,
+        "VALIDATION_ERROR",
+    )
+
+
+def test_bad_query_values_are_400(api: httpx.Client) -> None:
+    assert "limit" in error(api.get("/criteria", params={"limit": "many"}), 400, "BAD_REQUEST")
+    assert "cursor" in error(api.get("/criteria", params={"cursor": "not-a-cursor"}), 400, "BAD_REQUEST")
+
+
+def test_unknown_things(api: httpx.Client) -> None:
+    error(api.get("/nothing-here"), 404, "NOT_FOUND")
+    error(api.get("/benchmarks/bm_01J00000000000000000000000"), 404, "NOT_FOUND")
+
+
+def test_tokens(server: object, api: httpx.Client) -> None:
+    base = str(api.base_url)
+    for header in (
+        {},
+        {"Authorization": "Bearer vk_wrong"},
+        {"Authorization": "Basic abc"},
+        {"Authorization": "Bearer vrl_run_nope"},
+        {"Authorization": "Bearer something"},
+    ):
+        with httpx.Client(base_url=base, headers=header) as client:
+            error(client.get("/benchmarks"), 401, "UNAUTHORIZED")
+
+
+def test_delete_referenced_is_409(api: httpx.Client) -> None:
+    dataset = api.post("/datasets", json={"name": "d", "type": "voice", "data": {"turns": []}}).json()
+    environment = api.post("/environments", json={"name": "e", "dataset_ids": [dataset["id"]]}).json()
+    benchmark = api.post("/benchmarks", json={"name": "b", "environment_id": environment["id"]}).json()
+    error(api.delete(f"/datasets/{dataset['id']}"), 409, "CONFLICT")
+    error(api.delete(f"/environments/{environment['id']}"), 409, "CONFLICT")
+    assert api.delete(f"/benchmarks/{benchmark['id']}").status_code == 204
+    assert api.delete(f"/environments/{environment['id']}").status_code == 204
+    assert api.delete(f"/datasets/{dataset['id']}").status_code == 204
+    bench = make_benchmark(api, [[]])
+    error(api.delete(f"/benchmarks/{bench.benchmark_id}"), 409, "CONFLICT")
