@@ -1,0 +1,389 @@
+"""The FHIR R4 interactions of the sandbox surface (SPEC §5.2), over an `EmbeddedFhir` store.
+
+Each action takes parsed request parts and returns a `FhirResult`; failures raise `FhirError`
+(turned into OperationOutcome once, in the router). Search semantics are the verification core's
+(`assay.formats.fhir`): a check and an agent's GET see the same candidates.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+import jsonpatch  # type: ignore[import-untyped]
+import jsonpointer  # type: ignore[import-untyped]
+
+from assay.formats.fhir import InvalidSearch
+from assay.formats.fhir.extract import compile_extractor
+from assay.formats.fhir.parameters import search_parameter
+from assay.formats.fhir.references import parse_reference
+from assay.sandboxes.fhir.outcomes import FhirError
+from assay.sandboxes.fhir.resources import check_resource, check_type, parse_etag
+from assay.sandboxes.fhir.store import EmbeddedFhir, WriteTransaction
+
+__all__ = [
+    "DEFAULT_COUNT",
+    "MAX_COUNT",
+    "FhirResult",
+    "conditional_matches",
+    "create",
+    "delete",
+    "history",
+    "patch",
+    "read",
+    "search",
+    "update",
+    "vread",
+]
+
+DEFAULT_COUNT = 50
+MAX_COUNT = 1000
+_IGNORED = frozenset(
+    {"_format", "_pretty", "_summary", "_elements", "_total", "_contained", "_containedType"}
+)
+
+
+@dataclass
+class FhirResult:
+    status: int
+    body: dict[str, Any] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def version_headers(resource: dict[str, Any]) -> dict[str, str]:
+    meta = resource.get("meta") or {}
+    headers = {"ETag": f'W/"{meta.get("versionId", "1")}"'}
+    if meta.get("lastUpdated"):
+        headers["Last-Modified"] = str(meta["lastUpdated"])
+    return headers
+
+
+def _location(base: str, resource: dict[str, Any]) -> str:
+    return f"{base}/{resource['resourceType']}/{resource['id']}/_history/{resource['meta']['versionId']}"
+
+
+# -- read ----------------------------------------------------------------------------------------
+
+
+def read(fhir: EmbeddedFhir, store_id: str, resource_type: str, resource_id: str) -> FhirResult:
+    check_type(resource_type)
+    with fhir.reading(store_id) as index:
+        current = index.current((resource_type, resource_id))
+    if current is None:
+        raise FhirError(404, f"{resource_type}/{resource_id} is not known")
+    if current.deleted or current.resource is None:
+        raise FhirError(410, f"{resource_type}/{resource_id} was deleted (version {current.version_id})")
+    return FhirResult(200, current.resource, version_headers(current.resource))
+
+
+def vread(
+    fhir: EmbeddedFhir, store_id: str, resource_type: str, resource_id: str, version: str
+) -> FhirResult:
+    check_type(resource_type)
+    for row in fhir.history(store_id, resource_type, resource_id):
+        if row.version_id == version:
+            resource = row.resource()
+            if resource is None:
+                raise FhirError(410, f"{resource_type}/{resource_id} version {version} is a delete")
+            return FhirResult(200, resource, version_headers(resource))
+    raise FhirError(404, f"{resource_type}/{resource_id} has no version {version}")
+
+
+def history(fhir: EmbeddedFhir, store_id: str, base: str, resource_type: str, resource_id: str) -> FhirResult:
+    check_type(resource_type)
+    rows = fhir.history(store_id, resource_type, resource_id)
+    if not rows:
+        raise FhirError(404, f"{resource_type}/{resource_id} is not known")
+    entries = []
+    for i, row in enumerate(reversed(rows)):
+        url = f"{base}/{resource_type}/{resource_id}"
+        first = i == len(rows) - 1
+        method = "DELETE" if row.deleted else ("POST" if first else "PUT")
+        entry: dict[str, Any] = {
+            "fullUrl": url,
+            "request": {"method": method, "url": f"{resource_type}/{resource_id}"},
+            "response": {
+                "status": "204" if row.deleted else ("201" if first else "200"),
+                "etag": f'W/"{row.version_id}"',
+                "lastModified": row.last_updated,
+            },
+        }
+        resource = row.resource()
+        if resource is not None:
+            entry["resource"] = resource
+        entries.append(entry)
+    bundle = {"resourceType": "Bundle", "type": "history", "total": len(entries), "entry": entries}
+    return FhirResult(200, bundle)
+
+
+# -- search --------------------------------------------------------------------------------------
+
+
+@dataclass
+class _SearchRequest:
+    params: dict[str, list[str]]
+    count: int = DEFAULT_COUNT
+    offset: int = 0
+    includes: list[str] = field(default_factory=list)
+    revincludes: list[str] = field(default_factory=list)
+
+
+def _nonnegative(name: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise FhirError(400, f"{name} must be a non-negative integer, got {value!r}") from None
+    if number < 0:
+        raise FhirError(400, f"{name} must be a non-negative integer, got {value!r}")
+    return number
+
+
+def _search_request(pairs: Sequence[tuple[str, str]]) -> _SearchRequest:
+    request = _SearchRequest(defaultdict(list))
+    for name, value in pairs:
+        if name == "_count":
+            request.count = min(_nonnegative(name, value), MAX_COUNT)
+        elif name in ("_offset", "_getpagesoffset"):
+            request.offset = _nonnegative(name, value)
+        elif name.split(":")[0] == "_include":
+            request.includes.append(value)
+        elif name.split(":")[0] == "_revinclude":
+            request.revincludes.append(value)
+        elif name not in _IGNORED:
+            request.params[name].append(value)
+    return request
+
+
+def _engine_params(params: dict[str, list[str]]) -> dict[str, str | list[str]]:
+    return {name: values[0] if len(values) == 1 else list(values) for name, values in params.items()}
+
+
+def _run_search(index_search: Any, resource_type: str, params: dict[str, list[str]]) -> list[dict[str, Any]]:
+    try:
+        return list(index_search(resource_type, _engine_params(params)))
+    except InvalidSearch as exc:
+        raise FhirError(400, str(exc)) from None
+    except ValueError as exc:
+        raise FhirError(400, f"search {resource_type}: {exc}") from None
+
+
+def _reference_parameter(spec: str, kind: str) -> tuple[str, str, str | None]:
+    parts = spec.split(":")
+    if len(parts) not in (2, 3) or not all(parts):
+        raise FhirError(400, f"{kind}={spec!r}: expected SourceType:parameter[:TargetType]")
+    parameter = search_parameter(parts[0], parts[1])
+    if parameter is None or parameter.type != "reference":
+        raise FhirError(400, f"{kind}={spec!r}: {parts[0]} has no reference parameter {parts[1]}")
+    return parts[0], parts[1], parts[2] if len(parts) == 3 else None
+
+
+def _referenced(resource: dict[str, Any], source: str, code: str) -> list[str]:
+    parameter = search_parameter(source, code)
+    assert parameter is not None
+    extractor = compile_extractor(source, parameter.expression)
+    found = []
+    for typed in extractor(resource):
+        value = typed.value
+        if isinstance(value, dict) and isinstance(value.get("reference"), str):
+            local = parse_reference(value["reference"]).local
+            if local:
+                found.append(local)
+    return found
+
+
+def _included(
+    index: Any, resource_type: str, page: list[dict[str, Any]], request: _SearchRequest
+) -> list[dict[str, Any]]:
+    """`_include`d and `_revinclude`d resources of one page, each once, never a match again."""
+    seen = {(r["resourceType"], r["id"]) for r in page}
+    out: list[dict[str, Any]] = []
+
+    def add(resource: dict[str, Any] | None) -> None:
+        if resource is not None and (resource["resourceType"], resource["id"]) not in seen:
+            seen.add((resource["resourceType"], resource["id"]))
+            out.append(resource)
+
+    for spec in request.includes:
+        source, code, target = _reference_parameter(spec, "_include")
+        if source != resource_type:
+            continue
+        for resource in page:
+            for local in _referenced(resource, source, code):
+                kind, rid = local.split("/", 1)
+                if target is None or kind == target:
+                    current = index.current((kind, rid))
+                    add(current.resource if current else None)
+    for spec in request.revincludes:
+        source, code, target = _reference_parameter(spec, "_revinclude")
+        if (target is not None and target != resource_type) or not page:
+            continue
+        refs = ",".join(f"{r['resourceType']}/{r['id']}" for r in page)
+        for resource in _run_search(index.search_index.search, source, {code: [refs]}):
+            add(resource)
+    return out
+
+
+def search(
+    fhir: EmbeddedFhir, store_id: str, base: str, resource_type: str, pairs: Sequence[tuple[str, str]]
+) -> FhirResult:
+    """Search with paging (`_count`, default 50, max 1000; `next` links) and includes."""
+    check_type(resource_type)
+    request = _search_request(pairs)
+    with fhir.reading(store_id) as index:
+        matches = _run_search(index.search_index.search, resource_type, request.params)
+        page = matches[request.offset : request.offset + request.count]
+        included = _included(index, resource_type, page, request)
+    entries = [
+        {"fullUrl": f"{base}/{r['resourceType']}/{r['id']}", "resource": r, "search": {"mode": "match"}}
+        for r in page
+    ]
+    entries += [
+        {"fullUrl": f"{base}/{r['resourceType']}/{r['id']}", "resource": r, "search": {"mode": "include"}}
+        for r in included
+    ]
+    kept = [(k, v) for k, v in pairs if k not in ("_count", "_offset", "_getpagesoffset")]
+
+    def link(relation: str, offset: int) -> dict[str, str]:
+        query = urlencode([*kept, ("_count", str(request.count)), ("_offset", str(offset))])
+        return {"relation": relation, "url": f"{base}/{resource_type}?{query}"}
+
+    links = [link("self", request.offset)]
+    if request.count and request.offset + request.count < len(matches):
+        links.append(link("next", request.offset + request.count))
+    if request.offset > 0 and request.count:
+        links.append(link("previous", max(0, request.offset - request.count)))
+    bundle = {
+        "resourceType": "Bundle",
+        "type": "searchset",
+        "total": len(matches),
+        "link": links,
+        "entry": entries,
+    }
+    return FhirResult(200, bundle)
+
+
+# -- writes --------------------------------------------------------------------------------------
+
+
+def conditional_matches(tx: WriteTransaction, resource_type: str, query: str) -> list[dict[str, Any]]:
+    """Resources matching a conditional-create query (`identifier=a|b`, optionally `Type?…`)."""
+    query = query.strip()
+    if "?" in query:
+        query = query.split("?", 1)[1]
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if not pairs:
+        raise FhirError(400, f"If-None-Exist {query!r} holds no search parameters")
+    params: dict[str, list[str]] = defaultdict(list)
+    for name, value in pairs:
+        params[name].append(value)
+    return _run_search(tx.search, resource_type, params)
+
+
+def _check_if_match(if_match: str | None, current: Any, label: str, status: int = 412) -> None:
+    if if_match is None:
+        return
+    wanted = parse_etag(if_match)
+    if current is None or current.deleted or current.version_id != wanted:
+        have = "none" if current is None or current.deleted else current.version_id
+        raise FhirError(status, f"{label}: If-Match wants version {wanted}, current is {have}")
+
+
+def create(
+    fhir: EmbeddedFhir,
+    store_id: str,
+    base: str,
+    resource_type: str,
+    body: Any,
+    if_none_exist: str | None = None,
+) -> FhirResult:
+    check_type(resource_type)
+    resource = check_resource(body, resource_type)
+    with fhir.writing(store_id) as tx:
+        if if_none_exist:
+            found = conditional_matches(tx, resource_type, if_none_exist)
+            if len(found) > 1:
+                raise FhirError(412, f"If-None-Exist {if_none_exist!r} matches {len(found)} resources")
+            if found:
+                return FhirResult(200, found[0], version_headers(found[0]))
+        stored = tx.put(resource, str(uuid.uuid4()))
+    return FhirResult(201, stored, {**version_headers(stored), "Location": _location(base, stored)})
+
+
+def update(
+    fhir: EmbeddedFhir,
+    store_id: str,
+    base: str,
+    resource_type: str,
+    resource_id: str,
+    body: Any,
+    if_match: str | None = None,
+) -> FhirResult:
+    check_type(resource_type)
+    resource = check_resource(body, resource_type, resource_id)
+    with fhir.writing(store_id) as tx:
+        current = tx.current(resource_type, resource_id)
+        _check_if_match(if_match, current, f"{resource_type}/{resource_id}")
+        stored = tx.put(resource, resource_id)
+    created = current is None or current.deleted
+    headers = version_headers(stored)
+    if created:
+        headers["Location"] = _location(base, stored)
+    return FhirResult(201 if created else 200, stored, headers)
+
+
+def patch(
+    fhir: EmbeddedFhir,
+    store_id: str,
+    resource_type: str,
+    resource_id: str,
+    operations: Any,
+    if_match: str | None = None,
+) -> FhirResult:
+    """JSON Patch (RFC 6902) on the current version; the result must still be a valid resource."""
+    check_type(resource_type)
+    if not isinstance(operations, list):
+        raise FhirError(400, "a JSON Patch body must be a JSON array of operations")
+    with fhir.writing(store_id) as tx:
+        current = tx.current(resource_type, resource_id)
+        if current is None:
+            raise FhirError(404, f"{resource_type}/{resource_id} is not known")
+        if current.deleted or current.resource is None:
+            raise FhirError(410, f"{resource_type}/{resource_id} was deleted")
+        _check_if_match(if_match, current, f"{resource_type}/{resource_id}")
+        try:
+            patched = jsonpatch.JsonPatch(operations).apply(copy.deepcopy(current.resource))
+        except (jsonpatch.InvalidJsonPatch, TypeError) as exc:
+            raise FhirError(400, f"invalid JSON Patch: {exc}") from None
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
+            raise FhirError(422, f"JSON Patch cannot be applied: {exc}") from None
+        stored = tx.put(check_resource(patched, resource_type, resource_id), resource_id)
+    return FhirResult(200, stored, version_headers(stored))
+
+
+def delete(
+    fhir: EmbeddedFhir, store_id: str, resource_type: str, resource_id: str, if_match: str | None = None
+) -> FhirResult:
+    check_type(resource_type)
+    with fhir.writing(store_id) as tx:
+        current = tx.current(resource_type, resource_id)
+        if current is None:
+            raise FhirError(404, f"{resource_type}/{resource_id} is not known")
+        if current.deleted:
+            return FhirResult(204)
+        _check_if_match(if_match, current, f"{resource_type}/{resource_id}")
+        version = tx.delete(resource_type, resource_id)
+    return FhirResult(204, None, {"ETag": f'W/"{version}"'})
+
+
+def parse_json(raw: bytes) -> Any:
+    """The request body as JSON; 400 when it is not JSON at all."""
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise FhirError(400, f"the body is not valid JSON: {exc}") from None

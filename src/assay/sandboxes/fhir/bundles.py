@@ -1,0 +1,251 @@
+"""`transaction` and `batch` bundles posted to the FHIR base (SPEC §5.2, FHIR R4 §3.1.0.11).
+
+A transaction is atomic: all its writes go through one `WriteTransaction` and any failing entry
+rolls everything back with that entry's status (an `If-Match` mismatch is a 409 version conflict
+here). As FHIR says, a POST gets a server-assigned id, and every reference to the entry's
+`urn:uuid:` (or other) fullUrl is rewritten to the new `Type/id`; entries run in FHIR's order
+DELETE, POST, PUT/PATCH, GET and answer in the request's order. A batch runs each entry on its own.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl
+
+import jsonpatch  # type: ignore[import-untyped]
+import jsonpointer  # type: ignore[import-untyped]
+
+from assay.sandboxes.fhir import actions
+from assay.sandboxes.fhir.actions import FhirResult, conditional_matches, version_headers
+from assay.sandboxes.fhir.outcomes import FhirError
+from assay.sandboxes.fhir.resources import check_resource, check_type, parse_etag, rewrite_references
+from assay.sandboxes.fhir.store import EmbeddedFhir, WriteTransaction
+
+__all__ = ["post_bundle"]
+
+_STATUS_TEXT = {200: "200 OK", 201: "201 Created", 204: "204 No Content"}
+_ORDER = {"DELETE": 0, "POST": 1, "PUT": 2, "PATCH": 2, "GET": 3, "HEAD": 3}
+
+
+@dataclass
+class _Entry:
+    position: int
+    method: str
+    resource_type: str
+    resource_id: str | None
+    query: str | None
+    resource: Any
+    full_url: str | None
+    if_none_exist: str | None
+    if_match: str | None
+
+
+def _parse_entry(position: int, entry: Any, base: str) -> _Entry:
+    where = f"entry {position}"
+    if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict):
+        raise FhirError(400, f"{where}: every entry needs a request {{method, url}}")
+    request = entry["request"]
+    method = str(request.get("method", "")).upper()
+    url = request.get("url")
+    if method not in _ORDER or not isinstance(url, str) or not url:
+        raise FhirError(400, f"{where}: request needs a method (GET, POST, PUT, PATCH, DELETE) and a url")
+    if url.startswith(base + "/"):
+        url = url[len(base) + 1 :]
+    path, _, query = url.partition("?")
+    parts = [p for p in path.strip("/").split("/") if p]
+    if not parts:
+        raise FhirError(400, f"{where}: request url {url!r} names no resource type")
+    check_type(parts[0])
+    full_url = entry.get("fullUrl") if isinstance(entry.get("fullUrl"), str) else None
+    return _Entry(
+        position, method, parts[0], parts[1] if len(parts) > 1 else None, query or None,
+        entry.get("resource"), full_url, request.get("ifNoneExist"), request.get("ifMatch"),
+    )  # fmt: skip
+
+
+def _response(result: FhirResult, base: str) -> dict[str, Any]:
+    response: dict[str, Any] = {"status": _STATUS_TEXT.get(result.status, str(result.status))}
+    if "Location" in result.headers:
+        response["location"] = result.headers["Location"].removeprefix(base + "/")
+    if "ETag" in result.headers:
+        response["etag"] = result.headers["ETag"]
+    if "Last-Modified" in result.headers:
+        response["lastModified"] = result.headers["Last-Modified"]
+    entry: dict[str, Any] = {"response": response}
+    if result.body is not None:
+        entry["resource"] = result.body
+    return entry
+
+
+def post_bundle(fhir: EmbeddedFhir, store_id: str, base: str, body: Any) -> FhirResult:
+    if not isinstance(body, dict) or body.get("resourceType") != "Bundle":
+        raise FhirError(422, "POST to the FHIR base takes a Bundle of type transaction or batch")
+    kind = body.get("type")
+    entries = body.get("entry") or []
+    if not isinstance(entries, list):
+        raise FhirError(400, "Bundle.entry must be an array")
+    if kind == "batch":
+        return FhirResult(
+            200,
+            {
+                "resourceType": "Bundle",
+                "type": "batch-response",
+                "entry": _batch(fhir, store_id, base, entries),
+            },
+        )
+    if kind == "transaction":
+        return FhirResult(
+            200,
+            {
+                "resourceType": "Bundle",
+                "type": "transaction-response",
+                "entry": _transaction(fhir, store_id, base, entries),
+            },
+        )
+    raise FhirError(422, f"Bundle.type {kind!r}: the FHIR base takes transaction or batch bundles")
+
+
+# -- batch ---------------------------------------------------------------------------------------
+
+
+def _batch(fhir: EmbeddedFhir, store_id: str, base: str, raw_entries: list[Any]) -> list[dict[str, Any]]:
+    out = []
+    for position, raw in enumerate(raw_entries):
+        try:
+            entry = _parse_entry(position, raw, base)
+            out.append(_response(_run_alone(fhir, store_id, base, entry), base))
+        except FhirError as error:
+            out.append({"response": {"status": str(error.status), "outcome": error.outcome()}})
+    return out
+
+
+def _run_alone(fhir: EmbeddedFhir, store_id: str, base: str, e: _Entry) -> FhirResult:
+    if e.method == "POST":
+        return actions.create(fhir, store_id, base, e.resource_type, e.resource, e.if_none_exist)
+    if e.method in ("GET", "HEAD"):
+        if e.resource_id is None:
+            return actions.search(fhir, store_id, base, e.resource_type, parse_qsl(e.query or ""))
+        return actions.read(fhir, store_id, e.resource_type, e.resource_id)
+    if e.resource_id is None:
+        raise FhirError(400, f"entry {e.position}: {e.method} needs a url Type/id")
+    if e.method == "PUT":
+        return actions.update(fhir, store_id, base, e.resource_type, e.resource_id, e.resource, e.if_match)
+    if e.method == "PATCH":
+        return actions.patch(fhir, store_id, e.resource_type, e.resource_id, e.resource, e.if_match)
+    return actions.delete(fhir, store_id, e.resource_type, e.resource_id, e.if_match)
+
+
+# -- transaction ---------------------------------------------------------------------------------
+
+
+def _transaction(
+    fhir: EmbeddedFhir, store_id: str, base: str, raw_entries: list[Any]
+) -> list[dict[str, Any]]:
+    entries = [_parse_entry(i, raw, base) for i, raw in enumerate(raw_entries)]
+    results: dict[int, FhirResult] = {}
+    with fhir.writing(store_id) as tx:
+        ids, reused = _assign_ids(tx, entries)
+        urls = {
+            e.full_url: f"{e.resource_type}/{ids[e.position]}"
+            for e in entries
+            if e.full_url and e.position in ids
+        }
+        touched: set[tuple[str, str]] = set()
+        for entry in sorted(entries, key=lambda e: _ORDER[e.method]):
+            key = (entry.resource_type, ids.get(entry.position) or entry.resource_id or "")
+            if entry.method != "GET" and entry.method != "HEAD" and key in touched:
+                raise FhirError(
+                    400, f"entry {entry.position}: {key[0]}/{key[1]} is written twice in one transaction"
+                )
+            touched.add(key)
+            results[entry.position] = _run_in(tx, base, entry, ids, reused, urls.get)
+    return [_response(results[i], base) for i in range(len(entries))]
+
+
+def _assign_ids(tx: WriteTransaction, entries: list[_Entry]) -> tuple[dict[int, str], set[int]]:
+    """Server ids for POST entries (existing ones for a matched `ifNoneExist`), URL ids for PUT."""
+    ids: dict[int, str] = {}
+    reused: set[int] = set()
+    for e in entries:
+        if e.method == "POST":
+            if e.if_none_exist:
+                found = conditional_matches(tx, e.resource_type, e.if_none_exist)
+                if len(found) > 1:
+                    raise FhirError(412, f"entry {e.position}: ifNoneExist matches {len(found)} resources")
+                if found:
+                    ids[e.position] = found[0]["id"]
+                    reused.add(e.position)
+                    continue
+            ids[e.position] = str(uuid.uuid4())
+        elif e.method in ("PUT", "PATCH", "DELETE") and e.resource_id is not None:
+            ids[e.position] = e.resource_id
+    return ids, reused
+
+
+def _run_in(
+    tx: WriteTransaction,
+    base: str,
+    e: _Entry,
+    ids: dict[int, str],
+    reused: set[int],
+    mapped: Callable[[str], str | None],
+) -> FhirResult:
+    label = f"entry {e.position}: {e.resource_type}/{ids.get(e.position, e.resource_id)}"
+    if e.method in ("GET", "HEAD"):
+        if e.resource_id is None:
+            found = (
+                conditional_matches(tx, e.resource_type, e.query)
+                if e.query
+                else tx.search(e.resource_type, {})
+            )
+            bundle = {"resourceType": "Bundle", "type": "searchset", "total": len(found),
+                      "entry": [{"resource": r, "search": {"mode": "match"}} for r in found]}  # fmt: skip
+            return FhirResult(200, bundle)
+        current = tx.current(e.resource_type, e.resource_id)
+        if current is None or current.resource is None:
+            raise FhirError(404 if current is None else 410, f"{label} is not available")
+        return FhirResult(200, current.resource, version_headers(current.resource))
+    rid = ids.get(e.position)
+    if rid is None:
+        raise FhirError(400, f"entry {e.position}: {e.method} needs a url Type/id")
+    current = tx.current(e.resource_type, rid)
+    if e.method == "POST" and e.position in reused:
+        assert current is not None and current.resource is not None
+        return FhirResult(200, current.resource, version_headers(current.resource))
+    if e.if_match is not None:
+        wanted = parse_etag(e.if_match)
+        if current is None or current.deleted or current.version_id != wanted:
+            raise FhirError(409, f"{label}: version conflict (If-Match {wanted})")
+    if e.method == "DELETE":
+        if current is None or current.deleted:
+            return FhirResult(204)
+        version = tx.delete(e.resource_type, rid)
+        return FhirResult(204, None, {"ETag": f'W/"{version}"'})
+    if e.method == "PATCH":
+        if current is None or current.resource is None:
+            raise FhirError(404 if current is None else 410, f"{label} is not available")
+        try:
+            resource = jsonpatch.JsonPatch(e.resource if isinstance(e.resource, list) else []).apply(
+                copy.deepcopy(current.resource)
+            )
+        except (
+            jsonpatch.JsonPatchException,
+            jsonpointer.JsonPointerException,
+            TypeError,
+        ) as exc:
+            raise FhirError(422, f"{label}: JSON Patch cannot be applied: {exc}") from None
+    else:
+        resource = copy.deepcopy(
+            check_resource(e.resource, e.resource_type, rid if e.method == "PUT" else None)
+        )
+    resource = rewrite_references(resource, mapped)
+    stored = tx.put(check_resource(resource, e.resource_type), rid)
+    created = current is None or current.deleted
+    headers = version_headers(stored)
+    if created:
+        headers["Location"] = f"{base}/{e.resource_type}/{rid}/_history/{stored['meta']['versionId']}"
+    return FhirResult(201 if created else 200, stored, headers)

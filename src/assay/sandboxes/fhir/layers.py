@@ -1,0 +1,134 @@
+"""Dataset layers: the FHIR resources an ordered list of `fhir` datasets loads (SPEC §5.1).
+
+A layer is computed once per content (sha256 of the datasets' canonical JSON, in order), stored in
+`fhir_layer_resources`, and shared read-only by every playground seeded with the same datasets.
+Loading follows SPEC §5.1 through `assay.formats.fhir.resources_from_bundle`: `Bundle.type` and
+entry requests ignored (DELETE entries skipped), ids kept, `urn:uuid` and absolute references
+rewritten, unresolvable conditional references left verbatim, never a rejected bundle. Datasets load
+in list order and the last write of a `(type, id)` wins. Seeded resources get `versionId` "1" and
+`lastUpdated` = the layer's load time unless they carry their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Engine, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from assay.formats.fhir import FhirStore
+from assay.sandboxes.fhir import _loading
+from assay.sandboxes.fhir._db import using
+from assay.sandboxes.fhir.tables import FhirLayer, FhirLayerResource
+from assay.store.ids import iso, utcnow
+
+__all__ = ["Layer", "LayerCache", "layer_hash"]
+
+Key = tuple[str, str]
+_INSERT_CHUNK = 2000
+
+
+def layer_hash(bundles: Sequence[Any]) -> str:
+    """The content key of an ordered list of dataset bundles (stable across JSON round trips)."""
+    digest = hashlib.sha256(b"fhir-layer/1\n")
+    for bundle in bundles:
+        digest.update(json.dumps(bundle, sort_keys=True, separators=(",", ":")).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+@dataclass
+class Layer:
+    """One loaded layer, read-only once built; `index` is shared until a playground writes."""
+
+    hash: str
+    by_key: dict[Key, dict[str, Any]]
+    _index: FhirStore | None = None
+
+    def index(self) -> FhirStore:
+        if self._index is None:
+            self._index = FhirStore(self.by_key.values())
+        return self._index
+
+
+def _seeded(bundles: Sequence[Any], loaded_at: str) -> list[dict[str, Any]]:
+    by_key: dict[Key, dict[str, Any]] = {}
+    for bundle in bundles:
+        for resource in _loading.load_bundle(bundle, list(by_key.values())):
+            meta = resource.get("meta")
+            meta = dict(meta) if isinstance(meta, dict) else {}
+            meta.setdefault("versionId", "1")
+            meta.setdefault("lastUpdated", loaded_at)
+            resource["meta"] = meta
+            key = (resource["resourceType"], resource["id"])
+            by_key.pop(key, None)
+            by_key[key] = resource
+    return list(by_key.values())
+
+
+class LayerCache:
+    """Layers by hash: built from datasets (and stored) once, read back from SQL by other workers."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self._layers: dict[str, Layer] = {}
+        self._lock = threading.Lock()
+
+    def ensure(self, bundles: Sequence[Any], conn: Connection | None = None) -> str:
+        """Load `bundles` as a layer unless one with the same content exists; its hash.
+
+        With `conn`, everything happens inside the caller's transaction (a savepoint guards the
+        insert), so provisioning inside the service's `start` transaction never waits on itself.
+        """
+        key = layer_hash(bundles)
+        with self._lock:
+            if key in self._layers:
+                return key
+        with using(self.engine, conn) as db:
+            if db.execute(select(FhirLayer.hash).where(FhirLayer.hash == key)).first() is not None:
+                return key
+            now = utcnow()
+            resources = _seeded(bundles, iso(now) or "")
+            rows = [
+                {
+                    "layer_hash": key,
+                    "resource_type": r["resourceType"],
+                    "resource_id": r["id"],
+                    "position": i,
+                    "body": json.dumps(r, separators=(",", ":")),
+                }
+                for i, r in enumerate(resources)
+            ]
+            try:
+                with db.begin_nested():
+                    for start in range(0, len(rows), _INSERT_CHUNK):
+                        db.execute(insert(FhirLayerResource), rows[start : start + _INSERT_CHUNK])
+                    db.execute(
+                        insert(FhirLayer), [{"hash": key, "resource_count": len(rows), "loaded_at": now}]
+                    )
+            except IntegrityError:
+                return key  # another worker stored the same content first; its rows are identical
+        with self._lock:
+            self._layers.setdefault(key, Layer(key, {(r["resourceType"], r["id"]): r for r in resources}))
+        return key
+
+    def get(self, key: str, conn: Connection) -> Layer:
+        """The layer `key`, read from SQL (over the caller's connection) on first use here."""
+        with self._lock:
+            layer = self._layers.get(key)
+        if layer is not None:
+            return layer
+        rows = conn.execute(
+            select(FhirLayerResource.body)
+            .where(FhirLayerResource.layer_hash == key)
+            .order_by(FhirLayerResource.position)
+        ).scalars()
+        resources = [json.loads(body) for body in rows]
+        layer = Layer(key, {(r["resourceType"], r["id"]): r for r in resources})
+        with self._lock:
+            return self._layers.setdefault(key, layer)

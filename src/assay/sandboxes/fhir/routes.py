@@ -1,0 +1,192 @@
+"""The FHIR R4 REST surface as a FastAPI router factory (SPEC §5.2).
+
+The service mounts `fhir_router(surface)` under `/v1/task-runs/{id}/fhir` and
+`/v1/benchmark-runs/{id}/fhir`; `surface` is a FastAPI dependency that resolves the caller's run
+token to a `FhirSurface` (which store, which base URL, where events go) or refuses (409 once the
+task run ended). Handlers read the body on the event loop and do the store work in the thread pool.
+Every request, failed ones included, is handed to `FhirSurface.record` as one sandbox event.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl
+
+from fastapi import APIRouter, Depends, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from assay.sandboxes.fhir import actions
+from assay.sandboxes.fhir.actions import FhirResult, parse_json
+from assay.sandboxes.fhir.bundles import post_bundle
+from assay.sandboxes.fhir.capability import capability_statement
+from assay.sandboxes.fhir.outcomes import FhirError
+from assay.sandboxes.fhir.store import EmbeddedFhir
+
+__all__ = ["FHIR_JSON", "FhirSurface", "SurfaceEvent", "base_url_of", "fhir_router"]
+
+FHIR_JSON = "application/fhir+json"
+_JSON_PATCH = "application/json-patch+json"
+
+
+@dataclass(frozen=True, slots=True)
+class SurfaceEvent:
+    """One request to the surface, as the event log records it (SPEC §1.1 `fhir_request`)."""
+
+    method: str
+    path: str
+    status: int
+    request: bytes
+    response: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class FhirSurface:
+    fhir: EmbeddedFhir
+    store_id: str
+    base_url: str
+    """The FHIR base, absolute, without a trailing slash."""
+    record: Callable[[SurfaceEvent], None] | None = None
+
+
+def base_url_of(request: Request) -> str:
+    """The FHIR base of `request`: its URL up to and including the first `fhir` path segment."""
+    url = str(request.url).split("?", 1)[0]
+    head, sep, _ = url.partition("/fhir/")
+    if sep:
+        return head + "/fhir"
+    return url.rstrip("/")
+
+
+def _render(result: FhirResult) -> Response:
+    content = b"" if result.body is None else json.dumps(result.body, separators=(",", ":")).encode()
+    return Response(content, result.status, result.headers, media_type=FHIR_JSON if content else None)
+
+
+def _handle(
+    surface: FhirSurface, method: str, path: str, raw: bytes, work: Callable[[], FhirResult]
+) -> Response:
+    try:
+        result = work()
+    except FhirError as error:
+        result = FhirResult(error.status, error.outcome())
+    response = _render(result)
+    if surface.record is not None:
+        surface.record(SurfaceEvent(method, path, response.status_code, raw, bytes(response.body)))
+    return response
+
+
+async def _run(request: Request, surface: FhirSurface, work: Callable[[bytes], FhirResult]) -> Response:
+    raw = await request.body()
+    path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return await run_in_threadpool(_handle, surface, request.method, path, raw, lambda: work(raw))
+
+
+def _if_match(request: Request) -> str | None:
+    return request.headers.get("if-match")
+
+
+def fhir_router(surface: Callable[..., Any]) -> APIRouter:
+    """Routes of one FHIR base; `surface` is the dependency that yields its `FhirSurface`."""
+    router = APIRouter(tags=["fhir"])
+    resolved = Depends(surface)
+
+    @router.get("/metadata")
+    async def metadata(request: Request, s: FhirSurface = resolved) -> Response:
+        return await _run(request, s, lambda _: FhirResult(200, capability_statement(s.base_url)))
+
+    @router.post("")
+    @router.post("/")
+    async def bundle(request: Request, s: FhirSurface = resolved) -> Response:
+        return await _run(
+            request, s, lambda raw: post_bundle(s.fhir, s.store_id, s.base_url, parse_json(raw))
+        )
+
+    @router.get("/{resource_type}")
+    async def search_get(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
+        pairs = list(request.query_params.multi_items())
+        return await _run(
+            request, s, lambda _: actions.search(s.fhir, s.store_id, s.base_url, resource_type, pairs)
+        )
+
+    @router.post("/{resource_type}/_search")
+    async def search_post(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
+        def work(raw: bytes) -> FhirResult:
+            form = parse_qsl(raw.decode("utf-8", errors="replace"), keep_blank_values=True)
+            pairs = list(request.query_params.multi_items()) + form
+            return actions.search(s.fhir, s.store_id, s.base_url, resource_type, pairs)
+
+        return await _run(request, s, work)
+
+    @router.post("/{resource_type}")
+    async def create(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
+        condition = request.headers.get("if-none-exist")
+        return await _run(
+            request,
+            s,
+            lambda raw: actions.create(
+                s.fhir, s.store_id, s.base_url, resource_type, parse_json(raw), condition
+            ),
+        )
+
+    @router.get("/{resource_type}/{resource_id}")
+    async def read(
+        request: Request, resource_type: str, resource_id: str, s: FhirSurface = resolved
+    ) -> Response:
+        return await _run(request, s, lambda _: actions.read(s.fhir, s.store_id, resource_type, resource_id))
+
+    @router.get("/{resource_type}/{resource_id}/_history")
+    async def history(
+        request: Request, resource_type: str, resource_id: str, s: FhirSurface = resolved
+    ) -> Response:
+        return await _run(
+            request, s, lambda _: actions.history(s.fhir, s.store_id, s.base_url, resource_type, resource_id)
+        )
+
+    @router.get("/{resource_type}/{resource_id}/_history/{version_id}")
+    async def vread(
+        request: Request, resource_type: str, resource_id: str, version_id: str, s: FhirSurface = resolved
+    ) -> Response:
+        return await _run(
+            request, s, lambda _: actions.vread(s.fhir, s.store_id, resource_type, resource_id, version_id)
+        )
+
+    @router.put("/{resource_type}/{resource_id}")
+    async def update(
+        request: Request, resource_type: str, resource_id: str, s: FhirSurface = resolved
+    ) -> Response:
+        condition = _if_match(request)
+        return await _run(
+            request,
+            s,
+            lambda raw: actions.update(
+                s.fhir, s.store_id, s.base_url, resource_type, resource_id, parse_json(raw), condition
+            ),
+        )
+
+    @router.patch("/{resource_type}/{resource_id}")
+    async def patch(
+        request: Request, resource_type: str, resource_id: str, s: FhirSurface = resolved
+    ) -> Response:
+        condition = _if_match(request)
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+        def work(raw: bytes) -> FhirResult:
+            if content_type != _JSON_PATCH:
+                raise FhirError(415, f"PATCH takes {_JSON_PATCH}, not {content_type or 'no content type'}")
+            return actions.patch(s.fhir, s.store_id, resource_type, resource_id, parse_json(raw), condition)
+
+        return await _run(request, s, work)
+
+    @router.delete("/{resource_type}/{resource_id}")
+    async def delete(
+        request: Request, resource_type: str, resource_id: str, s: FhirSurface = resolved
+    ) -> Response:
+        condition = _if_match(request)
+        return await _run(
+            request, s, lambda _: actions.delete(s.fhir, s.store_id, resource_type, resource_id, condition)
+        )
+
+    return router

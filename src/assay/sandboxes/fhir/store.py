@@ -1,0 +1,233 @@
+"""`EmbeddedFhir`: the built-in versioned FHIR R4 store behind every playground (SPEC §2, §6).
+
+Reads go through a per-process `StoreIndex` refreshed from SQL by sequence number. Writes run in one
+database transaction that first updates the store's row in `fhir_stores` — the write lock — then
+re-reads the index, checks preconditions against the now-current state, and appends version rows
+with consecutive sequence numbers. Two `If-Match` writes racing on one resource therefore serialize:
+the second sees the first's version and gets 412 (SPEC §5.2).
+
+A capture is `(store_id, seq)`; `state_at` answers searches on the state as of that sequence.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Engine, insert, select, update
+
+from assay.formats.fhir import FhirStore
+from assay.sandboxes.fhir._db import using
+from assay.sandboxes.fhir.index import _VERSION_COLUMNS, Current, StoreIndex, VersionRow, version_rows
+from assay.sandboxes.fhir.layers import LayerCache
+from assay.sandboxes.fhir.outcomes import FhirError
+from assay.sandboxes.fhir.resources import next_version, stamp
+from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
+from assay.store.ids import iso, utcnow
+
+__all__ = ["EmbeddedFhir", "WriteTransaction"]
+
+Key = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    row: VersionRow
+    current: Current
+
+
+class WriteTransaction:
+    """The writes of one request (one resource, or a whole transaction bundle), applied atomically."""
+
+    def __init__(self, index: StoreIndex, conn: Connection, now: str):
+        self.index = index
+        self.conn = conn
+        self.now = now
+        self.base_seq = index.seq
+        self._pending: dict[Key, Current] = {}
+        self.rows: list[VersionRow] = []
+
+    def current(self, resource_type: str, resource_id: str) -> Current | None:
+        key = (resource_type, resource_id)
+        if key in self._pending:
+            return self._pending[key]
+        with self.index.lock:
+            return self.index.current(key)
+
+    def search(self, resource_type: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Search the state as it was when the transaction began (FHIR conditional semantics)."""
+        with self.index.lock:
+            return self.index.search_index.search(resource_type, params)
+
+    def put(self, resource: dict[str, Any], resource_id: str) -> dict[str, Any]:
+        """Write a new version of `resource` as `resource_id`; the stored (stamped) resource."""
+        kind = resource["resourceType"]
+        before = self.current(kind, resource_id)
+        version = next_version(before.version_id if before else None, before.versions if before else 0)
+        stored = stamp(resource, resource_id, version, self.now)
+        self._append(kind, resource_id, version, stored, before)
+        return stored
+
+    def delete(self, resource_type: str, resource_id: str) -> str:
+        """Write a delete version; its version id."""
+        before = self.current(resource_type, resource_id)
+        version = next_version(before.version_id if before else None, before.versions if before else 0)
+        self._append(resource_type, resource_id, version, None, before)
+        return version
+
+    def _append(
+        self, kind: str, rid: str, version: str, stored: dict[str, Any] | None, before: Current | None
+    ) -> None:
+        seq = self.base_seq + len(self.rows) + 1
+        body = None if stored is None else json.dumps(stored, separators=(",", ":"))
+        self.rows.append(VersionRow(seq, kind, rid, version, self.now, stored is None, body))
+        count = (before.versions if before else 0) + 1
+        self._pending[(kind, rid)] = Current(version, stored is None, stored, count)
+
+
+class EmbeddedFhir:
+    """All embedded FHIR stores of this deployment (one per playground), over one SQL engine."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.layers = LayerCache(engine)
+        self._indexes: dict[str, StoreIndex] = {}
+        self._lock = threading.Lock()
+
+    # -- provisioning --------------------------------------------------------------------------
+
+    def provision(self, store_id: str, bundles: Sequence[Any] = (), conn: Connection | None = None) -> None:
+        """Create store `store_id` seeded with `bundles` (SPEC §5.1); a no-op when it exists."""
+        layer = self.layers.ensure(bundles, conn) if bundles else None
+        with using(self.engine, conn) as db:
+            if db.execute(select(FhirStoreRow.id).where(FhirStoreRow.id == store_id)).first() is None:
+                db.execute(
+                    insert(FhirStoreRow),
+                    [{"id": store_id, "layer_hash": layer, "seq": 0, "created_at": utcnow()}],
+                )
+
+    def _index(self, store_id: str, conn: Connection) -> StoreIndex:
+        with self._lock:
+            found = self._indexes.get(store_id)
+        if found is not None:
+            return found
+        row = conn.execute(select(FhirStoreRow.layer_hash).where(FhirStoreRow.id == store_id)).first()
+        if row is None:
+            raise FhirError(404, f"no FHIR store {store_id}")
+        layer = self.layers.get(row.layer_hash, conn) if row.layer_hash else None
+        with self._lock:
+            return self._indexes.setdefault(store_id, StoreIndex(store_id, layer))
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @contextmanager
+    def reading(self, store_id: str, conn: Connection | None = None) -> Iterator[StoreIndex]:
+        """The store's index, current as of now, locked for the caller."""
+        with using(self.engine, conn) as db:
+            index = self._index(store_id, db)
+            index.lock.acquire()
+            try:
+                index.refresh(db)
+            except BaseException:
+                index.lock.release()
+                raise
+        try:
+            yield index
+        finally:
+            index.lock.release()
+
+    def history(self, store_id: str, resource_type: str, resource_id: str) -> list[VersionRow]:
+        """Every version of one resource, oldest first (the layer's seed version included)."""
+        with self.engine.connect() as conn:
+            index = self._index(store_id, conn)
+            rows = version_rows(
+                conn.execute(
+                    select(*_VERSION_COLUMNS)
+                    .where(
+                        FhirVersion.store_id == store_id,
+                        FhirVersion.resource_type == resource_type,
+                        FhirVersion.resource_id == resource_id,
+                    )
+                    .order_by(FhirVersion.seq)
+                )
+            )
+        base = index.layer.by_key.get((resource_type, resource_id)) if index.layer else None
+        if base is not None:
+            meta = base.get("meta", {})
+            seed = VersionRow(
+                0, resource_type, resource_id, str(meta.get("versionId", "1")),
+                str(meta.get("lastUpdated", "")), False, json.dumps(base),
+            )  # fmt: skip
+            rows.insert(0, seed)
+        return rows
+
+    # -- writing -------------------------------------------------------------------------------
+
+    @contextmanager
+    def writing(self, store_id: str) -> Iterator[WriteTransaction]:
+        """One atomic write: the store row is locked, and versions commit together or not at all."""
+        now_dt = utcnow()
+        with self.engine.begin() as conn:
+            locked = conn.execute(
+                update(FhirStoreRow).where(FhirStoreRow.id == store_id).values(locked_at=now_dt)
+            ).rowcount
+            if not locked:
+                raise FhirError(404, f"no FHIR store {store_id}")
+            index = self._index(store_id, conn)
+            with index.lock:
+                index.refresh(conn)
+            tx = WriteTransaction(index, conn, iso(now_dt) or "")
+            yield tx
+            if tx.rows:
+                conn.execute(insert(FhirVersion), [{"store_id": store_id, **_row_dict(r)} for r in tx.rows])
+                conn.execute(
+                    update(FhirStoreRow).where(FhirStoreRow.id == store_id).values(seq=tx.rows[-1].seq)
+                )
+        if tx.rows:
+            with index.lock:
+                if index.seq == tx.base_seq:
+                    index.apply(tx.rows, tx.rows[-1].seq)
+
+    # -- captures ------------------------------------------------------------------------------
+
+    def capture(self, store_id: str, conn: Connection | None = None) -> int:
+        """The store's current sequence number: with the store id, a pointer to its final state."""
+        with using(self.engine, conn) as db:
+            seq = db.execute(select(FhirStoreRow.seq).where(FhirStoreRow.id == store_id)).scalar()
+        if seq is None:
+            raise FhirError(404, f"no FHIR store {store_id}")
+        return int(seq)
+
+    def state_at(self, store_id: str, seq: int, conn: Connection | None = None) -> FhirStore:
+        """A search index over the store as of sequence `seq` (a capture)."""
+        with self.reading(store_id, conn) as index:
+            if index.seq == seq:
+                return index.search_index
+            layer = index.layer
+        with using(self.engine, conn) as db:
+            rows = version_rows(
+                db.execute(
+                    select(*_VERSION_COLUMNS)
+                    .where(FhirVersion.store_id == store_id, FhirVersion.seq <= seq)
+                    .order_by(FhirVersion.seq)
+                )
+            )
+        pinned = StoreIndex(store_id, layer)
+        pinned.apply(rows, seq)
+        return pinned.search_index
+
+
+def _row_dict(row: VersionRow) -> dict[str, Any]:
+    return {
+        "seq": row.seq,
+        "resource_type": row.resource_type,
+        "resource_id": row.resource_id,
+        "version_id": row.version_id,
+        "last_updated": row.last_updated,
+        "deleted": row.deleted,
+        "body": row.body,
+    }

@@ -1,0 +1,90 @@
+"""A real uvicorn server in a thread (httpx's `serve_in_thread` pattern) over a fresh SQLite store."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from sqlalchemy import Engine
+
+from assay.sandboxes.fhir import EmbeddedFhir, FhirSurface, SurfaceEvent, base_url_of, fhir_router
+from assay.store.database import Database
+
+
+def sqlite_engine(path: Path) -> Engine:
+    """The service's SQLite engine (WAL, `BEGIN IMMEDIATE`), schema made by the Alembic migrations."""
+    database = Database(f"sqlite:///{path}")
+    database.migrate()
+    return database.engine
+
+
+@dataclass
+class FhirServer:
+    url: str
+    fhir: EmbeddedFhir
+    events: list[SurfaceEvent] = field(default_factory=list)
+
+    def base(self, store_id: str) -> str:
+        return f"{self.url}/stores/{store_id}/fhir"
+
+
+def make_app(fhir: EmbeddedFhir, events: list[SurfaceEvent]) -> FastAPI:
+    def surface(store_id: str, request: Request) -> FhirSurface:
+        return FhirSurface(fhir, store_id, base_url_of(request), events.append)
+
+    app = FastAPI()
+    app.include_router(fhir_router(surface), prefix="/stores/{store_id}/fhir")
+    return app
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def serve(app: FastAPI) -> Iterator[str]:
+    """Run `app` under uvicorn on a free port in a thread; yields its base URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    engine = sqlite_engine(tmp_path_factory.mktemp("fhir") / "assay.db")
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def fhir_server(engine: Engine) -> Iterator[FhirServer]:
+    """One server for the session; each test provisions its own store (`new_store`)."""
+    fhir = EmbeddedFhir(engine)
+    events: list[SurfaceEvent] = []
+    for url in serve(make_app(fhir, events)):
+        yield FhirServer(url, fhir, events)
+
+
+@pytest.fixture
+def new_store(fhir_server: FhirServer) -> str:
+    """A fresh, empty store on the shared server; its FHIR base URL."""
+    store_id = "pg_" + uuid.uuid4().hex[:20]
+    fhir_server.fhir.provision(store_id)
+    return fhir_server.base(store_id)

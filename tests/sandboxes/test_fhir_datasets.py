@@ -1,0 +1,131 @@
+"""Dataset loading (SPEC §5.1), shared layers, isolation between playgrounds and captures (§6).
+
+Samples: Synthea bundles from tests/fixtures/fhir/synthea (provenance in tests/fixtures/SOURCES.md):
+smart-2019 bundles reference each other by `urn:uuid`; hiv-2021 bundles carry conditional
+references to organizations and practitioners that are not included.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from sqlalchemy import Engine, func, select
+
+from assay.sandboxes.fhir import EmbeddedFhir
+from assay.sandboxes.fhir.tables import FhirLayer, FhirVersion
+
+if TYPE_CHECKING:
+    from tests.sandboxes.conftest import FhirServer
+
+SYNTHEA = Path(__file__).parents[1] / "fixtures" / "fhir" / "synthea"
+LIZ = SYNTHEA / "smart-2019" / "Liz_Conn_27c911c6-f045-4ffa-af5d-6eba57ac94b2.json"
+BOB = SYNTHEA / "hiv-2021" / "Bob965_Keeling57_3f6fd0bb-6cd3-eb3f-4401-cd38ace25f2b.json"
+
+
+def _bundle(path: Any) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+def _all_references(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        found = [value["reference"]] if isinstance(value.get("reference"), str) else []
+        return found + [r for item in value.values() for r in _all_references(item)]
+    if isinstance(value, list):
+        return [r for item in value for r in _all_references(item)]
+    return []
+
+
+def test_urn_uuid_references_are_resolved_and_searchable(fhir_server: FhirServer) -> None:
+    fhir_server.fhir.provision("pg_liz", [_bundle(LIZ)])
+    base = fhir_server.base("pg_liz")
+    patients = httpx.get(f"{base}/Patient").json()
+    assert patients["total"] == 1
+    patient = patients["entry"][0]["resource"]
+    assert patient["id"] == "ee9f8dd8-72d2-4769-8020-89e504b1504b"
+    assert patient["meta"]["versionId"] == "1" and patient["meta"]["lastUpdated"].endswith("Z")
+    encounters = httpx.get(f"{base}/Encounter", params={"patient": f"Patient/{patient['id']}"}).json()
+    assert encounters["total"] > 0
+    everything = httpx.get(f"{base}/Encounter", params={"_count": "1000"}).json()["entry"]
+    assert not [r for e in everything for r in _all_references(e["resource"]) if r.startswith("urn:uuid:")]
+
+
+def test_unresolvable_conditional_references_are_left_verbatim(fhir_server: FhirServer) -> None:
+    fhir_server.fhir.provision("pg_bob", [_bundle(BOB)])
+    base = fhir_server.base("pg_bob")
+    encounter = httpx.get(f"{base}/Encounter", params={"_count": "1"}).json()["entry"][0]["resource"]
+    assert encounter["serviceProvider"]["reference"].startswith("Organization?identifier=")
+    assert encounter["subject"]["reference"] == "Patient/3f6fd0bb-6cd3-eb3f-4401-cd38ace25f2b"
+
+
+def test_datasets_load_in_order_and_the_last_write_wins(engine: Engine) -> None:
+    fhir = EmbeddedFhir(engine)
+    first = {"resourceType": "Bundle", "type": "collection", "entry": [
+        {"resource": {"resourceType": "Patient", "id": "p", "gender": "male"}},
+        {"resource": {"resourceType": "Patient", "id": "kept", "meta": {"versionId": "7", "lastUpdated": "2020-01-01T00:00:00Z"}}},
+    ]}  # fmt: skip
+    second = {"resourceType": "Bundle", "type": "batch", "entry": [
+        {"resource": {"resourceType": "Patient", "id": "p", "gender": "female"}, "request": {"method": "PUT", "url": "Patient/p"}},
+        {"resource": {"resourceType": "Patient", "id": "skipped"}, "request": {"method": "DELETE", "url": "Patient/skipped"}},
+    ]}  # fmt: skip
+    fhir.provision("pg_order", [first, second])
+    with fhir.reading("pg_order") as index:
+        assert index.current(("Patient", "p")).resource["gender"] == "female"  # type: ignore[union-attr]
+        kept = index.current(("Patient", "kept"))
+        assert kept is not None and kept.version_id == "7"
+        assert index.current(("Patient", "skipped")) is None
+
+
+def test_playgrounds_share_one_layer_and_stay_isolated(fhir_server: FhirServer, engine: Engine) -> None:
+    bundles = [_bundle(LIZ)]
+    fhir_server.fhir.provision("pg_iso_1", bundles)
+    fhir_server.fhir.provision("pg_iso_2", bundles)
+    with engine.connect() as conn:
+        layers = conn.execute(select(func.count()).select_from(FhirLayer)).scalar()
+    one, two = fhir_server.base("pg_iso_1"), fhir_server.base("pg_iso_2")
+    patient = httpx.get(f"{one}/Patient").json()["entry"][0]["resource"]
+
+    httpx.put(f"{one}/Patient/{patient['id']}", json={**patient, "gender": "other"})
+    httpx.post(
+        f"{one}/Appointment", json={"resourceType": "Appointment", "status": "booked", "participant": []}
+    )
+    httpx.delete(f"{one}/Encounter/{httpx.get(f'{one}/Encounter').json()['entry'][0]['resource']['id']}")
+
+    assert httpx.get(f"{two}/Patient/{patient['id']}").json()["gender"] == patient["gender"]
+    assert httpx.get(f"{two}/Patient", params={"gender": "other"}).json()["total"] == 0
+    assert httpx.get(f"{two}/Appointment").json()["total"] == 0
+    assert httpx.get(f"{one}/Encounter").json()["total"] == httpx.get(f"{two}/Encounter").json()["total"] - 1
+    assert httpx.get(f"{one}/Patient", params={"gender": "other"}).json()["total"] == 1
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(FhirLayer)).scalar() == layers
+        written = conn.execute(select(func.count()).where(FhirVersion.store_id == "pg_iso_1")).scalar()
+    assert written == 3  # only the changes since loading are stored
+
+
+def test_a_second_worker_sees_writes_through_the_database(engine: Engine) -> None:
+    worker_a, worker_b = EmbeddedFhir(engine), EmbeddedFhir(engine)
+    worker_a.provision("pg_workers", [_bundle(LIZ)])
+    with worker_b.reading("pg_workers") as index:
+        before = len(index.search_index.search("Patient", {}))
+    with worker_a.writing("pg_workers") as tx:
+        tx.put({"resourceType": "Patient", "gender": "female"}, "new-patient")
+    with worker_b.reading("pg_workers") as index:
+        assert len(index.search_index.search("Patient", {"gender": "female"})) >= 1
+        assert len(index.search_index.search("Patient", {})) == before + 1
+
+
+def test_a_capture_pins_the_state_at_its_sequence(engine: Engine) -> None:
+    fhir = EmbeddedFhir(engine)
+    fhir.provision("pg_capture")
+    with fhir.writing("pg_capture") as tx:
+        tx.put({"resourceType": "Patient", "active": True}, "a")
+    seq = fhir.capture("pg_capture")
+    with fhir.writing("pg_capture") as tx:
+        tx.put({"resourceType": "Patient", "active": False}, "a")
+        tx.put({"resourceType": "Patient"}, "b")
+    pinned = fhir.state_at("pg_capture", seq)
+    assert [(r["id"], r["active"]) for r in pinned.search("Patient", {})] == [("a", True)]
+    assert len(EmbeddedFhir(engine).state_at("pg_capture", seq).search("Patient", {})) == 1
+    assert len(fhir.state_at("pg_capture", fhir.capture("pg_capture")).search("Patient", {})) == 2
