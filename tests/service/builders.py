@@ -17,7 +17,8 @@ import httpx
 from assay.store import new_id, utcnow
 from assay.store.models import ApiKey, Criterion
 from assay.store.tokens import hash_token
-from tests.service.conftest import Server
+
+from .conftest import Server
 
 Json = dict[str, Any]
 

@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from tests.service.builders import FAILS, PASSES, criterion, make_benchmark, ok, start_run
-from tests.service.conftest import Server
+from .builders import FAILS, PASSES, criterion, make_benchmark, ok, start_run
+from .conftest import Server
 
 
 def _complete(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.service.builders import error, make_benchmark
+from .builders import error, make_benchmark
 
 
 def test_malformed_json_is_400(api: httpx.Client) -> None:

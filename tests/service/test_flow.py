@@ -9,8 +9,9 @@ import httpx
 from typer.testing import CliRunner
 
 from assay.clients.cli.app import app as cli
-from tests.service.builders import FAILS, PASSES, criterion, error, insert_legacy_criterion, ok, unique
-from tests.service.conftest import Server
+
+from .builders import FAILS, PASSES, criterion, error, insert_legacy_criterion, ok, unique
+from .conftest import Server
 
 
 def _catalog(api: httpx.Client) -> tuple[str, str]:

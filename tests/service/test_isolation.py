@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import httpx
 
-from tests.service.builders import PASSES, criterion, error, make_benchmark, ok, start_run, unique
-from tests.service.conftest import Server
+from .builders import PASSES, criterion, error, make_benchmark, ok, start_run, unique
+from .conftest import Server
 
 
 def test_org_b_sees_nothing_of_org_a(server: Server, api: httpx.Client) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.service.conftest import Server
+from .conftest import Server
 
 
 def test_criteria_need_a_key(server: Server) -> None:

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from assay.clients.cli.serve import keys_app, serve
 from assay.core.errors import AssayError
 from assay.snapshot import open_snapshot
 from assay.taskfile import load_task_file
@@ -90,6 +91,10 @@ def print_verification(result: TaskVerification, console: Console) -> None:
 
 def _score(value: object) -> str:
     return f"{round(float(value), 4):g}"  # type: ignore[arg-type]
+
+
+app.command()(serve)
+app.add_typer(keys_app, name="keys")
 
 
 def main() -> None:

@@ -26,11 +26,11 @@ log = logging.getLogger("assay.sweeper")
 LEASE = "sweeper"
 
 
-def take_lease(session: Session, holder: str, ttl: timedelta, now: datetime) -> bool:
+def take_lease(session: Session, holder: str, ttl: timedelta, now: datetime, name: str = LEASE) -> bool:
     """Hold the named lease for `ttl` if it is free, expired, or already ours."""
-    lease = session.scalars(select(Lease).where(Lease.name == LEASE).with_for_update()).first()
+    lease = session.scalars(select(Lease).where(Lease.name == name).with_for_update()).first()
     if lease is None:
-        session.add(Lease(name=LEASE, holder=holder, expires_at=now + ttl))
+        session.add(Lease(name=name, holder=holder, expires_at=now + ttl))
         session.flush()
         return True
     if lease.holder != holder and lease.expires_at > now:

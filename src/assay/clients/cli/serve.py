@@ -1,0 +1,84 @@
+"""`assay serve` and `assay keys create` (SPEC §7): the service on the embedded default or
+PostgreSQL (`ASSAY_DATABASE_URL`), and org API keys minted straight into its database."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import uvicorn
+from sqlalchemy.engine import make_url
+
+from assay.service.app import create_app
+from assay.service.settings import Settings
+from assay.store import Database
+from assay.store.tokens import DEFAULT_ORG_NAME, ensure_org, mint_key
+
+__all__ = ["keys_app", "serve"]
+
+DataDir = Annotated[
+    Path | None, typer.Option("--data-dir", help="Data directory (default ./.assay, or ASSAY_DATA_DIR).")
+]
+
+
+def _settings(data_dir: Path | None) -> Settings:
+    if data_dir is not None:
+        return Settings.from_env(data_dir=data_dir)
+    return Settings.from_env()
+
+
+def _where(settings: Settings) -> str:
+    url = make_url(settings.resolved_database_url)
+    return (
+        url.render_as_string(hide_password=True) if url.get_backend_name() != "sqlite" else str(url.database)
+    )
+
+
+def serve(
+    data_dir: DataDir = None,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="API port.")] = 8400,
+    workers: Annotated[int, typer.Option(min=1, help="API worker processes.")] = 1,
+) -> None:
+    """Run the Assay API. Stops cleanly on Ctrl-C (SIGINT) or SIGTERM."""
+    settings = _settings(data_dir)
+    os.environ["ASSAY_DATA_DIR"] = str(settings.data_dir.resolve())  # worker processes read it
+    print(f"Assay API on http://{host}:{port}  (database: {_where(settings)})", file=sys.stderr)
+    if settings.bootstrap_api_key:
+        print("API key: the one in ASSAY_BOOTSTRAP_API_KEY", file=sys.stderr)
+    else:
+        hint = f" --data-dir {data_dir}" if data_dir else ""
+        print(
+            f"Get an API key: assay keys create{hint}  (or set ASSAY_BOOTSTRAP_API_KEY=vk_...)",
+            file=sys.stderr,
+        )
+    if workers > 1:
+        uvicorn.run("assay.service.app:create_app", factory=True, host=host, port=port, workers=workers)
+    else:
+        uvicorn.run(create_app(settings), host=host, port=port)
+
+
+keys_app = typer.Typer(help="Organization API keys.", no_args_is_help=True)
+
+
+@keys_app.command("create")
+def create_key(
+    org: Annotated[str, typer.Option(help="Organization name; created when missing.")] = DEFAULT_ORG_NAME,
+    name: Annotated[str | None, typer.Option(help="A label for the key.")] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Mint an org API key (`vk_…`) and print it once, on stdout."""
+    database = Database(_settings(data_dir).resolved_database_url)
+    try:
+        database.migrate()
+        with database.transaction() as session:
+            organization = ensure_org(session, org)
+            minted = mint_key(session, organization.id, name=name)
+            token, org_id = minted.token, organization.id
+    finally:
+        database.dispose()
+    print(f"created key for organization {org} ({org_id}); it is shown only once:", file=sys.stderr)
+    print(token)

@@ -1,0 +1,64 @@
+"""`assay keys create` and `assay serve`: a key minted on the command line opens the API, and the
+server shuts down cleanly on SIGINT."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from typer.testing import CliRunner
+
+from assay.clients.cli.app import app as cli
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_keys_create_then_serve(tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ASSAY_")}
+    minted = CliRunner().invoke(
+        cli, ["keys", "create", "--data-dir", str(tmp_path), "--org", "acme"], env=env
+    )
+    assert minted.exit_code == 0, minted.output
+    key = minted.stdout.strip().splitlines()[-1]
+    assert key.startswith("vk_")
+    port = _free_port()
+    process = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "assay"),
+            "serve",
+            "--data-dir",
+            str(tmp_path),
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**env, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        response = None
+        for _ in range(200):
+            try:
+                response = httpx.get(
+                    f"http://127.0.0.1:{port}/benchmarks", headers={"Authorization": f"Bearer {key}"}
+                )
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        assert response is not None and response.status_code == 200
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 0, stderr
+    text = stderr.decode()
+    assert f"http://127.0.0.1:{port}" in text and "assay keys create" in text
