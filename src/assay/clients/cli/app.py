@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from assay.clients.cli.serve import keys_app, serve
@@ -58,7 +59,7 @@ def verify(
         return
     print_verification(result, Console())
     for warning in state.warnings:
-        Console(stderr=True).print(f"[yellow]warning:[/] {warning}", highlight=False)
+        Console(stderr=True).print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
 
 
 def print_verification(result: TaskVerification, console: Console) -> None:
@@ -79,7 +80,12 @@ def print_verification(result: TaskVerification, console: Console) -> None:
         else:
             mark = f"[red]fail {_score(outcome.score)}[/]"
         table.add_row(
-            str(i), run.spec.label, run.spec.axis or "", f"{float(run.weight):g}", mark, outcome.details
+            str(i),
+            escape(run.spec.label),
+            escape(run.spec.axis or ""),
+            f"{float(run.weight):g}",
+            mark,
+            escape(outcome.details),
         )
     console.print(table)
     for name, axis in result.score.axes.items():
