@@ -18,6 +18,9 @@ from sqlalchemy import Engine
 from assay.sandboxes.fhir import EmbeddedFhir, FhirSurface, SurfaceEvent, base_url_of, fhir_router
 from assay.store.database import Database
 
+# The whole service (run lifecycle + surfaces), on SQLite and, with ASSAY_TEST_POSTGRES_URL, PostgreSQL.
+from tests.service.conftest import _postgres_database, api, server  # noqa: F401
+
 
 def sqlite_engine(path: Path) -> Engine:
     """The service's SQLite engine (WAL, `BEGIN IMMEDIATE`), schema made by the Alembic migrations."""
@@ -54,15 +57,15 @@ def free_port() -> int:
 def serve(app: FastAPI) -> Iterator[str]:
     """Run `app` under uvicorn on a free port in a thread; yields its base URL."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    uvicorn_server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=uvicorn_server.run, daemon=True)
     thread.start()
-    while not server.started:
+    while not uvicorn_server.started:
         time.sleep(0.01)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        server.should_exit = True
+        uvicorn_server.should_exit = True
         thread.join(10)
 
 

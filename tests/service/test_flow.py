@@ -20,8 +20,12 @@ def _catalog(api: httpx.Client) -> tuple[str, str]:
             "/datasets",
             json={
                 "name": unique("members"),
-                "type": "portal",
-                "data": {"resources": {"patients": {"key": "member_id", "rows": [{"member_id": "M1"}]}}},
+                "type": "fhir",
+                "data": {
+                    "resourceType": "Bundle",
+                    "type": "collection",
+                    "entry": [{"resource": {"resourceType": "Patient", "id": "M1"}}],
+                },
                 "entities": [{"kind": "patient", "key": "M1", "data": {"member_id": "M1", "name": "Ann"}}],
             },
         ),

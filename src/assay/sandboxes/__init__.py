@@ -3,10 +3,12 @@
 `provision` creates a task run's playground (one sandbox per surface, SPEC §1), `describe` gives
 its endpoints and credentials (SPEC §5.2), `capture` pins its final state when the task run ends,
 `state_of` reads a capture as a `SandboxState`, and `materialize` writes it as a SPEC §6 snapshot.
-Until the sandbox surfaces exist the stores are empty, and a capture is a pointer to nothing.
+`seed` loads the task run's datasets (FHIR so far) and `record_event` appends to the event log.
 """
 
 from assay.sandboxes.capture import CapturedState, capture, materialize, state_of
+from assay.sandboxes.datasets import seed, unsupported_dataset
+from assay.sandboxes.events import record_event
 from assay.sandboxes.provision import SURFACES, Access, describe, provision, teardown
 
 __all__ = [
@@ -17,6 +19,9 @@ __all__ = [
     "describe",
     "materialize",
     "provision",
+    "record_event",
+    "seed",
     "state_of",
     "teardown",
+    "unsupported_dataset",
 ]

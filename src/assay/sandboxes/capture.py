@@ -1,9 +1,10 @@
 """Captured state (SPEC §6): a pointer stored on the task run, read back as a `SandboxState`.
 
 `complete` stores the capture and scores it; `rescore` and `GET /task-runs/{id}/state` read the
-same capture, so all three agree. The embedded stores are empty until the sandbox surfaces
-exist, so the pointer carries only what the judge needs besides them: the input entity and the
-entities criteria are scoped to (frozen with the task run).
+same capture, so all three agree. The pointer carries the input entity and the entities criteria
+are scoped to (frozen with the task run) and, per embedded store, where its final state is: for
+FHIR `{"store_id", "seq"}` — the playground's store as of that sequence number, the dataset layer
+plus the changes since loading, never a copy (SPEC §6).
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from assay.core.state import FileRecord, Hl7Record, PortalRow, SearchParams, VoiceTurn, X12Record
 from assay.formats.fhir import FhirStore
+from assay.sandboxes.fhir.store import embedded_fhir
 from assay.snapshot import write_snapshot
 from assay.store import iso, utcnow
 
@@ -28,9 +32,10 @@ def capture(
     task_run_id: str,
     input_entity: Mapping[str, Any] | None,
     entities: Mapping[str, Any],
+    session: Session | None = None,
 ) -> dict[str, Any]:
     """Pin the playground's final state; the returned pointer is JSON, stored on the task run."""
-    return {
+    pointer = {
         "format": CAPTURE_FORMAT,
         "kind": "embedded",
         "playground_id": playground_id,
@@ -39,14 +44,28 @@ def capture(
         "input_entity": dict(input_entity) if input_entity is not None else None,
         "entities": dict(entities),
     }
+    if session is not None and playground_id is not None:
+        connection = session.connection()
+        fhir = embedded_fhir(connection.engine)
+        if fhir.exists(playground_id, connection):
+            pointer["fhir"] = {"store_id": playground_id, "seq": fhir.capture(playground_id, connection)}
+    return pointer
+
+
+def _fhir_at(pointer: Mapping[str, Any], session: Session | None) -> FhirStore:
+    where = pointer.get("fhir")
+    if session is None or not isinstance(where, dict):
+        return FhirStore(())
+    connection = session.connection()
+    return embedded_fhir(connection.engine).state_at(str(where["store_id"]), int(where["seq"]), connection)
 
 
 class CapturedState:
-    """The `SandboxState` of a capture: empty stores plus the frozen entities."""
+    """The `SandboxState` of a capture: the FHIR store as captured, plus the frozen entities."""
 
-    def __init__(self, pointer: Mapping[str, Any]):
+    def __init__(self, pointer: Mapping[str, Any], fhir: FhirStore | None = None):
         self.pointer = pointer
-        self._fhir = FhirStore(())
+        self._fhir = fhir if fhir is not None else FhirStore(())
 
     def input_entity(self) -> Mapping[str, Any] | None:
         entity = self.pointer.get("input_entity")
@@ -78,11 +97,12 @@ class CapturedState:
         return ()
 
 
-def state_of(pointer: Mapping[str, Any]) -> CapturedState:
-    return CapturedState(pointer)
+def state_of(pointer: Mapping[str, Any], session: Session | None = None) -> CapturedState:
+    """The capture as a `SandboxState`; reading the embedded stores needs the caller's session."""
+    return CapturedState(pointer, _fhir_at(pointer, session))
 
 
-def materialize(pointer: Mapping[str, Any], root: Path) -> Path:
+def materialize(pointer: Mapping[str, Any], root: Path, session: Session | None = None) -> Path:
     """Write the capture as a SPEC §6 snapshot directory (for `GET /task-runs/{id}/state`)."""
     manifest = {
         "task_run_id": pointer.get("task_run_id"),
@@ -90,4 +110,6 @@ def materialize(pointer: Mapping[str, Any], root: Path) -> Path:
         "input_entity": pointer.get("input_entity"),
         "entities": pointer.get("entities") or {},
     }
-    return write_snapshot(root, manifest=manifest)
+    fhir = _fhir_at(pointer, session)
+    resources = [resource for kind in fhir.types() for resource in fhir.resources(kind)]
+    return write_snapshot(root, manifest=manifest, fhir=resources)

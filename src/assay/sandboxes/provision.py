@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from assay.sandboxes.fhir.store import embedded_fhir
 from assay.store import new_id, utcnow
 from assay.store.models import Playground, Sandbox
 
@@ -103,6 +104,7 @@ def teardown(session: Session, playground_id: str | None) -> None:
     if playground is None:
         return
     playground.status = "torn_down"
+    embedded_fhir(session.connection().engine).forget(playground_id)
     playground.updated_at = utcnow()
     for sandbox in sandboxes_of(session, playground_id):
         sandbox.status = "torn_down"

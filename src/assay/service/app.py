@@ -19,6 +19,7 @@ from assay.service.errors import install_error_handlers
 from assay.service.runs.routes import router as runs_router
 from assay.service.runs.sweeper import Sweeper
 from assay.service.runs.v1_routes import router as v1_router
+from assay.service.sandboxes.routes import sandbox_routers
 from assay.service.settings import Settings
 from assay.store import Database
 from assay.store.tokens import ensure_api_key
@@ -58,4 +59,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(task_router)
     app.include_router(runs_router)
     app.include_router(v1_router, prefix="/v1")
+    for router, prefix in sandbox_routers():
+        app.include_router(router, prefix=prefix)
     return app

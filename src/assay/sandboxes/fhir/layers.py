@@ -87,13 +87,14 @@ class LayerCache:
         """
         key = layer_hash(bundles)
         with self._lock:
-            if key in self._layers:
-                return key
+            cached = self._layers.get(key)
         with using(self.engine, conn) as db:
+            # Existence is decided by SQL, never by the cache: a caller's transaction that
+            # stored a layer may have rolled back since.
             if db.execute(select(FhirLayer.hash).where(FhirLayer.hash == key)).first() is not None:
                 return key
             now = utcnow()
-            resources = _seeded(bundles, iso(now) or "")
+            resources = list(cached.by_key.values()) if cached else _seeded(bundles, iso(now) or "")
             rows = [
                 {
                     "layer_hash": key,

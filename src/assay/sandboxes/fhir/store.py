@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from assay.sandboxes.fhir.resources import next_version, stamp
 from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
 from assay.store.ids import iso, utcnow
 
-__all__ = ["EmbeddedFhir", "WriteTransaction"]
+__all__ = ["EmbeddedFhir", "WriteTransaction", "embedded_fhir"]
 
 Key = tuple[str, str]
 
@@ -109,6 +110,15 @@ class EmbeddedFhir:
                     insert(FhirStoreRow),
                     [{"id": store_id, "layer_hash": layer, "seq": 0, "created_at": utcnow()}],
                 )
+
+    def exists(self, store_id: str, conn: Connection | None = None) -> bool:
+        with using(self.engine, conn) as db:
+            return db.execute(select(FhirStoreRow.id).where(FhirStoreRow.id == store_id)).first() is not None
+
+    def forget(self, store_id: str) -> None:
+        """Drop this process's index of a store (its playground was torn down); SQL keeps it all."""
+        with self._lock:
+            self._indexes.pop(store_id, None)
 
     def _index(self, store_id: str, conn: Connection) -> StoreIndex:
         with self._lock:
@@ -231,3 +241,16 @@ def _row_dict(row: VersionRow) -> dict[str, Any]:
         "deleted": row.deleted,
         "body": row.body,
     }
+
+
+_BY_ENGINE: weakref.WeakKeyDictionary[Engine, EmbeddedFhir] = weakref.WeakKeyDictionary()
+_BY_ENGINE_LOCK = threading.Lock()
+
+
+def embedded_fhir(engine: Engine) -> EmbeddedFhir:
+    """The one `EmbeddedFhir` of this process for `engine` (its indexes are per process)."""
+    with _BY_ENGINE_LOCK:
+        found = _BY_ENGINE.get(engine)
+        if found is None:
+            found = _BY_ENGINE[engine] = EmbeddedFhir(engine)
+        return found

@@ -21,6 +21,7 @@ from assay.service.runs import states
 from assay.service.runs.lifecycle import end_task_run, finalize_if_done, lock_run, settle
 from assay.service.runs.repository import current_criterion_runs, get_benchmark_run, get_task_run
 from assay.service.runs.schemas import BenchmarkRunCreate
+from assay.service.sandboxes.datasets import datasets_for
 from assay.store import Caller, Conflict, Invalid, NotFound, new_id, owned, utcnow
 from assay.store.models import (
     Benchmark,
@@ -195,13 +196,15 @@ def start_task_run(
             f"concurrency limit {benchmark_run.concurrency} reached: {', '.join(running)} started",
             {"started_task_run_ids": running},
         )
-    problem = _scenario_problem(task_run)
+    datasets = datasets_for(session, benchmark_run, task_run)
+    problem = _scenario_problem(task_run) or sandboxes.unsupported_dataset(datasets)
     if problem:
         end_task_run(session, task_run, "fail", now, reason=problem)
         finalize_if_done(benchmark_run, task_runs, now)
         return Started(task_run, None, problem)
     playground = sandboxes.provision(session, org_id=task_run.org_id, task_run_id=task_run.id)
     task_run.playground_id = playground.id
+    sandboxes.seed(session, playground.id, datasets)
     task_run.phase, task_run.status = states.STARTED
     task_run.started_at = now
     task_run.deadline_at = now + timedelta(seconds=task_run.timeout_seconds)
@@ -223,11 +226,11 @@ def _access(session: Session, task_run: TaskRun, host: str, sftp_port: int, mllp
 # -- complete, rescore --------------------------------------------------------------------------
 
 
-def _verify(task_run: TaskRun, pointer: dict[str, Any]) -> TaskVerification:
+def _verify(session: Session, task_run: TaskRun, pointer: dict[str, Any]) -> TaskVerification:
     """Judge the frozen criteria on the captured state: the same `verify_task` as `assay verify`."""
     criteria = task_run.snapshot["criteria"]
     specs = [CriterionSpec.from_json(criterion, i) for i, criterion in enumerate(criteria)]
-    state = sandboxes.state_of(pointer)
+    state = sandboxes.state_of(pointer, session)
     return verify_task(specs, state, input_entity=state.input_entity())
 
 
@@ -274,9 +277,10 @@ def complete_task_run(session: Session, caller: Caller, task_run_id: str) -> Com
         task_run_id=task_run.id,
         input_entity=_input_entity(task_run),
         entities=task_run.entities or {},
+        session=session,
     )
     task_run.capture = pointer
-    verification = _verify(task_run, pointer)
+    verification = _verify(session, task_run, pointer)
     rows = _record(session, task_run, verification)
     score = verification.score
     end_task_run(
@@ -304,7 +308,7 @@ def rescore_task_run(session: Session, caller: Caller, task_run_id: str) -> Comp
     for previous in current_criterion_runs(session, task_run.id):
         previous.superseded = True
     session.flush()
-    verification = _verify(task_run, task_run.capture)
+    verification = _verify(session, task_run, task_run.capture)
     rows = _record(session, task_run, verification)
     task_run.score = str(verification.score.score)
     task_run.verdict = verification.score.verdict

@@ -107,7 +107,7 @@ def get_task_run_state(task_run_id: str, session: SessionDep, caller: OrgCaller)
     if task_run.capture is None:
         raise Conflict(f"task run {task_run.id} is {task_run.status} and has no captured state")
     with tempfile.TemporaryDirectory(prefix="assay-state-") as folder:
-        data = archive_snapshot(sandboxes.materialize(task_run.capture, Path(folder) / "snapshot"))
+        data = archive_snapshot(sandboxes.materialize(task_run.capture, Path(folder) / "snapshot", session))
     headers = {"Content-Disposition": f'attachment; filename="{task_run.id}.tar.gz"'}
     return Response(data, media_type="application/gzip", headers=headers)
 

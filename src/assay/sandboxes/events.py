@@ -1,0 +1,78 @@
+"""The sandbox event log (SPEC §1.1): every request to a surface, in order, bodies capped at 1 MiB.
+
+`record_event` appends one `sandbox_events` row with the next per-sandbox `seq`. It runs in its
+own short transaction after the request's own work committed, so a failed or refused request is
+logged too and never holds the playground's write lock. Bodies are stored as JSON when they are
+JSON (so `GET /sandboxes/{id}/events` shows objects), as text otherwise; past `MAX_BODY` bytes
+the text is cut and `truncated` is set.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import Engine, func, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from assay.store import new_id, utcnow
+from assay.store.models import SandboxEvent
+
+__all__ = ["MAX_BODY", "record_event", "stored_body"]
+
+MAX_BODY = 1024 * 1024
+_ATTEMPTS = 5
+
+
+def stored_body(raw: bytes) -> tuple[Any, bool]:
+    """(value to store, truncated): parsed JSON when it is JSON, else text; None when empty."""
+    if not raw:
+        return None, False
+    if len(raw) > MAX_BODY:
+        return raw[:MAX_BODY].decode("utf-8", errors="ignore"), True
+    try:
+        return json.loads(raw), False
+    except (ValueError, UnicodeDecodeError):
+        return raw.decode("utf-8", errors="replace"), False
+
+
+def record_event(
+    engine: Engine,
+    *,
+    org_id: str,
+    sandbox_id: str,
+    type: str,
+    method: str | None,
+    path: str | None,
+    status: int | None,
+    request: bytes = b"",
+    response: bytes = b"",
+) -> str:
+    """Append one event; its id. Concurrent writers retry on a taken `seq` (PostgreSQL)."""
+    request_body, request_cut = stored_body(request)
+    response_body, response_cut = stored_body(response)
+    row = {
+        "id": new_id("evt_"),
+        "org_id": org_id,
+        "sandbox_id": sandbox_id,
+        "type": type,
+        "method": method,
+        "path": path,
+        "status": status,
+        "request": request_body,
+        "response": response_body,
+        "truncated": request_cut or response_cut,
+        "created_at": utcnow(),
+    }
+    for attempt in range(_ATTEMPTS):
+        try:
+            with engine.begin() as conn:
+                last = conn.execute(
+                    select(func.max(SandboxEvent.seq)).where(SandboxEvent.sandbox_id == sandbox_id)
+                ).scalar()
+                conn.execute(insert(SandboxEvent), [{**row, "seq": (last or 0) + 1}])
+            return str(row["id"])
+        except IntegrityError:
+            if attempt == _ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
