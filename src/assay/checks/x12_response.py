@@ -120,9 +120,21 @@ def _candidates(records: Sequence[X12Record], transaction: str | None) -> _Pool:
     return _Pool(candidates, errors, len(records))
 
 
-@lru_cache(maxsize=256)
+_CACHED_TEXT_LIMIT = 64 * 1024
+"""Only texts up to this size are kept parsed between criteria, bounding the cache's memory."""
+
+
 def _parsed(raw: str) -> _Parsed:
     """Parse once per stored text: several criteria of a task read the same records."""
+    return _parsed_cached(raw) if len(raw) <= _CACHED_TEXT_LIMIT else _parse(raw)
+
+
+@lru_cache(maxsize=256)
+def _parsed_cached(raw: str) -> _Parsed:
+    return _parse(raw)
+
+
+def _parse(raw: str) -> _Parsed:
     try:
         return _Parsed(parse_x12(raw), None)
     except X12ParseError as exc:
