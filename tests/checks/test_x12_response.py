@@ -379,3 +379,11 @@ def test_through_the_cli(tmp_path: Path) -> None:
         {"path": "2000E/HCR01", "expected": "A3", "actual": "A1", "passed": False}
     ]
     assert body["score"] == 0.5 and body["verdict"] == "partial"
+
+
+def test_large_response_is_read_without_the_cache(tmp_path: Path) -> None:
+    large = (X12 / "imsweb/837_5010/x12_many_claims.txt").read_text()
+    assert len(large) > check_module._CACHED_TEXT_LIMIT
+    (result,) = score(tmp_path, records(large), x12(("BHT03", "0123"), ("2000B/2300/CLM[#2]01", "A37YH667")))
+    assert result.score == 1, result.evidence
+    assert result.evidence["transaction"] == "837"
