@@ -24,6 +24,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from assay.service.app import create_app
+from assay.service.server import NoDelayH11Protocol
 from assay.service.settings import Settings
 from assay.store import Database
 from assay.store.tokens import ensure_org, mint_key
@@ -59,7 +60,7 @@ def _serve(settings: Settings) -> Iterator[tuple[str, Any]]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = _ThreadServer(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server = _ThreadServer(uvicorn.Config(app, log_level="warning", lifespan="on", http=NoDelayH11Protocol))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

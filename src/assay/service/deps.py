@@ -1,6 +1,7 @@
 """Dependency aliases, so handlers read like sentences (`session: SessionDep, caller: OrgCaller`).
 
-The session dependency opens one transaction per request and commits it when the handler returns,
+Dependencies that do no I/O are `async` so they run on the event loop instead of taking a
+threadpool hop each. The session dependency opens one transaction per request and commits it when the handler returns,
 before the response is sent (`scope="function"`), so a client never reads ahead of a commit.
 """
 
@@ -30,18 +31,14 @@ __all__ = [
 ]
 
 
-def _database(request: Request) -> Database:
-    database: Database = request.app.state.database
-    return database
-
-
-def _settings(request: Request) -> Settings:
+async def _settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
 
 def _session(request: Request) -> Iterator[Session]:
-    with _database(request).transaction() as session:
+    database: Database = request.app.state.database
+    with database.transaction() as session:
         yield session
 
 
@@ -64,15 +61,15 @@ def _require(caller: Caller, *kinds: str) -> Caller:
     return caller
 
 
-def _org_caller(caller: AnyCaller) -> Caller:
+async def _org_caller(caller: AnyCaller) -> Caller:
     return _require(caller, "org")
 
 
-def _run_caller(caller: AnyCaller) -> Caller:
+async def _run_caller(caller: AnyCaller) -> Caller:
     return _require(caller, "run")
 
 
-def _run_creator(caller: AnyCaller) -> Caller:
+async def _run_creator(caller: AnyCaller) -> Caller:
     return _require(caller, "org", "solver")
 
 
@@ -87,7 +84,7 @@ class PageQuery:
     cursor: str | None
 
 
-def _page(
+async def _page(
     limit: Annotated[str | None, Query(description="1..100, default 20")] = None,
     cursor: Annotated[str | None, Query(description="`_meta.next` or `_meta.prev` of a page")] = None,
 ) -> PageQuery:

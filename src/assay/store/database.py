@@ -44,7 +44,7 @@ class Database:
     def _create_engine(self, pool_size: int, echo: bool) -> Engine:
         if not self.is_sqlite:
             return create_engine(
-                self.url, pool_size=pool_size, max_overflow=2 * pool_size, pool_pre_ping=True, echo=echo
+                self.url, pool_size=pool_size, max_overflow=2 * pool_size, pool_recycle=1800, echo=echo
             )
         if self.url.database:
             Path(self.url.database).parent.mkdir(parents=True, exist_ok=True)

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import uvicorn
 from sqlalchemy.engine import make_url
 
 from assay.service.app import create_app
+from assay.service.server import run
 from assay.service.settings import Settings
 from assay.store import Database
 from assay.store.tokens import DEFAULT_ORG_NAME, ensure_org, mint_key
@@ -55,10 +55,8 @@ def serve(
             f"Get an API key: assay keys create{hint}  (or set ASSAY_BOOTSTRAP_API_KEY=vk_...)",
             file=sys.stderr,
         )
-    if workers > 1:
-        uvicorn.run("assay.service.app:create_app", factory=True, host=host, port=port, workers=workers)
-    else:
-        uvicorn.run(create_app(settings), host=host, port=port)
+    app = "assay.service.app:create_app" if workers > 1 else create_app(settings)
+    run(app, host=host, port=port, workers=workers)
 
 
 keys_app = typer.Typer(help="Organization API keys.", no_args_is_help=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from assay import sandboxes
@@ -169,6 +170,20 @@ def _pick(task_runs: list[TaskRun], ident: str) -> TaskRun:
     return next(task_run for task_run in task_runs if task_run.id == ident)
 
 
+def _lock_for(session: Session, caller: Caller, task_run_id: str) -> tuple[BenchmarkRun, list[TaskRun]]:
+    """Lock the run that holds `task_run_id`, as seen by `caller` (foreign → 404).
+
+    A run token names its run already, so its task run is looked up under the lock itself.
+    """
+    if caller.kind == "run" and caller.benchmark_run_id:
+        benchmark_run, task_runs = lock_run(session, caller.benchmark_run_id)
+        if not any(task_run.id == task_run_id for task_run in task_runs):
+            raise NotFound.of("task run", task_run_id)
+        return benchmark_run, task_runs
+    found = get_task_run(session, caller, task_run_id)
+    return lock_run(session, found.benchmark_run_id)
+
+
 def _scenario_problem(task_run: TaskRun) -> str | None:
     for step in task_run.snapshot["task"].get("scenario") or []:
         name = step.get("step") if isinstance(step, dict) else None
@@ -181,8 +196,7 @@ def start_task_run(
     session: Session, caller: Caller, task_run_id: str, *, host: str, sftp_port: int, mllp_port: int
 ) -> Started:
     """Provision the playground and start the clock; idempotent while started (SPEC §1.1)."""
-    found = get_task_run(session, caller, task_run_id)
-    benchmark_run, task_runs = lock_run(session, found.benchmark_run_id)
+    benchmark_run, task_runs = _lock_for(session, caller, task_run_id)
     task_run, now = _pick(task_runs, task_run_id), utcnow()
     settle(session, benchmark_run, task_runs, now)
     if task_run.phase == "started" and task_run.status == "active":
@@ -235,9 +249,10 @@ def _verify(session: Session, task_run: TaskRun, pointer: dict[str, Any]) -> Tas
 
 
 def _record(session: Session, task_run: TaskRun, verification: TaskVerification) -> list[CriterionRun]:
+    """One set of criterion runs, in one bulk INSERT (no unit-of-work bookkeeping per row)."""
     now, criteria = utcnow(), task_run.snapshot["criteria"]
-    rows = [
-        CriterionRun(
+    values = [
+        dict(
             id=new_id("crun_"),
             org_id=task_run.org_id,
             task_run_id=task_run.id,
@@ -258,14 +273,14 @@ def _record(session: Session, task_run: TaskRun, verification: TaskVerification)
         )
         for i, run in enumerate(verification.runs)
     ]
-    session.add_all(rows)
-    return rows
+    if values:
+        session.execute(insert(CriterionRun), values)
+    return [CriterionRun(**row) for row in values]
 
 
 def complete_task_run(session: Session, caller: Caller, task_run_id: str) -> Completion:
     """Capture, verify, record, finalize — once. Later or concurrent calls get the stored result."""
-    found = get_task_run(session, caller, task_run_id)
-    benchmark_run, task_runs = lock_run(session, found.benchmark_run_id)
+    benchmark_run, task_runs = _lock_for(session, caller, task_run_id)
     task_run, now = _pick(task_runs, task_run_id), utcnow()
     if task_run.phase == "created":
         raise Conflict(f"task run {task_run.id} has not been started; call start first")

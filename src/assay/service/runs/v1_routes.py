@@ -3,8 +3,6 @@ token, its solver's key, or an org key), start and complete task runs (run token
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
@@ -25,26 +23,29 @@ from assay.store import utcnow
 __all__ = ["router"]
 
 router = APIRouter(tags=["v1"])
-Json = dict[str, Any]
+"""Handlers return `JSONResponse` themselves: these are the agent's hot path, and skipping
+FastAPI's generic re-encoding of plain dicts saves a measurable share of each call."""
 
 
 @router.post("/benchmark-runs", status_code=201)
-def create_benchmark_run(body: BenchmarkRunCreate, session: SessionDep, caller: RunCreator) -> Json:
+def create_benchmark_run(body: BenchmarkRunCreate, session: SessionDep, caller: RunCreator) -> JSONResponse:
     """Start a rollout of `slug@version` (or `slug`); returns the run's bearer token once."""
     created = actions.create_benchmark_run(session, caller, body)
-    return v1_created_json(created.benchmark_run, created.token, created.task_runs)
+    return JSONResponse(
+        v1_created_json(created.benchmark_run, created.token, created.task_runs), status_code=201
+    )
 
 
 @router.get("/benchmark-runs/{benchmark_run_id}")
-def get_benchmark_run(benchmark_run_id: str, session: SessionDep, caller: AnyCaller) -> Json:
+def get_benchmark_run(benchmark_run_id: str, session: SessionDep, caller: AnyCaller) -> JSONResponse:
     run = repo.get_benchmark_run(session, caller, benchmark_run_id)
-    return v1_benchmark_run_json(run, settle_if_due(session, run, utcnow()))
+    return JSONResponse(v1_benchmark_run_json(run, settle_if_due(session, run, utcnow())))
 
 
-@router.post("/task-runs/{task_run_id}/start", response_model=None)
+@router.post("/task-runs/{task_run_id}/start")
 def start_task_run(
     task_run_id: str, request: Request, session: SessionDep, caller: RunCaller, settings: SettingsDep
-) -> Json | JSONResponse:
+) -> JSONResponse:
     """Provision the playground; idempotent while started. A failed provisioning is a 409 that
     still records the task run as `failed` (so the reply is built here, not raised)."""
     started = actions.start_task_run(
@@ -58,11 +59,11 @@ def start_task_run(
     if started.failure or started.access is None:
         reason = started.failure or "provisioning failed"
         return envelope(409, "CONFLICT", f"task run {task_run_id} failed: {reason}", {"reason": reason})
-    return started_json(started.task_run, started.access)
+    return JSONResponse(started_json(started.task_run, started.access))
 
 
 @router.post("/task-runs/{task_run_id}/complete")
-def complete_task_run(task_run_id: str, session: SessionDep, caller: RunCaller) -> Json:
+def complete_task_run(task_run_id: str, session: SessionDep, caller: RunCaller) -> JSONResponse:
     """Verify now; idempotent. Scored runs omit `details` and `evidence` here."""
     result = actions.complete_task_run(session, caller, task_run_id)
-    return completion_json(result.task_run, result.criterion_runs, scored=result.scored)
+    return JSONResponse(completion_json(result.task_run, result.criterion_runs, scored=result.scored))
