@@ -8,7 +8,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 import uvicorn
@@ -20,13 +19,6 @@ from assay.store.database import Database
 
 # The whole service (run lifecycle + surfaces), on SQLite and, with ASSAY_TEST_POSTGRES_URL, PostgreSQL.
 from tests.service.conftest import _postgres_database, api, server  # noqa: F401
-
-
-def sqlite_engine(path: Path) -> Engine:
-    """The service's SQLite engine (WAL, `BEGIN IMMEDIATE`), schema made by the Alembic migrations."""
-    database = Database(f"sqlite:///{path}")
-    database.migrate()
-    return database.engine
 
 
 @dataclass
@@ -69,11 +61,17 @@ def serve(app: FastAPI) -> Iterator[str]:
         thread.join(10)
 
 
-@pytest.fixture(scope="session")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    engine = sqlite_engine(tmp_path_factory.mktemp("fhir") / "assay.db")
-    yield engine
-    engine.dispose()
+@pytest.fixture(scope="session", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    """The service's engine on SQLite and, with ASSAY_TEST_POSTGRES_URL, on PostgreSQL."""
+    if request.param == "postgres":
+        database = Database(request.getfixturevalue("_postgres_database"))
+        database.migrate()
+    else:
+        database = Database(f"sqlite:///{tmp_path_factory.mktemp('fhir') / 'assay.db'}")
+        database.migrate()
+    yield database.engine
+    database.dispose()
 
 
 @pytest.fixture(scope="session")
