@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationInfo, model_validator
@@ -100,3 +101,30 @@ def exactly_one(model: BaseModel, *names: str) -> None:
         raise PydanticCustomError(
             "exactly_one", "exactly one of {names} is required", {"names": " / ".join(names)}
         )
+
+
+def check_path(parse: Callable[[str], Any], value: str) -> str:
+    """Parse a path with its grammar once at validation; its `ValueError` becomes a clean 422."""
+    try:
+        parse(value)
+    except ValueError as exc:
+        raise PydanticCustomError("path", "{message}", {"message": str(exc)}) from None
+    return value
+
+
+def check_correlation_keys(
+    keys: Iterable[str], aliases: tuple[str, ...], parse: Callable[[str], Any], kind: str
+) -> None:
+    """Each `correlate_by` key is an alias or a path of `kind` (HL7, X12)."""
+    for key in keys:
+        if key in aliases:
+            continue
+        try:
+            parse(key)
+        except ValueError as exc:
+            reason = getattr(exc, "reason", str(exc))
+            raise PydanticCustomError(
+                "correlation_key",
+                "correlate_by key {key} is neither an alias ({aliases}) nor an {kind} path: {reason}",
+                {"key": repr(key), "aliases": ", ".join(aliases), "kind": kind, "reason": reason},
+            ) from None

@@ -10,19 +10,20 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field, field_validator
-from pydantic_core import PydanticCustomError
 
-from assay.core.assertions._base import FieldAssertion, MatchMode, TaggedAssertion
-from assay.formats.hl7 import Hl7Path, Hl7PathError
+from assay.core.assertions._base import (
+    FieldAssertion,
+    MatchMode,
+    TaggedAssertion,
+    check_correlation_keys,
+    check_path,
+)
+from assay.formats.hl7 import Hl7Path
 
 __all__ = ["CORRELATION_ALIASES", "Hl7Field", "Hl7Structural"]
 
 CORRELATION_ALIASES = ("message_type", "trigger_event", "control_id")
 """`correlate_by` keys that are not paths: `MSH-9.1^MSH-9.2`, MSH-9.2 and MSH-10."""
-
-
-def _path_error(error: Hl7PathError) -> PydanticCustomError:
-    return PydanticCustomError("hl7_path", "{message}", {"message": str(error)})
 
 
 class Hl7Field(FieldAssertion):
@@ -32,11 +33,7 @@ class Hl7Field(FieldAssertion):
     @field_validator("path")
     @classmethod
     def _path_parses(cls, value: str) -> str:
-        try:
-            Hl7Path.parse(value)
-        except Hl7PathError as exc:
-            raise _path_error(exc) from None
-        return value
+        return check_path(Hl7Path.parse, value)
 
     @property
     def hl7_path(self) -> Hl7Path:
@@ -54,16 +51,5 @@ class Hl7Structural(TaggedAssertion):
     @field_validator("correlate_by")
     @classmethod
     def _keys_are_paths_or_aliases(cls, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
-            if key in CORRELATION_ALIASES:
-                continue
-            try:
-                Hl7Path.parse(key)
-            except Hl7PathError as exc:
-                aliases = ", ".join(CORRELATION_ALIASES)
-                raise PydanticCustomError(
-                    "hl7_correlation_key",
-                    "key {key} is neither an alias ({aliases}) nor an HL7 path: {reason}",
-                    {"key": repr(key), "aliases": aliases, "reason": exc.reason},
-                ) from None
+        check_correlation_keys(value, CORRELATION_ALIASES, Hl7Path.parse, "HL7")
         return value

@@ -10,24 +10,20 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
-from pydantic_core import PydanticCustomError
 
-from assay.core.assertions._base import FieldAssertion, MatchMode, TaggedAssertion
-from assay.formats.x12 import X12Path, X12PathError
+from assay.core.assertions._base import (
+    FieldAssertion,
+    MatchMode,
+    TaggedAssertion,
+    check_correlation_keys,
+    check_path,
+)
+from assay.formats.x12 import X12Path
 
 __all__ = ["CORRELATION_ALIASES", "X12Field", "X12Response"]
 
 CORRELATION_ALIASES = ("member_id", "trace_number", "patient_control_number")
 """`correlate_by` keys that are not paths; what each reads depends on the transaction (SPEC §3.7)."""
-
-
-def _path_error(error: X12PathError, key: str | None = None) -> PydanticCustomError:
-    if key is None:
-        message = str(error)
-    else:
-        aliases = ", ".join(CORRELATION_ALIASES)
-        message = f"correlate_by key {key!r} is neither an alias ({aliases}) nor an X12 path: {error}"
-    return PydanticCustomError("x12_path", "{message}", {"message": message})
 
 
 class X12Field(FieldAssertion):
@@ -37,11 +33,7 @@ class X12Field(FieldAssertion):
     @field_validator("path")
     @classmethod
     def _path_parses(cls, value: str) -> str:
-        try:
-            X12Path.parse(value)
-        except X12PathError as exc:
-            raise _path_error(exc) from None
-        return value
+        return check_path(X12Path.parse, value)
 
     @property
     def x12_path(self) -> X12Path:
@@ -66,11 +58,5 @@ class X12Response(TaggedAssertion):
     @field_validator("correlate_by")
     @classmethod
     def _keys_are_paths_or_aliases(cls, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
-            if key in CORRELATION_ALIASES:
-                continue
-            try:
-                X12Path.parse(key)
-            except X12PathError as exc:
-                raise _path_error(exc, key) from None
+        check_correlation_keys(value, CORRELATION_ALIASES, X12Path.parse, "X12")
         return value
