@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from sqlalchemy.exc import IntegrityError
 
 from assay.service.catalog.routes import router as catalog_router
 from assay.service.catalog.task_routes import router as task_router
@@ -27,6 +28,18 @@ from assay.store.tokens import ensure_api_key
 __all__ = ["create_app"]
 
 
+def _bootstrap(database: Database, key: str) -> None:
+    """Ensure `ASSAY_BOOTSTRAP_API_KEY`; a worker that loses the insert race finds the winner's row."""
+    for attempt in range(2):
+        try:
+            with database.transaction() as session:
+                ensure_api_key(session, key)
+            return
+        except IntegrityError:
+            if attempt:
+                raise
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app; without `settings`, read them from the environment (for `uvicorn --factory`)."""
     settings = settings or Settings.from_env()
@@ -36,8 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         database = Database(settings.resolved_database_url)
         database.migrate()
         if settings.bootstrap_api_key:
-            with database.transaction() as session:
-                ensure_api_key(session, settings.bootstrap_api_key)
+            _bootstrap(database, settings.bootstrap_api_key)
         app.state.database = database
         app.state.settings = settings
         sweeper = Sweeper(database, settings.sweep_interval)
