@@ -7,6 +7,7 @@ so concurrent calls on one run queue up and each sees the previous one's commit:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -265,7 +266,7 @@ def _record(session: Session, task_run: TaskRun, verification: TaskVerification)
             passed=run.result.passed,
             score=str(run.result.score),
             details=run.result.details,
-            evidence=run.result.evidence,
+            evidence=_jsonable(run.result.evidence),
             superseded=False,
             created_at=now,
             started_at=run.started_at,
@@ -276,6 +277,14 @@ def _record(session: Session, task_run: TaskRun, verification: TaskVerification)
     if values:
         session.execute(insert(CriterionRun), values)
     return [CriterionRun(**row) for row in values]
+
+
+def _jsonable(evidence: Any) -> Any:
+    """Evidence as plain JSON: a check that put a date or a Fraction in it must not fail the write."""
+    try:
+        return json.loads(json.dumps(evidence, default=str, ensure_ascii=False))
+    except (TypeError, ValueError):
+        return {"unserializable": repr(evidence)[:2000]}
 
 
 def complete_task_run(session: Session, caller: Caller, task_run_id: str) -> Completion:
