@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from assay.core.state import FileRecord, Hl7Record, PortalRow, SearchParams, VoiceTurn, X12Record
 from assay.formats.fhir import FhirStore
+from assay.sandboxes.fhir.external import configured_external_fhir
 from assay.sandboxes.fhir.store import embedded_fhir
 from assay.snapshot import write_snapshot
 from assay.store import iso, utcnow
@@ -47,7 +48,16 @@ def capture(
     if session is not None and playground_id is not None:
         connection = session.connection()
         fhir = embedded_fhir(connection.engine)
-        if fhir.exists(playground_id, connection):
+        external = configured_external_fhir()
+        if external is not None and not fhir.exists(playground_id, connection):
+            # An external server's state is copied once, as an embedded layer: scoring, rescore
+            # and the state tar.gz never depend on that server again.
+            bundle = {"resourceType": "Bundle", "type": "collection", "entry": [
+                {"resource": resource} for resource in external.snapshot(playground_id)
+            ]}  # fmt: skip
+            fhir.provision(playground_id, [bundle], conn=connection)
+            pointer["fhir"] = {"store_id": playground_id, "seq": 0, "external": external.base_url}
+        elif fhir.exists(playground_id, connection):
             pointer["fhir"] = {"store_id": playground_id, "seq": fhir.capture(playground_id, connection)}
     return pointer
 

@@ -12,7 +12,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from assay.sandboxes.fhir.external import configured_external_fhir
+from assay.sandboxes.fhir.layers import seeded_resources
 from assay.sandboxes.fhir.store import embedded_fhir
+from assay.store import iso, utcnow
 
 __all__ = ["LOADED_TYPES", "seed", "unsupported_dataset"]
 
@@ -33,7 +36,12 @@ def seed(session: Session, playground_id: str, datasets: Sequence[Mapping[str, A
     """Create the playground's stores inside the caller's transaction and load `datasets` in order.
 
     The FHIR store always exists (empty without `fhir` datasets): it is keyed by the playground id.
+    With `ASSAY_FHIR_URL` set, the resources go to that server instead, namespaced per playground.
     """
-    connection = session.connection()
     bundles = [dataset.get("data") for dataset in datasets if dataset.get("type") == "fhir"]
+    external = configured_external_fhir()
+    if external is not None:
+        external.provision(playground_id, seeded_resources(bundles, iso(utcnow()) or ""))
+        return
+    connection = session.connection()
     embedded_fhir(connection.engine).provision(playground_id, bundles, conn=connection)

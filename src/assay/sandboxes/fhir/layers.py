@@ -27,7 +27,7 @@ from assay.sandboxes.fhir._db import using
 from assay.sandboxes.fhir.tables import FhirLayer, FhirLayerResource
 from assay.store.ids import iso, utcnow
 
-__all__ = ["Layer", "LayerCache", "layer_hash"]
+__all__ = ["Layer", "LayerCache", "layer_hash", "seeded_resources"]
 
 Key = tuple[str, str]
 _INSERT_CHUNK = 2000
@@ -56,7 +56,8 @@ class Layer:
         return self._index
 
 
-def _seeded(bundles: Sequence[Any], loaded_at: str) -> list[dict[str, Any]]:
+def seeded_resources(bundles: Sequence[Any], loaded_at: str) -> list[dict[str, Any]]:
+    """The resources `bundles` load, in order, last write wins, seed meta filled in (SPEC §5.1)."""
     by_key: dict[Key, dict[str, Any]] = {}
     for bundle in bundles:
         for resource in _loading.load_bundle(bundle, list(by_key.values())):
@@ -94,7 +95,7 @@ class LayerCache:
             if db.execute(select(FhirLayer.hash).where(FhirLayer.hash == key)).first() is not None:
                 return key
             now = utcnow()
-            resources = list(cached.by_key.values()) if cached else _seeded(bundles, iso(now) or "")
+            resources = list(cached.by_key.values()) if cached else seeded_resources(bundles, iso(now) or "")
             rows = [
                 {
                     "layer_hash": key,

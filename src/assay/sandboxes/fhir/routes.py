@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 from fastapi import APIRouter, Depends, Request, Response
 from starlette.concurrency import run_in_threadpool
@@ -22,6 +22,7 @@ from assay.sandboxes.fhir import actions
 from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import post_bundle
 from assay.sandboxes.fhir.capability import capability_statement
+from assay.sandboxes.fhir.external import ExternalFhir
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.store import EmbeddedFhir
 
@@ -49,6 +50,8 @@ class FhirSurface:
     base_url: str
     """The FHIR base, absolute, without a trailing slash."""
     record: Callable[[SurfaceEvent], None] | None = None
+    external: ExternalFhir | None = None
+    """When set (`ASSAY_FHIR_URL`), interactions are forwarded there instead of the embedded store."""
 
 
 def base_url_of(request: Request) -> str:
@@ -81,6 +84,17 @@ def _handle(
 async def _run(request: Request, surface: FhirSurface, work: Callable[[bytes], FhirResult]) -> Response:
     raw = await request.body()
     path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    external = surface.external
+    if external is not None:
+        relative = request.url.path[len(urlsplit(surface.base_url).path) :]
+        headers = {key.lower(): value for key, value in request.headers.items()}
+        query = list(request.query_params.multi_items())
+
+        def work(raw: bytes) -> FhirResult:
+            return external.forward(
+                surface.store_id, surface.base_url, request.method, relative, query, headers, raw
+            )
+
     return await run_in_threadpool(_handle, surface, request.method, path, raw, lambda: work(raw))
 
 

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from assay.sandboxes import record_event
 from assay.sandboxes.fhir import FhirSurface, SurfaceEvent, base_url_of, fhir_router
+from assay.sandboxes.fhir.external import configured_external_fhir
 from assay.sandboxes.fhir.store import embedded_fhir
 from assay.service.auth.actions import authenticate
 from assay.service.runs import repository as repo
@@ -69,7 +70,8 @@ def _surface(request: Request, database: Database, task_run: TaskRun, where: tup
             response=event.response,
         )
 
-    return FhirSurface(embedded_fhir(database.engine), playground_id, base_url_of(request), record)
+    fhir = embedded_fhir(database.engine)
+    return FhirSurface(fhir, playground_id, base_url_of(request), record, configured_external_fhir())
 
 
 def task_run_fhir(

@@ -1,0 +1,368 @@
+"""An external FHIR R4 server behind the sandbox surface (`ASSAY_FHIR_URL`), generic tag strategy.
+
+Users who already run HAPI, Medplum or the Google Cloud Healthcare API point Assay at it; the agent
+still talks to Assay's FHIR base, which forwards each interaction. Isolation per playground on a
+generic server (the strategy implemented here):
+
+- every resource a playground writes carries `meta.tag` `{TAG_SYSTEM}|<playground id>`, and every
+  search is ANDed with that `_tag`;
+- ids are namespaced: a playground's resource `Patient/x` is `Patient/<prefix>-x` on the server, and
+  every reference, URL id, `_id` and reference search value is mapped both ways, so two playgrounds
+  seeded with the same dataset (same ids, SPEC §5.1) never overwrite each other;
+- creates are sent as `PUT` with a client-assigned id (the server must allow update-as-create:
+  HAPI's default, `enableUpdateCreate` on Google Cloud Healthcare FHIR stores).
+
+Known leaks and limits of this fallback (docs/decisions.md): a reference the agent writes to
+another playground's *server* id (`Patient/<other prefix>-x`) resolves, and `_include`/`_history`
+follow it; a JSON Patch may remove the tag or change the id; conditional creates are a search then
+a write, not atomic; ids longer than 64 - len(prefix) characters are refused; resources stay on the
+server after the task run ends. Server-specific strategies (a FHIR store per playground on the
+Google Cloud Healthcare API, a partition on HAPI, a project on Medplum) avoid these leaks and are
+documented, not implemented.
+
+`complete` captures the playground by reading every tagged resource back and storing it as an
+embedded layer, so scoring, `rescore` and the state tar.gz never depend on the server again.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import httpx
+
+from assay.formats.fhir import search_parameter
+from assay.formats.fhir.parameters import resource_types
+from assay.sandboxes.fhir.actions import FhirResult
+from assay.sandboxes.fhir.capability import capability_statement
+from assay.sandboxes.fhir.outcomes import FhirError
+from assay.sandboxes.fhir.resources import check_resource, check_type, rewrite_references
+
+__all__ = ["TAG_SYSTEM", "ExternalFhir", "configured_external_fhir"]
+
+TAG_SYSTEM = "https://assay.dev/fhir/playground"
+_LOCAL_REF = re.compile(r"^([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})(/_history/[^/]+)?$")
+_BATCH = 500
+_CONTROL = frozenset({"_count", "_offset", "_getpagesoffset", "_sort", "_format", "_summary", "_elements"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """One playground on the server: its tag code and its id prefix."""
+
+    code: str
+    prefix: str
+
+    def out(self, rid: str) -> str:
+        if rid.startswith(self.prefix):
+            return rid
+        if len(self.prefix) + len(rid) > 64:
+            raise FhirError(422, f"id {rid!r} is too long for the external server's namespacing")
+        return self.prefix + rid
+
+    def back(self, rid: str) -> str:
+        return rid.removeprefix(self.prefix)
+
+    def out_reference(self, text: str) -> str | None:
+        found = _LOCAL_REF.match(text)
+        if found is None:
+            return None
+        return f"{found[1]}/{self.out(found[2])}{found[3] or ''}"
+
+    def back_reference(self, text: str) -> str | None:
+        found = _LOCAL_REF.match(text)
+        if found is None or not found[2].startswith(self.prefix):
+            return None
+        return f"{found[1]}/{self.back(found[2])}{found[3] or ''}"
+
+    @property
+    def tag(self) -> dict[str, str]:
+        return {"system": TAG_SYSTEM, "code": self.code}
+
+
+def _scope(store_id: str) -> _Scope:
+    return _Scope(store_id, "a" + store_id.removeprefix("pg_").lower()[-12:] + "-")
+
+
+class ExternalFhir:
+    """Forwarding to one external FHIR base (no trailing slash)."""
+
+    def __init__(self, base_url: str, client: httpx.Client | None = None):
+        self.base_url = base_url.rstrip("/")
+        self.client = client or httpx.Client(timeout=60, headers={"Accept": "application/fhir+json"})
+
+    # -- mapping -------------------------------------------------------------------------------
+
+    def _outbound(self, resource: dict[str, Any], scope: _Scope, rid: str | None = None) -> dict[str, Any]:
+        """Our resource as the server stores it: namespaced id and references, plus our tag."""
+        mapped = rewrite_references(copy.deepcopy(resource), scope.out_reference)
+        if rid is not None or isinstance(mapped.get("id"), str):
+            mapped["id"] = scope.out(rid if rid is not None else mapped["id"])
+        meta = dict(mapped.get("meta") or {})
+        tags = [t for t in meta.get("tag") or [] if isinstance(t, dict) and t.get("system") != TAG_SYSTEM]
+        meta["tag"] = [*tags, scope.tag]
+        for key in ("versionId", "lastUpdated"):
+            meta.pop(key, None)
+        mapped["meta"] = meta
+        return mapped
+
+    def _inbound(self, value: Any, scope: _Scope, base: str) -> Any:
+        """A server response as our playground shows it: ids, references, URLs and tags mapped back."""
+        if isinstance(value, list):
+            return [self._inbound(item, scope, base) for item in value]
+        if not isinstance(value, dict):
+            return value
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key == "reference" and isinstance(item, str):
+                out[key] = scope.back_reference(item) or item
+            elif key == "id" and isinstance(item, str) and "resourceType" in value:
+                out[key] = scope.back(item)
+            elif key in ("fullUrl", "url", "location") and isinstance(item, str):
+                out[key] = self._url_back(item, scope, base)
+            elif key == "tag" and isinstance(item, list):
+                kept = [t for t in item if not (isinstance(t, dict) and t.get("system") == TAG_SYSTEM)]
+                if kept:
+                    out[key] = kept
+            else:
+                out[key] = self._inbound(item, scope, base)
+        if isinstance(out.get("meta"), dict) and not out["meta"]:
+            del out["meta"]
+        return out
+
+    def _url_back(self, url: str, scope: _Scope, base: str) -> str:
+        if url.startswith(self.base_url):
+            url = base + url[len(self.base_url) :]
+        elif not url.startswith(("http://", "https://", "urn:")) and _LOCAL_REF.match(url.split("?")[0]):
+            return scope.back_reference(url) or url
+        if not url.startswith(base):
+            return url
+        parts = urlsplit(url)
+        path = "/".join(scope.back(p) for p in parts.path.split("/"))
+        query = [
+            (k, v)
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+            if k != "_tag" or TAG_SYSTEM not in v
+        ]
+        back = [
+            (k, ",".join(scope.back_reference(x) or scope.back(x) for x in v.split(","))) for k, v in query
+        ]
+        rebuilt = f"{parts.scheme}://{parts.netloc}{path}"
+        return rebuilt + (f"?{urlencode(back)}" if back else "")
+
+    def _search_params(
+        self, resource_type: str, pairs: Sequence[tuple[str, str]], scope: _Scope
+    ) -> list[tuple[str, str]]:
+        out = []
+        for name, value in pairs:
+            code = name.split(":")[0]
+            if code == "_tag" and TAG_SYSTEM in value:
+                continue
+            if code == "_id":
+                value = ",".join(scope.out(v) for v in value.split(","))
+            elif code not in _CONTROL and not code.startswith("_"):
+                parameter = search_parameter(resource_type, code)
+                if parameter is not None and parameter.type == "reference":
+                    value = ",".join(scope.out_reference(v) or scope.out(v) for v in value.split(","))
+            out.append((name, value))
+        return [*out, ("_tag", f"{TAG_SYSTEM}|{scope.code}")]
+
+    # -- HTTP ----------------------------------------------------------------------------------
+
+    def _send(self, method: str, path: str, scope: _Scope, base: str, **kwargs: Any) -> FhirResult:
+        try:
+            response = self.client.request(method, f"{self.base_url}/{path}", **kwargs)
+        except httpx.HTTPError as exc:
+            raise FhirError(502, f"the external FHIR server at {self.base_url} failed: {exc}") from None
+        body = None
+        if response.content:
+            try:
+                body = self._inbound(response.json(), scope, base)
+            except ValueError:
+                raise FhirError(
+                    502, f"the external FHIR server answered {response.status_code} without JSON"
+                ) from None
+        headers = {k: response.headers[k] for k in ("ETag", "Last-Modified") if k in response.headers}
+        if "Location" in response.headers:
+            headers["Location"] = self._url_back(response.headers["Location"], scope, base)
+        return FhirResult(response.status_code, body, headers)
+
+    # -- provisioning and capture --------------------------------------------------------------
+
+    def provision(self, store_id: str, resources: Sequence[dict[str, Any]]) -> None:
+        """Write a playground's seeded resources (already loaded per SPEC §5.1) in batches of PUTs."""
+        scope = _scope(store_id)
+        for start in range(0, len(resources), _BATCH):
+            entries = []
+            for resource in resources[start : start + _BATCH]:
+                mapped = self._outbound(resource, scope)
+                url = f"{mapped['resourceType']}/{mapped['id']}"
+                entries.append({"resource": mapped, "request": {"method": "PUT", "url": url}})
+            result = self._send(
+                "POST",
+                "",
+                scope,
+                self.base_url,
+                json={"resourceType": "Bundle", "type": "batch", "entry": entries},
+            )
+            if result.status >= 300:
+                raise FhirError(502, f"the external FHIR server refused the dataset load ({result.status})")
+
+    def snapshot(self, store_id: str) -> list[dict[str, Any]]:
+        """Every resource of the playground on the server, mapped back (for the capture)."""
+        scope = _scope(store_id)
+        found: list[dict[str, Any]] = []
+        for kind in sorted(resource_types()):
+            url: str | None = f"{self.base_url}/{kind}?" + urlencode(
+                [("_tag", f"{TAG_SYSTEM}|{scope.code}"), ("_count", "1000")]
+            )
+            while url:
+                response = self.client.get(url)
+                if response.status_code >= 400:
+                    break
+                bundle = response.json()
+                found += [
+                    self._inbound(e["resource"], scope, self.base_url)
+                    for e in bundle.get("entry") or []
+                    if "resource" in e
+                ]
+                url = next(
+                    (link["url"] for link in bundle.get("link") or [] if link.get("relation") == "next"), None
+                )
+        return found
+
+    # -- the interactions ----------------------------------------------------------------------
+
+    def forward(
+        self,
+        store_id: str,
+        base: str,
+        method: str,
+        path: str,
+        query: list[tuple[str, str]],
+        headers: dict[str, str],
+        raw: bytes,
+    ) -> FhirResult:
+        """One REST interaction on the playground `store_id`; `path` is relative to the FHIR base."""
+        scope = _scope(store_id)
+        parts = [p for p in path.strip("/").split("/") if p]
+        if not parts:
+            if method != "POST":
+                raise FhirError(404, "the FHIR base takes POST of a transaction or batch bundle")
+            return self._bundle(scope, base, _json(raw))
+        if parts == ["metadata"]:
+            return FhirResult(200, capability_statement(base))
+        kind = parts[0]
+        check_type(kind)
+        if (len(parts) == 1 and method == "GET") or (parts[1:] == ["_search"] and method == "POST"):
+            form = (
+                parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True) if method == "POST" else []
+            )
+            return self._send(
+                "GET", kind, scope, base, params=self._search_params(kind, [*query, *form], scope)
+            )
+        if len(parts) == 1 and method == "POST":
+            return self._create(scope, base, kind, _json(raw), headers.get("if-none-exist"))
+        rid = scope.out(parts[1])
+        rest = "/".join(parts[2:])
+        target = f"{kind}/{rid}" + (f"/{rest}" if rest else "")
+        conditions = {k: v for k, v in headers.items() if k in ("if-match",)}
+        if method == "GET" and len(parts) in (2, 3, 4):
+            return self._send("GET", target, scope, base)
+        if method == "PUT" and len(parts) == 2:
+            body = self._outbound(check_resource(_json(raw), kind, parts[1]), scope)
+            return self._send("PUT", target, scope, base, json=body, headers=conditions)
+        if method == "PATCH" and len(parts) == 2:
+            patch_headers = {
+                **conditions,
+                "Content-Type": headers.get("content-type", "application/json-patch+json"),
+            }
+            return self._send("PATCH", target, scope, base, content=raw, headers=patch_headers)
+        if method == "DELETE" and len(parts) == 2:
+            return self._send("DELETE", target, scope, base, headers=conditions)
+        raise FhirError(404, f"{method} {path} is not a FHIR interaction this server supports")
+
+    def _create(
+        self, scope: _Scope, base: str, kind: str, body: Any, if_none_exist: str | None
+    ) -> FhirResult:
+        resource = check_resource(body, kind)
+        if if_none_exist:
+            query = parse_qsl(if_none_exist.split("?", 1)[-1], keep_blank_values=True)
+            found = self._send("GET", kind, scope, base, params=self._search_params(kind, query, scope))
+            matches = [e["resource"] for e in (found.body or {}).get("entry") or []]
+            if len(matches) > 1:
+                raise FhirError(412, f"If-None-Exist {if_none_exist!r} matches {len(matches)} resources")
+            if matches:
+                return FhirResult(200, matches[0])
+        rid = str(uuid.uuid4())
+        result = self._send(
+            "PUT", f"{kind}/{scope.out(rid)}", scope, base, json=self._outbound(resource, scope, rid)
+        )
+        if result.status in (200, 201):
+            result.status = 201
+            result.headers.setdefault("Location", f"{base}/{kind}/{rid}")
+        return result
+
+    def _bundle(self, scope: _Scope, base: str, bundle: Any) -> FhirResult:
+        if not isinstance(bundle, dict) or bundle.get("type") not in ("transaction", "batch"):
+            raise FhirError(422, "POST to the FHIR base takes a Bundle of type transaction or batch")
+        entries = copy.deepcopy(bundle.get("entry") or [])
+        aliases: dict[str, str] = {}
+        for entry in entries:
+            request = entry.get("request") or {}
+            url = str(request.get("url", "")).removeprefix(base + "/")
+            if request.get("method") == "POST" and "/" not in url and "?" not in url:
+                rid = str(uuid.uuid4())
+                if entry.get("fullUrl"):
+                    aliases[entry["fullUrl"]] = f"{url}/{rid}"
+                request.update({"method": "PUT", "url": f"{url}/{rid}"})
+                request.pop("ifNoneExist", None)
+                entry["_assay_id"] = rid
+        out = []
+        for entry in entries:
+            request = entry.get("request") or {}
+            resource = entry.get("resource")
+            rid = entry.pop("_assay_id", None)
+            if isinstance(resource, dict):
+                resource = rewrite_references(resource, aliases.get)
+                entry["resource"] = self._outbound(resource, scope, rid or resource.get("id"))
+            url = str(request.get("url", ""))
+            path, _, q = url.partition("?")
+            path = "/".join(
+                [path.split("/")[0], *(scope.out(p) for p in path.split("/")[1:2]), *path.split("/")[2:]]
+            )
+            if q or (request.get("method") == "GET" and "/" not in path):
+                q = urlencode(self._search_params(path, parse_qsl(q, keep_blank_values=True), scope))
+            request["url"] = path + (f"?{q}" if q else "")
+            out.append(entry)
+        return self._send("POST", "", scope, base, json={**bundle, "entry": out})
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise FhirError(400, f"the body is not valid JSON: {exc}") from None
+
+
+_CLIENTS: dict[str, ExternalFhir] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def configured_external_fhir() -> ExternalFhir | None:
+    """The external server `ASSAY_FHIR_URL` names, or None for the embedded store."""
+    url = os.environ.get("ASSAY_FHIR_URL", "").strip()
+    if not url:
+        return None
+    with _CLIENTS_LOCK:
+        if url not in _CLIENTS:
+            _CLIENTS[url] = ExternalFhir(url)
+        return _CLIENTS[url]

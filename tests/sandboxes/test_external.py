@@ -1,0 +1,115 @@
+"""`ASSAY_FHIR_URL`: the FHIR surface forwards to an external server — here a second Assay FHIR
+server plays that part (issue 5) — with the generic tag strategy isolating playgrounds."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import uuid
+from typing import TYPE_CHECKING
+
+import httpx
+import pytest
+from fhirpy import SyncFHIRClient
+
+from assay.sandboxes.fhir.external import TAG_SYSTEM
+from tests.sandboxes.test_playgrounds import LIZ, _book, _fhir_benchmark
+from tests.service.builders import ok
+
+if TYPE_CHECKING:
+    from tests.sandboxes.conftest import FhirServer
+    from tests.service.conftest import Server
+
+
+@pytest.fixture
+def external(fhir_server: FhirServer, monkeypatch: pytest.MonkeyPatch) -> str:
+    store_id = "ext_" + uuid.uuid4().hex[:12]
+    fhir_server.fhir.provision(store_id)
+    url = fhir_server.base(store_id)
+    monkeypatch.setenv("ASSAY_FHIR_URL", url)
+    return url
+
+
+def test_playgrounds_on_an_external_server(server: Server, api: httpx.Client, external: str) -> None:
+    run = _fhir_benchmark(api, tasks=2, concurrency=2)
+    first, second = run["task_runs"]
+    token = run["bearer_token"]
+    with server.client(token) as agent:
+        bases = [server.url + ok(agent.post(tr["start_url"]))["endpoints"]["fhir"] for tr in (first, second)]
+        one = SyncFHIRClient(bases[0], authorization=f"Bearer {token}")
+        two = SyncFHIRClient(bases[1], authorization=f"Bearer {token}")
+
+        appointment_id = _book(one)
+        found = one.resources("Appointment").search(patient=f"Patient/{LIZ}", status="booked").fetch_all()
+        assert [a.id for a in found] == [appointment_id]
+        liz = one.resources("Patient").search(_id=LIZ).fetch_all()[0]
+        assert "meta" not in liz or TAG_SYSTEM not in json.dumps(liz["meta"])
+        liz["gender"] = "other"
+        liz.save()
+        assert agent.get(f"{bases[0]}/Patient/{LIZ}").json()["gender"] == "other"
+
+        assert two.resources("Appointment").fetch_all() == []
+        assert two.resources("Patient").search(_id=LIZ).fetch_all()[0]["gender"] == "female"
+        assert agent.get(f"{bases[1]}/Appointment/{appointment_id}").status_code == 404
+
+        on_server = httpx.get(f"{external}/Patient", params={"_count": "10"}).json()
+        assert on_server["total"] == 2
+        assert all(
+            TAG_SYSTEM in {t["system"] for t in e["resource"]["meta"]["tag"]} for e in on_server["entry"]
+        )
+        assert all(
+            e["resource"]["id"].endswith(LIZ) and e["resource"]["id"] != LIZ for e in on_server["entry"]
+        )
+
+        scores = [ok(agent.post(tr["complete_url"]))["score"] for tr in (first, second)]
+        assert agent.get(f"{bases[0]}/Patient").status_code == 409
+    assert scores == [1.0, 0.5]
+
+    state = api.get(f"/task-runs/{first['id']}/state")
+    with tarfile.open(fileobj=io.BytesIO(state.content)) as archive:
+        names = archive.getnames()
+    assert f"snapshot/fhir/Appointment/{appointment_id}.json" in names
+    assert f"snapshot/fhir/Patient/{LIZ}.json" in names
+    assert ok(api.post(f"/task-runs/{first['id']}/rescore"))["score"] == 1.0
+
+
+def test_transactions_through_an_external_server(server: Server, api: httpx.Client, external: str) -> None:
+    run = _fhir_benchmark(api)
+    [task_run] = run["task_runs"]
+    with server.client(run["bearer_token"]) as agent:
+        base = ok(agent.post(task_run["start_url"]))["endpoints"]["fhir"]
+        bundle = {
+            "resourceType": "Bundle",
+            "type": "transaction",
+            "entry": [
+                {"fullUrl": "urn:uuid:0b7e0000-0000-4000-8000-00000000000a",
+                 "resource": {"resourceType": "Appointment", "status": "booked", "participant": [
+                     {"actor": {"reference": "urn:uuid:0b7e0000-0000-4000-8000-00000000000b"}, "status": "accepted"}]},
+                 "request": {"method": "POST", "url": "Appointment"}},
+                {"fullUrl": "urn:uuid:0b7e0000-0000-4000-8000-00000000000b",
+                 "resource": {"resourceType": "Patient", "name": [{"family": "Newcomer"}]},
+                 "request": {"method": "POST", "url": "Patient"}},
+            ],
+        }  # fmt: skip
+        result = ok(agent.post(base, json=bundle))
+        assert [e["response"]["status"] for e in result["entry"]] == ["201 Created", "201 Created"]
+        patient_id = result["entry"][1]["resource"]["id"]
+        found = ok(agent.get(f"{base}/Appointment", params={"patient": f"Patient/{patient_id}"}))
+        assert found["total"] == 1
+        assert (
+            found["entry"][0]["resource"]["participant"][0]["actor"]["reference"] == f"Patient/{patient_id}"
+        )
+        created = agent.post(
+            f"{base}/Patient",
+            json={"resourceType": "Patient", "identifier": [{"system": "urn:x", "value": "1"}]},
+            headers={"If-None-Exist": "identifier=urn:x|1"},
+        )
+        again = agent.post(
+            f"{base}/Patient",
+            json={"resourceType": "Patient", "identifier": [{"system": "urn:x", "value": "1"}]},
+            headers={"If-None-Exist": "identifier=urn:x|1"},
+        )
+        assert (created.status_code, again.status_code) == (201, 200)
+        assert again.json()["id"] == created.json()["id"]
+        assert agent.get(f"{base}/Patient/{created.json()['id']}").status_code == 200
