@@ -128,3 +128,37 @@ def test_writer_refuses_paths_that_leave_the_snapshot(tmp_path: Path) -> None:
     with pytest.raises(SnapshotError, match="unsafe path"):
         write_snapshot(tmp_path / "s", files=[SnapshotFile("../outside.txt", b"x")])
     assert not (tmp_path / "outside.txt").exists()
+
+
+def test_a_turn_without_text_keeps_its_place_in_the_transcript(tmp_path: Path) -> None:
+    """`turn` indexes the whole transcript (SPEC §3.6): a broken turn reads as empty, never
+    shifts the turns after it."""
+    (tmp_path / "s" / "voice").mkdir(parents=True)
+    turns = [{"speaker": "caller", "text": "hi"}, {"speaker": "agent", "text": None}, "junk"]
+    turns.append({"speaker": "agent", "text": "your copay is $25"})
+    (tmp_path / "s" / "voice" / "turns.json").write_text(json.dumps(turns))
+    state = open_snapshot(tmp_path / "s")
+    assert [(t.speaker, t.text) for t in state.voice_turns()] == [
+        ("caller", "hi"),
+        ("agent", ""),
+        ("", ""),
+        ("agent", "your copay is $25"),
+    ]
+    assert sum("has no text" in w for w in state.warnings) == 2
+
+
+def test_files_are_in_upload_order_as_instants_then_by_path(tmp_path: Path) -> None:
+    """Recency order (SPEC §2) compares `uploaded_at` as instants, not as text: an offset or a
+    fractional second must not reorder uploads."""
+    root = tmp_path / "s"
+    (root / "files").mkdir(parents=True)
+    meta = {
+        "a.json": {"uploaded_at": "2025-01-01T10:00:00.500Z"},  # 3rd
+        "b.json": {"uploaded_at": "2025-01-01T11:30:00+02:00"},  # 1st: 09:30 UTC
+        "c.json": {"uploaded_at": "2025-01-01T10:00:00Z"},  # 2nd: before a.json by half a second
+        "d.json": {"uploaded_at": "2025-01-01T10:00:00.500Z"},  # tie with a.json: by path
+    }
+    for name in meta:
+        (root / "files" / name).write_text("{}")
+    (root / "files.meta.json").write_text(json.dumps(meta))
+    assert [f.path for f in open_snapshot(root).files()] == ["b.json", "c.json", "a.json", "d.json"]

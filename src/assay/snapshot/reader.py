@@ -17,6 +17,7 @@ import hashlib
 import json
 import mimetypes
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -201,7 +202,7 @@ class SnapshotState:
                     metadata=_mapping(info.get("metadata")),
                 )
             )
-        return sorted(records, key=lambda r: (r.uploaded_at or "", r.path))
+        return sorted(records, key=lambda r: (_instant(r.uploaded_at), r.path))
 
     @cached_property
     def _voice(self) -> list[VoiceTurn]:
@@ -210,15 +211,33 @@ class SnapshotState:
         data = self._json("voice/turns.json")
         turns = []
         for i, turn in enumerate(data if isinstance(data, list) else []):
-            if not isinstance(turn, dict) or not isinstance(turn.get("text"), str):
+            if not isinstance(turn, dict):
+                turn = {}
+            text = turn.get("text")
+            if not isinstance(text, str):
+                # Kept as an empty turn: `turn` in evidence indexes the whole transcript (SPEC §3.6).
                 self.warnings.append(f"voice/turns.json: turn {i} has no text")
-                continue
+                text = ""
             turns.append(
-                VoiceTurn(
-                    str(turn.get("speaker", "")), turn["text"], turn.get("start_ms"), turn.get("end_ms")
-                )
+                VoiceTurn(str(turn.get("speaker", "")), text, turn.get("start_ms"), turn.get("end_ms"))
             )
         return turns
+
+
+_NO_INSTANT = datetime.min.replace(tzinfo=UTC)
+
+
+def _instant(stamp: str | None) -> datetime:
+    """`uploaded_at` as an instant for recency order (SPEC §2): text order would put
+    `10:00:00.5Z` before `10:00:00Z` and ignore offsets. No offset means UTC; a missing or
+    unreadable stamp sorts first."""
+    try:
+        moment = datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
+    except ValueError:
+        moment = None
+    if moment is None:
+        return _NO_INSTANT
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _mapping(value: Any) -> dict[str, Any]:
