@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from assay.service.catalog.routes import router as catalog_router
 from assay.service.catalog.task_routes import router as task_router
 from assay.service.errors import install_error_handlers
+from assay.service.ratelimit import RateLimiter
 from assay.service.runs.routes import router as runs_router
 from assay.service.runs.sweeper import Sweeper
 from assay.service.runs.v1_routes import router as v1_router
@@ -52,6 +53,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             _bootstrap(database, settings.bootstrap_api_key)
         app.state.database = database
         app.state.settings = settings
+        app.state.rate_limiter = (
+            RateLimiter(settings.rate_limit, settings.rate_limit_burst) if settings.rate_limit else None
+        )
         sweeper = Sweeper(database, settings.sweep_interval)
         sweeper.start()
         try:

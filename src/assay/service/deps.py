@@ -15,8 +15,9 @@ from fastapi import Depends, Header, Query, Request
 from sqlalchemy.orm import Session
 
 from assay.service.auth.actions import authenticate
+from assay.service.ratelimit import RateLimiter
 from assay.service.settings import Settings
-from assay.store import Caller, Database, Forbidden, clamp_limit
+from assay.store import Caller, Database, Forbidden, RateLimited, clamp_limit
 
 __all__ = [
     "AnyCaller",
@@ -46,8 +47,16 @@ SessionDep = Annotated[Session, Depends(_session, scope="function")]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 
 
-def _caller(session: SessionDep, authorization: Annotated[str | None, Header()] = None) -> Caller:
-    return authenticate(session, authorization)
+def _caller(
+    request: Request, session: SessionDep, authorization: Annotated[str | None, Header()] = None
+) -> Caller:
+    caller = authenticate(session, authorization)
+    limiter: RateLimiter | None = request.app.state.rate_limiter
+    if limiter is not None:
+        wait = limiter.acquire(caller.key_id or caller.benchmark_run_id or caller.org_id)
+        if wait:
+            raise RateLimited(wait)
+    return caller
 
 
 AnyCaller = Annotated[Caller, Depends(_caller)]

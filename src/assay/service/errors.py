@@ -11,6 +11,7 @@ Mapping (everything else is a bug and a 500 `INTERNAL_ERROR`)::
     core.errors.AssertionInvalid     422 VALIDATION_ERROR
     RequestValidationError           400 BAD_REQUEST for unparseable JSON or a bad query/path value,
                                      else 422 VALIDATION_ERROR keyed by the dotted body path
+    store.errors.RateLimited         429 RATE_LIMITED, with `Retry-After` (whole seconds)
     store.errors.BadRequest          400 BAD_REQUEST
     HTTPException (routing)          its status: 404 NOT_FOUND, 405, …
 """
@@ -18,6 +19,7 @@ Mapping (everything else is a bug and a 500 `INTERNAL_ERROR`)::
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,7 +30,16 @@ from sqlalchemy.exc import IntegrityError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from assay.core.errors import AssertionInvalid
-from assay.store.errors import BadRequest, Conflict, DomainError, Forbidden, Invalid, NotFound, Unauthorized
+from assay.store.errors import (
+    BadRequest,
+    Conflict,
+    DomainError,
+    Forbidden,
+    Invalid,
+    NotFound,
+    RateLimited,
+    Unauthorized,
+)
 
 __all__ = ["envelope", "install_error_handlers"]
 
@@ -41,6 +52,7 @@ _DOMAIN: list[tuple[type[DomainError], int, str]] = [
     (Conflict, 409, "CONFLICT"),
     (Invalid, 422, "VALIDATION_ERROR"),
     (BadRequest, 400, "BAD_REQUEST"),
+    (RateLimited, 429, "RATE_LIMITED"),
 ]
 _HTTP_CODES = {400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND", 409: "CONFLICT"}
 
@@ -53,6 +65,10 @@ def envelope(status: int, code: str, message: str, details: Mapping[str, Any] | 
 
 def _domain(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DomainError)
+    if isinstance(exc, RateLimited):
+        response = envelope(429, "RATE_LIMITED", exc.message, {"retry_after": exc.retry_after})
+        response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+        return response
     for kind, status, code in _DOMAIN:
         if isinstance(exc, kind):
             return envelope(status, code, exc.message, exc.details)

@@ -25,6 +25,9 @@ class Settings:
     """Seconds between sweeps for timed-out task runs and expired run tokens."""
     sftp_port: int = 2222
     mllp_port: int = 2575
+    rate_limit: float | None = None
+    """`ASSAY_RATE_LIMIT`: requests per second per token; None (the default) means no limit."""
+    rate_limit_burst: int | None = None
 
     @property
     def resolved_database_url(self) -> str:
@@ -41,5 +44,9 @@ class Settings:
             sweep_interval=float(env.get("ASSAY_SWEEP_INTERVAL", "5")),
             sftp_port=int(env.get("ASSAY_SFTP_PORT", "2222")),
             mllp_port=int(env.get("ASSAY_MLLP_PORT", "2575")),
+            rate_limit=float(env["ASSAY_RATE_LIMIT"]) if env.get("ASSAY_RATE_LIMIT") else None,
+            rate_limit_burst=int(env["ASSAY_RATE_LIMIT_BURST"])
+            if env.get("ASSAY_RATE_LIMIT_BURST")
+            else None,
         )
         return replace(settings, **overrides)

@@ -1,7 +1,16 @@
 """Persistence: engine and sessions, tables, caller-scoped queries, pagination, tokens, migrations."""
 
 from assay.store.database import Database, sqlite_url
-from assay.store.errors import BadRequest, Conflict, DomainError, Forbidden, Invalid, NotFound, Unauthorized
+from assay.store.errors import (
+    BadRequest,
+    Conflict,
+    DomainError,
+    Forbidden,
+    Invalid,
+    NotFound,
+    RateLimited,
+    Unauthorized,
+)
 from assay.store.ids import iso, new_id, utcnow
 from assay.store.pagination import Page, clamp_limit, paginate
 from assay.store.scope import Caller, get_owned, owned
@@ -16,6 +25,7 @@ __all__ = [
     "Invalid",
     "NotFound",
     "Page",
+    "RateLimited",
     "Unauthorized",
     "clamp_limit",
     "get_owned",

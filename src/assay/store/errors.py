@@ -8,6 +8,7 @@ Tree::
     ├── NotFound         absent, or outside the caller's scope (no hint)  → 404
     ├── Conflict         state or reference forbids it (ended run, referenced row) → 409
     ├── Invalid          a well-formed body that fails validation         → 422
+    ├── RateLimited      the token spent its request budget               → 429 + Retry-After
     └── BadRequest       a malformed query parameter or cursor            → 400
 
 Business logic raises these and never an HTTP exception.
@@ -18,7 +19,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["BadRequest", "Conflict", "DomainError", "Forbidden", "Invalid", "NotFound", "Unauthorized"]
+__all__ = [
+    "BadRequest",
+    "Conflict",
+    "DomainError",
+    "Forbidden",
+    "Invalid",
+    "NotFound",
+    "RateLimited",
+    "Unauthorized",
+]
 
 
 class DomainError(Exception):
@@ -48,6 +58,12 @@ class Conflict(DomainError):
 
 class BadRequest(DomainError):
     pass
+
+
+class RateLimited(DomainError):
+    def __init__(self, retry_after: float):
+        super().__init__(f"too many requests for this token; retry in {retry_after:.1f} s")
+        self.retry_after = retry_after
 
 
 class Invalid(DomainError):

@@ -1,0 +1,51 @@
+"""Per-token rate limits (SPEC §5): off by default; when configured, 429 `RATE_LIMITED` with
+`Retry-After`, counted per token."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from assay.service.ratelimit import RateLimiter
+from assay.service.settings import Settings
+from assay.store.tokens import ensure_org, mint_key
+
+from .builders import error, ok
+from .conftest import BOOTSTRAP_KEY, _serve
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
+    settings = Settings(
+        data_dir=Path(tmp_path_factory.mktemp("limited")),
+        bootstrap_api_key=BOOTSTRAP_KEY,
+        sweep_interval=0,
+        rate_limit=0.01,
+        rate_limit_burst=3,
+    )
+    yield from _serve(settings)
+
+
+def test_limit_per_token(limited: tuple[str, Any]) -> None:
+    url, app = limited
+    with app.state.database.transaction() as session:
+        other_key = mint_key(session, ensure_org(session, "other").id).token
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}) as client:
+        for _ in range(3):
+            ok(client.get("/benchmarks"))
+        response = client.get("/benchmarks")
+        details = error(response, 429, "RATE_LIMITED")
+        assert int(response.headers["Retry-After"]) >= 1 and details["retry_after"] > 0
+        ok(client.get("/benchmarks", headers={"Authorization": f"Bearer {other_key}"}))
+
+
+def test_bucket_refills() -> None:
+    limiter = RateLimiter(rate=1000, burst=1)
+    assert limiter.acquire("k") == 0
+    assert limiter.acquire("other") == 0
+    wait = limiter.acquire("k")
+    assert 0 <= wait <= 0.001
