@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from assay.core.operators import OPERATORS, InvalidPattern, compile_pattern, evaluate, values_equal
@@ -247,6 +247,19 @@ def test_hl7_instant_with_offset_orders_in_utc() -> None:
     assert not evaluate("greaterThan", "2024-03-15T08:00:00Z", reading).passed
 
 
+def test_digit_only_dates_of_different_precision_order_as_dates_not_numbers() -> None:
+    """`YYYYMMDD[HHMM[SS]]` on both sides compares at the coarser precision (SPEC §3.1), although
+    both sides are also numeric strings: `20240315` < `202403141200` as numbers, not as dates."""
+    sent = Reading.of(["20240315103000"])  # HL7 MSH-7
+    assert not evaluate("greaterThan", "20240315", sent).passed  # the same day
+    assert evaluate("lessOrEqual", "20240315", sent).passed
+    assert evaluate("greaterOrEqual", "20240315", sent).passed
+    assert not evaluate("lessThan", "202403141200", Reading.of(["20240315"])).passed
+    assert evaluate("greaterThan", "202403141200", Reading.of(["20240315"])).passed
+    # digit strings that are no calendar date still order as numbers
+    assert evaluate("lessThan", "1000000000", Reading.of(["10000000"])).passed
+
+
 def test_non_finite_numbers_never_raise() -> None:
     for operator in ("greaterThan", "lessThan", "equals", "in", "matches"):
         evaluate(operator, 1, read_dotted(DOC, "nan"))
@@ -311,6 +324,7 @@ def test_equality_is_symmetric(a: Any, b: Any) -> None:
 
 @given(st.integers(-(10**9), 10**9), st.integers(-(10**9), 10**9))
 def test_numbers_and_numeric_strings_order_alike(a: int, b: int) -> None:
+    assume(min(a, b) < 10**7)  # two 8+ digit strings may both be YYYYMMDD… dates, which order as dates
     as_number = evaluate("lessThan", b, Reading.of([a])).passed
     as_text = evaluate("lessThan", str(b), Reading.of([str(a)])).passed
     assert as_number == as_text == (a < b)

@@ -239,10 +239,15 @@ def date_parts(text: str) -> tuple[int, ...] | None:
 
 
 def _order(actual: Any, expected: Any) -> int:
-    """-1, 0 or 1: numbers numerically, dates at the coarser precision, else by code point."""
-    a_num, e_num = _number(actual), _number(expected)
-    if a_num is not None and e_num is not None:
-        return (a_num > e_num) - (a_num < e_num)
+    """-1, 0 or 1: numbers numerically, dates at the coarser precision, else by code point.
+
+    Two digit-only calendar dates (`20240315`, `202403151030`) are dates although they also read
+    as numbers: numerically `20240315` < `202403141200`, as dates it is the later day.
+    """
+    if not (_digit_date(actual) and _digit_date(expected)):
+        a_num, e_num = _number(actual), _number(expected)
+        if a_num is not None and e_num is not None:
+            return (a_num > e_num) - (a_num < e_num)
     a_text, e_text = _text(actual).strip(), _text(expected).strip()
     a_date, e_date = date_parts(a_text), date_parts(e_text)
     if a_date is not None and e_date is not None:
@@ -250,6 +255,24 @@ def _order(actual: Any, expected: Any) -> int:
         a_cut, e_cut = a_date[:n], e_date[:n]
         return (a_cut > e_cut) - (a_cut < e_cut)
     return (a_text > e_text) - (a_text < e_text)
+
+
+_DIGIT_DATE = re.compile(r"\d{8}(?:\d{2}){0,3}")
+
+
+def _digit_date(value: Any) -> bool:
+    """A string `YYYYMMDD[HH[MM[SS]]]` that names a real calendar moment (HL7 DTM, X12 D8)."""
+    if not isinstance(value, str):
+        return False
+    text = value.strip()
+    if not _DIGIT_DATE.fullmatch(text):
+        return False
+    hour, minute, second = (int(text[i : i + 2] or 0) for i in (8, 10, 12))
+    try:
+        datetime(int(text[:4]), int(text[4:6]), int(text[6:8]), hour, minute, second)
+    except ValueError:
+        return False
+    return True
 
 
 _ORDERING = {
