@@ -10,7 +10,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from assay.sandboxes.fhir.store import embedded_fhir
@@ -97,14 +97,23 @@ def describe(
 
 
 def teardown(session: Session, playground_id: str | None) -> None:
-    """Mark the playground and its sandboxes torn down: surfaces refuse traffic from now on."""
+    """Mark the playground and its sandboxes torn down: surfaces refuse traffic from now on.
+
+    Two set-based UPDATEs and no reads: this runs inside every `complete`.
+    """
     if playground_id is None:
         return
-    playground = session.get(Playground, playground_id)
-    if playground is None:
-        return
-    playground.status = "torn_down"
+    quiet = {"synchronize_session": False}
+    session.execute(
+        update(Playground)
+        .where(Playground.id == playground_id)
+        .values(status="torn_down", updated_at=utcnow())
+        .execution_options(**quiet)
+    )
+    session.execute(
+        update(Sandbox)
+        .where(Sandbox.playground_id == playground_id)
+        .values(status="torn_down")
+        .execution_options(**quiet)
+    )
     embedded_fhir(session.connection().engine).forget(playground_id)
-    playground.updated_at = utcnow()
-    for sandbox in sandboxes_of(session, playground_id):
-        sandbox.status = "torn_down"
