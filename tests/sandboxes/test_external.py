@@ -7,13 +7,14 @@ import io
 import json
 import tarfile
 import uuid
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 from fhirpy import SyncFHIRClient
 
-from assay.sandboxes.fhir.external import TAG_SYSTEM
+from assay.sandboxes.fhir.external import TAG_SYSTEM, close_external_clients
 from tests.sandboxes.test_playgrounds import LIZ, _book, _fhir_benchmark
 from tests.service.builders import ok
 
@@ -23,12 +24,13 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture
-def external(fhir_server: FhirServer, monkeypatch: pytest.MonkeyPatch) -> str:
+def external(fhir_server: FhirServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     store_id = "ext_" + uuid.uuid4().hex[:12]
     fhir_server.fhir.provision(store_id)
     url = fhir_server.base(store_id)
     monkeypatch.setenv("ASSAY_FHIR_URL", url)
-    return url
+    yield url
+    close_external_clients()
 
 
 def test_playgrounds_on_an_external_server(server: Server, api: httpx.Client, external: str) -> None:

@@ -355,3 +355,18 @@ def test_batch_runs_entries_independently(http: httpx.Client) -> None:
 def test_plain_json_content_type_is_accepted(http: httpx.Client) -> None:
     response = http.post("/Patient", json=_patient(), headers={"Content-Type": "application/json"})
     assert response.status_code == 201
+
+
+def test_summary_count_and_size_limits(http: httpx.Client) -> None:
+    http.post("/Patient", json=_patient())
+    counted = http.get("/Patient", params={"_summary": "count"}).json()
+    assert (counted["total"], counted["entry"]) == (1, [])
+    huge = http.post("/Basic", json={"resourceType": "Basic", "code": {"text": "x" * 5_000_001}})
+    assert huge.status_code == 413
+    assert huge.json()["issue"][0]["code"] == "too-costly"
+
+
+def test_patch_needs_json_patch_content_type(http: httpx.Client) -> None:
+    pid = http.post("/Patient", json=_patient()).json()["id"]
+    wrong = http.patch(f"/Patient/{pid}", json=[{"op": "add", "path": "/active", "value": True}])
+    assert wrong.status_code == 415

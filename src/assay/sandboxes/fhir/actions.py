@@ -155,6 +155,8 @@ def _search_request(pairs: Sequence[tuple[str, str]]) -> _SearchRequest:
             request.includes.append(value)
         elif name.split(":")[0] == "_revinclude":
             request.revincludes.append(value)
+        elif name == "_summary" and value == "count":
+            request.count = 0
         elif name not in _IGNORED:
             request.params[name].append(value)
     return request

@@ -46,7 +46,7 @@ from assay.sandboxes.fhir.capability import capability_statement
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, rewrite_references
 
-__all__ = ["TAG_SYSTEM", "ExternalFhir", "configured_external_fhir"]
+__all__ = ["TAG_SYSTEM", "ExternalFhir", "close_external_clients", "configured_external_fhir"]
 
 TAG_SYSTEM = "https://assay.dev/fhir/playground"
 _LOCAL_REF = re.compile(r"^([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})(/_history/[^/]+)?$")
@@ -366,3 +366,12 @@ def configured_external_fhir() -> ExternalFhir | None:
         if url not in _CLIENTS:
             _CLIENTS[url] = ExternalFhir(url)
         return _CLIENTS[url]
+
+
+def close_external_clients() -> None:
+    """Close the HTTP clients of every external server used so far (shutdown, tests)."""
+    with _CLIENTS_LOCK:
+        clients = list(_CLIENTS.values())
+        _CLIENTS.clear()
+    for external in clients:
+        external.client.close()

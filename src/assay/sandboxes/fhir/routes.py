@@ -26,10 +26,20 @@ from assay.sandboxes.fhir.external import ExternalFhir
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.store import EmbeddedFhir
 
-__all__ = ["FHIR_JSON", "FhirSurface", "SurfaceEvent", "base_url_of", "fhir_router"]
+__all__ = [
+    "FHIR_JSON",
+    "MAX_BUNDLE_BYTES",
+    "MAX_RESOURCE_BYTES",
+    "FhirSurface",
+    "SurfaceEvent",
+    "base_url_of",
+    "fhir_router",
+]
 
 FHIR_JSON = "application/fhir+json"
 _JSON_PATCH = "application/json-patch+json"
+MAX_RESOURCE_BYTES = 5 * 1000 * 1000
+MAX_BUNDLE_BYTES = 50 * 1000 * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,12 +91,25 @@ def _handle(
     return response
 
 
+def _too_large(raw: bytes, relative: str) -> Callable[[bytes], FhirResult] | None:
+    """SPEC §5.1 size limits: a resource 5 MB, a bundle posted to the base 50 MB (413)."""
+    limit = MAX_BUNDLE_BYTES if relative.strip("/") == "" else MAX_RESOURCE_BYTES
+    if len(raw) <= limit:
+        return None
+
+    def refuse(_: bytes) -> FhirResult:
+        raise FhirError(413, f"the body is {len(raw)} bytes; the limit here is {limit} bytes", "too-costly")
+
+    return refuse
+
+
 async def _run(request: Request, surface: FhirSurface, work: Callable[[bytes], FhirResult]) -> Response:
     raw = await request.body()
     path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    relative = request.url.path[len(urlsplit(surface.base_url).path) :]
+    work = _too_large(raw, relative) or work
     external = surface.external
-    if external is not None:
-        relative = request.url.path[len(urlsplit(surface.base_url).path) :]
+    if external is not None and not _too_large(raw, relative):
         headers = {key.lower(): value for key, value in request.headers.items()}
         query = list(request.query_params.multi_items())
 
