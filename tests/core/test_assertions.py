@@ -158,6 +158,15 @@ def test_list_expected_is_fine_for_in_and_portal_equality() -> None:
     parse_assertion(portal)
 
 
+@pytest.mark.parametrize("operator", ["empty", "notEmpty", "exists"])
+@pytest.mark.parametrize("expected", [["a", "b"], {"a": 1}, "x"])
+def test_operators_without_expected_ignore_whatever_is_given(operator: str, expected: Any) -> None:
+    """SPEC §3.1: `empty`, `notEmpty` and `exists` take no `expected` (ignored if given)."""
+    for tag, key in (("fhir-resource-state", "fields"), ("portal-state-match", "assertions")):
+        data = {**EXAMPLES[tag], key: [{"path": "status", "operator": operator, "expected": expected}]}
+        parse_assertion(data)
+
+
 def test_invalid_pattern_parses_at_verify_time() -> None:
     data = {
         **EXAMPLES["sftp-file-present"],

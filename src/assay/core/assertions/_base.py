@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
-from assay.core.operators import LIST_EXPECTED, InvalidPattern, Operator, compile_pattern
+from assay.core.operators import LIST_EXPECTED, NO_EXPECTED, InvalidPattern, Operator, compile_pattern
 
 __all__ = ["FieldAssertion", "MatchMode", "StrictModel", "TaggedAssertion"]
 
@@ -49,6 +49,8 @@ class FieldAssertion(StrictModel):
 
     @model_validator(mode="after")
     def _expected_fits_operator(self, info: ValidationInfo) -> FieldAssertion:
+        if self.operator in NO_EXPECTED:
+            return self  # `expected` is ignored, whatever its shape (SPEC §3.1)
         if self.structured_expected:
             if isinstance(self.expected, (list, dict)) and self.operator not in STRUCTURED_EXPECTED:
                 raise PydanticCustomError(
