@@ -162,3 +162,22 @@ def test_files_are_in_upload_order_as_instants_then_by_path(tmp_path: Path) -> N
         (root / "files" / name).write_text("{}")
     (root / "files.meta.json").write_text(json.dumps(meta))
     assert [f.path for f in open_snapshot(root).files()] == ["b.json", "c.json", "a.json", "d.json"]
+
+
+def test_bad_sidecar_values_fall_back_to_computed_metadata(tmp_path: Path) -> None:
+    """A broken `files.meta.json` entry is a warning, never a crash of the check reading it."""
+    root = tmp_path / "s"
+    (root / "files").mkdir(parents=True)
+    (root / "files" / "a.json").write_text("{}")
+    (root / "files" / "b.json").write_text("[]")
+    meta = {
+        "a.json": {"size": None, "uploaded_at": 5, "content_type": 7, "metadata": []},
+        "b.json": {"size": "big", "sha256": None, "seeded": "no"},
+    }
+    (root / "files.meta.json").write_text(json.dumps(meta))
+    state = open_snapshot(root)
+    a, b = sorted(state.files(), key=lambda f: f.path)
+    assert (a.size, a.content_type, a.metadata) == (2, "application/json", {})
+    assert a.uploaded_at and a.uploaded_at.endswith("Z")  # the file's time, not 5
+    assert (b.size, b.sha256, b.seeded) == (2, hashlib.sha256(b"[]").hexdigest(), False)
+    assert sum("files.meta.json" in w for w in state.warnings) >= 2

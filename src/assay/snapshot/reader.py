@@ -190,19 +190,31 @@ class SnapshotState:
             if not isinstance(info, dict):
                 info = {}
             mtime = self.tree.mtime(full)
+            size = self._sidecar(path, info, "size", int)
             records.append(
                 FileRecord(
                     path=path,
-                    size=int(info.get("size", len(data))),
-                    sha256=str(info.get("sha256") or hashlib.sha256(data).hexdigest()),
-                    content_type=str(info.get("content_type") or _guess_type(path)),
-                    uploaded_at=info.get("uploaded_at")
+                    size=size if size is not None and size >= 0 else len(data),
+                    sha256=self._sidecar(path, info, "sha256", str) or hashlib.sha256(data).hexdigest(),
+                    content_type=self._sidecar(path, info, "content_type", str) or _guess_type(path),
+                    uploaded_at=self._sidecar(path, info, "uploaded_at", str)
                     or (mtime.isoformat(timespec="milliseconds").replace("+00:00", "Z") if mtime else None),
-                    seeded=bool(info.get("seeded", False)),
-                    metadata=_mapping(info.get("metadata")),
+                    seeded=self._sidecar(path, info, "seeded", bool) or False,
+                    metadata=self._sidecar(path, info, "metadata", dict) or {},
                 )
             )
         return sorted(records, key=lambda r: (_instant(r.uploaded_at), r.path))
+
+    def _sidecar(self, path: str, info: Mapping[str, Any], key: str, kind: type) -> Any:
+        """`info[key]` when it has the layout's type (SPEC §6); else None, and a warning unless null.
+
+        The computed value stands in, so one bad entry never makes the check that reads it fail.
+        """
+        value = info.get(key)
+        if value is None or (isinstance(value, kind) and (kind is bool or not isinstance(value, bool))):
+            return value
+        self.warnings.append(f"files.meta.json: {key} of {path} is not a {kind.__name__}, ignored")
+        return None
 
     @cached_property
     def _voice(self) -> list[VoiceTurn]:
@@ -238,10 +250,6 @@ def _instant(stamp: str | None) -> datetime:
     if moment is None:
         return _NO_INSTANT
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _seq(stem: str) -> int:
