@@ -78,9 +78,11 @@ def test_broken_records_are_skipped_with_a_warning(tmp_path: Path) -> None:
     root = _full_snapshot(tmp_path / "snap")
     (root / "fhir" / "Patient" / "bad.json").write_text("{nope")
     (root / "fhir" / "Patient" / "x.json").write_text(json.dumps({"id": "x"}))
+    (root / "fhir" / "Patient" / "n.json").write_text(json.dumps({"resourceType": "Patient", "id": 5}))
     (root / "voice" / "turns.json").write_text("[")
     state = open_snapshot(root)
     assert [r["id"] for r in state.fhir_search("Patient", {})] == ["p1"]
+    assert any("n.json" in w and "id" in w for w in state.warnings)
     assert state.voice_turns() == []
     assert any("bad.json" in w for w in state.warnings)
     assert any("no resourceType" in w for w in state.warnings)

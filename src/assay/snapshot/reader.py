@@ -120,6 +120,9 @@ class SnapshotState:
                     f"{path}: resourceType {resource['resourceType']} in the {parts[1]} folder"
                 )
             resource.setdefault("id", parts[-1].removesuffix(".json"))
+            if not isinstance(resource["id"], str):
+                self.warnings.append(f"{path}: id is not a string")
+                continue
             resources.append(resource)
         return resources
 
