@@ -8,13 +8,14 @@ references to organizations and practitioners that are not included.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 from sqlalchemy import Engine, func, select
 
-from assay.sandboxes.fhir import EmbeddedFhir
+from assay.sandboxes.fhir import EmbeddedFhir, FhirError, actions
 from assay.sandboxes.fhir.tables import FhirLayer, FhirVersion
 
 if TYPE_CHECKING:
@@ -129,3 +130,32 @@ def test_a_capture_pins_the_state_at_its_sequence(engine: Engine) -> None:
     assert [(r["id"], r["active"]) for r in pinned.search("Patient", {})] == [("a", True)]
     assert len(EmbeddedFhir(engine).state_at("pg_capture", seq).search("Patient", {})) == 1
     assert len(fhir.state_at("pg_capture", fhir.capture("pg_capture")).search("Patient", {})) == 2
+
+
+def test_if_match_races_across_workers_are_serialized_by_the_database(engine: Engine) -> None:
+    """Two workers (two `EmbeddedFhir` over one database), many racing `If-Match` updates."""
+    workers = [EmbeddedFhir(engine), EmbeddedFhir(engine)]
+    workers[0].provision("pg_race")
+    with workers[0].writing("pg_race") as tx:
+        tx.put({"resourceType": "Patient"}, "p")
+    barrier = threading.Barrier(8)
+    outcomes: list[int] = []
+
+    def write(n: int) -> None:
+        barrier.wait()
+        try:
+            body = {"resourceType": "Patient", "id": "p", "gender": "other"}
+            outcomes.append(
+                actions.update(workers[n % 2], "pg_race", "", "Patient", "p", body, 'W/"1"').status
+            )
+        except FhirError as error:
+            outcomes.append(error.status)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == [200] + [412] * 7
+    with workers[1].reading("pg_race") as index:
+        assert index.current(("Patient", "p")).version_id == "2"  # type: ignore[union-attr]
