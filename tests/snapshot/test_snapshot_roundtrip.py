@@ -137,13 +137,14 @@ def test_a_turn_without_text_keeps_its_place_in_the_transcript(tmp_path: Path) -
     shifts the turns after it."""
     (tmp_path / "s" / "voice").mkdir(parents=True)
     turns = [{"speaker": "caller", "text": "hi"}, {"speaker": "agent", "text": None}, "junk"]
-    turns.append({"speaker": "agent", "text": "your copay is $25"})
+    turns += [{"speaker": None, "text": "ok"}, {"speaker": "agent", "text": "your copay is $25"}]
     (tmp_path / "s" / "voice" / "turns.json").write_text(json.dumps(turns))
     state = open_snapshot(tmp_path / "s")
     assert [(t.speaker, t.text) for t in state.voice_turns()] == [
         ("caller", "hi"),
         ("agent", ""),
         ("", ""),
+        ("", "ok"),
         ("agent", "your copay is $25"),
     ]
     assert sum("has no text" in w for w in state.warnings) == 2

@@ -234,7 +234,7 @@ class SnapshotState:
                 self.warnings.append(f"voice/turns.json: turn {i} has no text")
                 text = ""
             turns.append(
-                VoiceTurn(str(turn.get("speaker", "")), text, turn.get("start_ms"), turn.get("end_ms"))
+                VoiceTurn(str(turn.get("speaker") or ""), text, turn.get("start_ms"), turn.get("end_ms"))
             )
         return turns
 
