@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import pytest
 from sqlalchemy import Engine, func, select
 
 from assay.sandboxes.fhir import EmbeddedFhir, FhirError, actions
+from assay.sandboxes.fhir import store as fhir_store
 from assay.sandboxes.fhir.tables import FhirLayer, FhirVersion
 
 if TYPE_CHECKING:
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
 
 SYNTHEA = Path(__file__).parents[1] / "fixtures" / "fhir" / "synthea"
 LIZ = SYNTHEA / "smart-2019" / "Liz_Conn_27c911c6-f045-4ffa-af5d-6eba57ac94b2.json"
+LIZ_ID = "ee9f8dd8-72d2-4769-8020-89e504b1504b"
 BOB = SYNTHEA / "hiv-2021" / "Bob965_Keeling57_3f6fd0bb-6cd3-eb3f-4401-cd38ace25f2b.json"
 
 
@@ -159,3 +163,21 @@ def test_if_match_races_across_workers_are_serialized_by_the_database(engine: En
     assert sorted(outcomes) == [200] + [412] * 7
     with workers[1].reading("pg_race") as index:
         assert index.current(("Patient", "p")).version_id == "2"  # type: ignore[union-attr]
+
+
+def test_evicted_indexes_are_rebuilt_from_the_database(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fhir_store, "MAX_INDEXES", 1)
+    fhir = EmbeddedFhir(engine)
+    stores = ["pg_evict_" + uuid.uuid4().hex[:8] for _ in range(3)]
+    for n, store in enumerate(stores):
+        fhir.provision(store, [_bundle(LIZ)])
+        with fhir.writing(store) as tx:
+            tx.put({"resourceType": "Patient", "gender": "other"}, f"extra-{n}")
+    for n, store in enumerate(stores):
+        with fhir.reading(store) as index:
+            assert [r["id"] for r in index.search_index.search("Patient", {"gender": "other"})] == [
+                f"extra-{n}"
+            ]
+            assert index.current(("Patient", LIZ_ID)) is not None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,8 @@ __all__ = ["Layer", "LayerCache", "layer_hash", "seeded_resources"]
 
 Key = tuple[str, str]
 _INSERT_CHUNK = 2000
+MAX_LAYERS = 16
+"""Layers one process keeps parsed; indexes that use an evicted layer keep their reference."""
 
 
 def layer_hash(bundles: Sequence[Any]) -> str:
@@ -77,7 +80,7 @@ class LayerCache:
 
     def __init__(self, engine: Engine):
         self.engine = engine
-        self._layers: dict[str, Layer] = {}
+        self._layers: OrderedDict[str, Layer] = OrderedDict()
         self._lock = threading.Lock()
 
     def ensure(self, bundles: Sequence[Any], conn: Connection | None = None) -> str:
@@ -116,8 +119,16 @@ class LayerCache:
             except IntegrityError:
                 return key  # another worker stored the same content first; its rows are identical
         with self._lock:
-            self._layers.setdefault(key, Layer(key, {(r["resourceType"], r["id"]): r for r in resources}))
+            self._remember(Layer(key, {(r["resourceType"], r["id"]): r for r in resources}))
         return key
+
+    def _remember(self, layer: Layer) -> Layer:
+        """Cache `layer` (caller holds the lock); the least recently used beyond `MAX_LAYERS` go."""
+        kept = self._layers.setdefault(layer.hash, layer)
+        self._layers.move_to_end(layer.hash)
+        while len(self._layers) > MAX_LAYERS:
+            self._layers.popitem(last=False)
+        return kept
 
     def get(self, key: str, conn: Connection) -> Layer:
         """The layer `key`, read from SQL (over the caller's connection) on first use here."""
@@ -133,4 +144,4 @@ class LayerCache:
         resources = [json.loads(body) for body in rows]
         layer = Layer(key, {(r["resourceType"], r["id"]): r for r in resources})
         with self._lock:
-            return self._layers.setdefault(key, layer)
+            return self._remember(layer)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,6 +34,9 @@ from assay.store.ids import iso, utcnow
 __all__ = ["EmbeddedFhir", "WriteTransaction", "embedded_fhir"]
 
 Key = tuple[str, str]
+MAX_INDEXES = 256
+"""Store indexes one process keeps (least recently used first out; a store torn down in another
+worker is never `forget`-ed here, so the bound is what keeps memory flat)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +100,7 @@ class EmbeddedFhir:
     def __init__(self, engine: Engine):
         self.engine = engine
         self.layers = LayerCache(engine)
-        self._indexes: dict[str, StoreIndex] = {}
+        self._indexes: OrderedDict[str, StoreIndex] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- provisioning --------------------------------------------------------------------------
@@ -123,6 +127,8 @@ class EmbeddedFhir:
     def _index(self, store_id: str, conn: Connection) -> StoreIndex:
         with self._lock:
             found = self._indexes.get(store_id)
+            if found is not None:
+                self._indexes.move_to_end(store_id)
         if found is not None:
             return found
         row = conn.execute(select(FhirStoreRow.layer_hash).where(FhirStoreRow.id == store_id)).first()
@@ -130,7 +136,10 @@ class EmbeddedFhir:
             raise FhirError(404, f"no FHIR store {store_id}")
         layer = self.layers.get(row.layer_hash, conn) if row.layer_hash else None
         with self._lock:
-            return self._indexes.setdefault(store_id, StoreIndex(store_id, layer))
+            index = self._indexes.setdefault(store_id, StoreIndex(store_id, layer))
+            while len(self._indexes) > MAX_INDEXES:
+                self._indexes.popitem(last=False)  # rebuilt from SQL if that store is used again
+            return index
 
     # -- reading -------------------------------------------------------------------------------
 
