@@ -1,7 +1,8 @@
 """Bearer token → `Caller` (SPEC §5): 401 for a missing, unknown or expired token.
 
 The token's prefix says which table holds its hash; the lookup is by sha256 digest and the digest
-is compared again in constant time, so no timing difference reveals a near miss.
+is compared again in constant time, so no timing difference reveals a near miss. Only the
+columns auth needs are read (this runs on every request).
 """
 
 from __future__ import annotations
@@ -33,14 +34,21 @@ def authenticate(session: Session, authorization: str | None) -> Caller:
     token = bearer_token(authorization)
     digest = hash_token(token)
     if token.startswith(RUN_TOKEN_PREFIX):
-        run = session.scalars(select(BenchmarkRun).where(BenchmarkRun.token_hash == digest)).first()
+        columns = (BenchmarkRun.id, BenchmarkRun.org_id, BenchmarkRun.solver_id, BenchmarkRun.token_hash)
+        run = session.execute(
+            select(*columns, BenchmarkRun.token_expires_at).where(BenchmarkRun.token_hash == digest)
+        ).first()
         if run is None or not tokens_match(run.token_hash, token):
             raise Unauthorized("invalid run token")
         if run.token_expires_at <= utcnow():
             raise Unauthorized("run token expired")
         return Caller("run", run.org_id, benchmark_run_id=run.id, solver_id=run.solver_id)
     if token.startswith((ORG_KEY_PREFIX, SOLVER_KEY_PREFIX)):
-        key = session.scalars(select(ApiKey).where(ApiKey.token_hash == digest)).first()
+        key = session.execute(
+            select(ApiKey.id, ApiKey.org_id, ApiKey.kind, ApiKey.solver_id, ApiKey.token_hash).where(
+                ApiKey.token_hash == digest
+            )
+        ).first()
         if key is None or not tokens_match(key.token_hash, token):
             raise Unauthorized("invalid API key")
         if key.kind == "solver":
