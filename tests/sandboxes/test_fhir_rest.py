@@ -355,6 +355,19 @@ def test_batch_runs_entries_independently(http: httpx.Client) -> None:
 def test_plain_json_content_type_is_accepted(http: httpx.Client) -> None:
     response = http.post("/Patient", json=_patient(), headers={"Content-Type": "application/json"})
     assert response.status_code == 201
+    assert response.headers["content-type"].startswith("application/fhir+json")
+    plain = http.get("/Patient", headers={"Accept": "application/json"})
+    assert plain.headers["content-type"].startswith("application/json")
+    assert (
+        http.get("/Patient", params={"_format": "json"})
+        .headers["content-type"]
+        .startswith("application/json")
+    )
+    assert (
+        http.get("/Patient", headers={"Accept": "*/*"})
+        .headers["content-type"]
+        .startswith("application/fhir+json")
+    )
 
 
 def test_summary_count_and_size_limits(http: httpx.Client) -> None:

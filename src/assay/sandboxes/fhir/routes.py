@@ -73,19 +73,27 @@ def base_url_of(request: Request) -> str:
     return url.rstrip("/")
 
 
-def _render(result: FhirResult) -> Response:
+def _media_type(request: Request) -> str:
+    """`application/json` when the client asks only for that (`_format` or `Accept`), else FHIR's."""
+    wanted = request.query_params.get("_format") or request.headers.get("accept") or ""
+    if "fhir+json" in wanted or ("application/json" not in wanted and wanted != "json"):
+        return FHIR_JSON
+    return "application/json"
+
+
+def _render(result: FhirResult, media_type: str) -> Response:
     content = b"" if result.body is None else json.dumps(result.body, separators=(",", ":")).encode()
-    return Response(content, result.status, result.headers, media_type=FHIR_JSON if content else None)
+    return Response(content, result.status, result.headers, media_type=media_type if content else None)
 
 
 def _handle(
-    surface: FhirSurface, method: str, path: str, raw: bytes, work: Callable[[], FhirResult]
+    surface: FhirSurface, method: str, path: str, raw: bytes, work: Callable[[], FhirResult], media_type: str
 ) -> Response:
     try:
         result = work()
     except FhirError as error:
         result = FhirResult(error.status, error.outcome())
-    response = _render(result)
+    response = _render(result, media_type)
     if surface.record is not None:
         surface.record(SurfaceEvent(method, path, response.status_code, raw, bytes(response.body)))
     return response
@@ -118,7 +126,8 @@ async def _run(request: Request, surface: FhirSurface, work: Callable[[bytes], F
                 surface.store_id, surface.base_url, request.method, relative, query, headers, raw
             )
 
-    return await run_in_threadpool(_handle, surface, request.method, path, raw, lambda: work(raw))
+    media_type = _media_type(request)
+    return await run_in_threadpool(_handle, surface, request.method, path, raw, lambda: work(raw), media_type)
 
 
 def _if_match(request: Request) -> str | None:
