@@ -241,6 +241,17 @@ def test_ordering(operator: str, path: str, expected: Any, result: bool) -> None
     assert holds(operator, path, expected) is result
 
 
+def test_hl7_date_times_with_offsets_equal_as_instants() -> None:
+    """An HL7/X12 `YYYYMMDDHHMM[SS]±ZZZZ` is a full date-time with an offset too (SPEC §3.1)."""
+    sent = Reading.of(["20240315103000-0500"])  # HL7 MSH-7
+    assert evaluate("equals", "2024-03-15T15:30:00Z", sent).passed
+    assert evaluate("equals", "202403151530+0000", sent).passed
+    assert evaluate("in", ["x", "2024-03-15T17:30:00+02:00"], sent).passed
+    assert not evaluate("equals", "2024-03-15T10:30:00Z", sent).passed
+    assert not evaluate("equals", "2024-03-15T10:30:00", sent).passed  # no offset: not an instant
+    assert not values_equal("20240315103000", "2024-03-15T10:30:00Z")
+
+
 def test_hl7_instant_with_offset_orders_in_utc() -> None:
     reading = Reading.of(["202403151000+0200"])
     assert evaluate("lessThan", "2024-03-15T08:30:00Z", reading).passed

@@ -196,10 +196,20 @@ _NUMERIC = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 _FULL_INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})")
 
 
+_HL7_INSTANT = re.compile(r"(\d{4})(\d{2})(\d{2})(\d{2})(\d{2})(\d{2}(?:\.\d+)?)?([+-]\d{2})(\d{2})")
+
+
 def _instant(text: str) -> datetime | None:
-    """A full date-time with an offset, as an aware instant; anything else is None."""
+    """A full date-time with an offset, as an aware instant; anything else is None.
+
+    ISO 8601 (`2024-03-15T10:30:00-05:00`) or HL7/X12 (`20240315103000-0500`), minutes at least.
+    """
     if not _FULL_INSTANT.fullmatch(text):
-        return None
+        hl7 = _HL7_INSTANT.fullmatch(text)
+        if hl7 is None:
+            return None
+        year, month, day, hour, minute, second, zone_hours, zone_minutes = hl7.groups()
+        text = f"{year}-{month}-{day}T{hour}:{minute}:{second or '00'}{zone_hours}:{zone_minutes}"
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
