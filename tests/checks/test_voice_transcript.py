@@ -159,6 +159,20 @@ def test_spec_examples_for_the_guards(tmp_path: Path) -> None:
     assert phrase(result)["speaker"] == "ivr"
 
 
+def test_an_amount_with_zero_cents_is_the_same_number(tmp_path: Path) -> None:
+    """Tier 1 replaces punctuation by spaces (SPEC §3.6), so `$25.00` holds the words of `$25`;
+    the guard still tells `$25` from `$25.50`."""
+    turns = [VoiceTurn("agent", "Your copay is $25.00 today."), VoiceTurn("agent", "Coinsurance is $12.50.")]
+    result = run(
+        tmp_path,
+        turns,
+        contains=["copay is $25", "copay is twenty-five", "coinsurance is $12.5", "coinsurance is $12"],
+    )
+    found = [(entry["found"], entry["method"]) for entry in result["evidence"]["phraseResults"]]
+    assert found == [(True, "exact"), (True, "exact"), (True, "exact"), (False, None)]
+    assert result["evidence"]["phraseResults"][0]["text"] == "copay is $25.00"
+
+
 def test_number_guard_sees_digits_inside_ids(tmp_path: Path) -> None:
     turns = [VoiceTurn("agent", "I have your member ID as M12346, is that right?")]
     result = run(tmp_path, turns, contains=["member ID as M12345", "member ID as M12346"])
@@ -244,7 +258,8 @@ def test_unknown_speaker_and_empty_phrase_are_unsupported(tmp_path: Path) -> Non
         ("two thousand five hundred and six", "2506"),
         ("nineteen hundred", "1900"),
         ("one two three", "1 2 3"),
-        ("The copay is $1,250.50.", "the copay is 1250.50"),
+        ("The copay is $1,250.50.", "the copay is 1250.5"),
+        ("$25.00 or 0.0 or 1.2.3", "25 or 0 or 1.2.3"),
         ("I can't; isn’t it", "i can not is not it"),
         ("Cannot", "can not"),
         ("i ca n't", "i can not"),

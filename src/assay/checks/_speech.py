@@ -8,7 +8,7 @@ speaker actually said. Two spellings are folded on purpose, identically on both 
 - `n't` becomes a separate `not` token ("isn't" → "is not", "can't" and "cannot" → "can not"),
   so the negation guard sees it and "do not" matches "don't";
 - a decimal point or a thousands comma between digits stays part of the number ("$1,250.50" →
-  "1250.50"), so the number guard compares amounts, not fragments.
+  "1250.5", "$25.00" → "25"), so the number guard compares amounts, not fragments.
 """
 
 from __future__ import annotations
@@ -119,10 +119,16 @@ def _is_t(source: str, at: int) -> bool:
 
 
 def _plain_number(word: str) -> str:
-    """`1,250.50` → `1250.50`: separators between digits are formatting, not content."""
+    """`1,250.50` → `1250.5`, `25.00` → `25`: separators between digits and zero cents are
+    formatting, not content (SPEC §3.6 replaces punctuation, so `$25.00` holds the words of `$25`)."""
     if word[:1].isdigit() and "," in word:
-        return word.replace(",", "")
+        word = word.replace(",", "")
+    if _DECIMAL.fullmatch(word):
+        word = word.rstrip("0").removesuffix(".")
     return word
+
+
+_DECIMAL = re.compile(r"\d+\.\d+")
 
 
 # -- number words ---------------------------------------------------------------------------
