@@ -287,6 +287,13 @@ def test_matches_is_an_unanchored_search() -> None:
     assert not holds("matches", "missing", ".*")
 
 
+@pytest.mark.parametrize("path", ["empty_list", "empty_object", "participant", "nothing"])
+def test_matches_searches_text_never_the_spelling_of_an_array_or_object(path: str) -> None:
+    """An empty array has no value to search, and an object is no text: `.*` must not hold."""
+    assert not holds("matches", path, ".*")
+    assert not holds("matches", path, "[\\[{]")
+
+
 def test_invalid_pattern_fails_the_field_with_the_reason() -> None:
     outcome = evaluate("matches", "(unclosed", read_dotted(DOC, "name"))
     assert not outcome.passed

@@ -104,7 +104,8 @@ def evaluate(operator: str, expected: Any, reading: Reading) -> FieldOutcome:
             pattern = compile_pattern(str(expected))
         except InvalidPattern as exc:
             return FieldOutcome(False, f"invalid regular expression {expected!r}: {exc}")
-        return FieldOutcome(any(v is not None and pattern.search(_text(v)) for v in values))
+        texts = (_text(v) for v in values if v is not None and not isinstance(v, (list, dict)))
+        return FieldOutcome(any(pattern.search(text) for text in texts))
     if operator in _ORDERING:
         test = _ORDERING[operator]
         return FieldOutcome(any(not is_empty(v) and test(_order(v, expected)) for v in values))
