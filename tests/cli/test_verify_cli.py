@@ -131,3 +131,12 @@ def test_bundled_example_runs(tmp_path: Path) -> None:
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def test_skipped_snapshot_records_are_warned_on_stderr_in_json_mode(task_file: Path, snapshot: Path) -> None:
+    (snapshot / "fhir" / "Patient").mkdir(parents=True)
+    (snapshot / "fhir" / "Patient" / "broken.json").write_text("{nope")
+    result = run(task_file, snapshot, "--json")
+    assert result.exit_code == 0
+    json.loads(result.stdout)  # stdout stays pure JSON
+    assert "warning:" in result.stderr and "broken.json" in result.stderr

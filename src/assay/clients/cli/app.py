@@ -56,8 +56,9 @@ def verify(
     result = verify_task(task.criteria, state, input_entity=task.input_entity)
     if as_json:
         sys.stdout.write(json.dumps(result.as_json(), indent=2, ensure_ascii=False) + "\n")
-        return
-    print_verification(result, Console())
+    else:
+        print_verification(result, Console())
+    # Skipped snapshot records go to stderr in both modes, so --json stdout stays pure JSON.
     for warning in state.warnings:
         Console(stderr=True).print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
 
