@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from sqlalchemy import select
+from sqlalchemy import Select, select
+from sqlalchemy.orm import Session
 
 from assay import sandboxes
-from assay.service.deps import OrgCaller, PageDep, SessionDep
+from assay.service.deps import OrgCaller, PageDep, PageQuery, SessionDep
 from assay.service.pages import page_json
 from assay.service.runs import actions
 from assay.service.runs import repository as repo
@@ -25,7 +26,7 @@ from assay.service.runs.schemas import (
     task_run_json,
 )
 from assay.snapshot import archive_snapshot
-from assay.store import Conflict, Page, paginate, utcnow
+from assay.store import Conflict, NotFound, Page, iso, paginate, utcnow
 from assay.store.models import BenchmarkRun, CriterionRun, Playground, Sandbox, SandboxEvent, TaskRun
 
 __all__ = ["router"]
@@ -155,20 +156,19 @@ def list_sandbox_events(sandbox_id: str, session: SessionDep, caller: OrgCaller,
         select(Sandbox).where(Sandbox.org_id == caller.org_id, Sandbox.id == sandbox_id)
     ).first()
     if sandbox is None:
-        raise repo.NotFound.of("sandbox", sandbox_id)
+        raise NotFound.of("sandbox", sandbox_id)
     statement = select(SandboxEvent).where(SandboxEvent.sandbox_id == sandbox.id)
     return page_json(_events(session, statement, page), _event_json)
 
 
-def _events(session: Any, statement: Any, page: Any) -> Page[Any]:
+def _events(session: Session, statement: Select[Any], page: PageQuery) -> Page[Any]:
+    """Event lists are oldest first (SPEC §5)."""
     return paginate(
         session, statement, SandboxEvent, limit=page.limit, cursor=page.cursor, newest_first=False
     )
 
 
 def _event_json(row: SandboxEvent) -> Json:
-    from assay.store import iso
-
     return {
         "id": row.id,
         "sandbox_id": row.sandbox_id,
