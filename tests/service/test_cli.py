@@ -40,6 +40,8 @@ def test_keys_create_then_serve(tmp_path: Path) -> None:
             str(tmp_path),
             "--port",
             str(port),
+            "--sftp-port",
+            "2299",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -56,6 +58,16 @@ def test_keys_create_then_serve(tmp_path: Path) -> None:
             except httpx.TransportError:
                 time.sleep(0.05)
         assert response is not None and response.status_code == 200
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key}"}
+        ) as api:
+            benchmark = api.post("/benchmarks", json={"name": "cli"}).json()
+            api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "t"}).raise_for_status()
+            run = api.post("/v1/benchmark-runs", json={"benchmark_id": benchmark["id"]}).json()
+            started = api.post(
+                run["task_runs"][0]["start_url"], headers={"Authorization": f"Bearer {run['bearer_token']}"}
+            ).json()
+        assert started["credentials"]["sftp"]["port"] == 2299
     finally:
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=30)

@@ -42,8 +42,13 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="API port.")] = 8400,
     workers: Annotated[int, typer.Option(min=1, help="API worker processes.")] = 1,
+    sftp_port: Annotated[int | None, typer.Option(help="SFTP port (ASSAY_SFTP_PORT, default 2222).")] = None,
+    mllp_port: Annotated[int | None, typer.Option(help="MLLP port (ASSAY_MLLP_PORT, default 2575).")] = None,
 ) -> None:
     """Run the Assay API. Stops cleanly on Ctrl-C (SIGINT) or SIGTERM."""
+    for name, value in (("ASSAY_SFTP_PORT", sftp_port), ("ASSAY_MLLP_PORT", mllp_port)):
+        if value is not None:
+            os.environ[name] = str(value)
     settings = _settings(data_dir)
     os.environ["ASSAY_DATA_DIR"] = str(settings.data_dir.resolve())  # worker processes read it
     print(f"Assay API on http://{host}:{port}  (database: {_where(settings)})", file=sys.stderr)
