@@ -95,3 +95,30 @@ def test_delete_referenced_is_409(api: httpx.Client) -> None:
     assert api.delete(f"/datasets/{dataset['id']}").status_code == 204
     bench = make_benchmark(api, [[]])
     error(api.delete(f"/benchmarks/{bench.benchmark_id}"), 409, "CONFLICT")
+
+
+def test_values_the_database_cannot_hold_are_422(api: httpx.Client) -> None:
+    assert "timeout" in error(
+        api.post("/benchmarks", json={"name": "x", "timeout": 10**30}), 422, "VALIDATION_ERROR"
+    )
+    task_id = make_benchmark(api, [[]]).task_ids[0]
+    assertion = {"assert": "voice-transcript", "contains": ["hi"]}
+    for weight in (b"1e309", b"NaN", b"-Infinity"):
+        body = (
+            b'{"task_id": "%s", "label": "x", "weight": %s, "assertion": {"assert": "voice-transcript"}}'
+            % (
+                task_id.encode(),
+                weight,
+            )
+        )
+        response = api.post("/criteria", content=body, headers={"Content-Type": "application/json"})
+        assert "weight" in error(response, 422, "VALIDATION_ERROR")
+    body = {"task_id": task_id, "label": "x", "assertion": assertion, "axis": "a" * 500}
+    assert "axis" in error(api.post("/criteria", json=body), 422, "VALIDATION_ERROR")
+    error(
+        api.post(
+            "/benchmarks", content=b"[" * 5000 + b"]" * 5000, headers={"Content-Type": "application/json"}
+        ),
+        400,
+        "BAD_REQUEST",
+    )

@@ -7,6 +7,7 @@ Mapping (everything else is a bug and a 500 `INTERNAL_ERROR`)::
     store.errors.NotFound            404 NOT_FOUND
     store.errors.Conflict            409 CONFLICT
     sqlalchemy IntegrityError        409 CONFLICT   (a unique or foreign key the action did not foresee)
+    sqlalchemy DataError, OverflowError  422 VALIDATION_ERROR (a value the database cannot hold)
     store.errors.Invalid             422 VALIDATION_ERROR
     core.errors.AssertionInvalid     422 VALIDATION_ERROR
     RequestValidationError           400 BAD_REQUEST for unparseable JSON or a bad query/path value,
@@ -26,7 +27,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DataError, IntegrityError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from assay.core.errors import AssertionInvalid
@@ -95,7 +96,7 @@ def _validation(_request: Request, exc: Exception) -> JSONResponse:
     for error in errors:
         loc = tuple(error.get("loc", ()))
         bad_request = bad_request or (bool(loc) and loc[0] in ("query", "path", "header"))
-        message = str(error.get("msg", "invalid"))
+        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
         if error.get("type") == "missing":
             message = "field required"
         details.setdefault(_dotted(loc) or "body", []).append(message)
@@ -108,6 +109,11 @@ def _validation(_request: Request, exc: Exception) -> JSONResponse:
 def _integrity(_request: Request, exc: Exception) -> JSONResponse:
     log.info("integrity error mapped to 409: %s", exc)
     return envelope(409, "CONFLICT", "the change conflicts with existing data")
+
+
+def _data(_request: Request, exc: Exception) -> JSONResponse:
+    log.info("data error mapped to 422: %s", exc)
+    return envelope(422, "VALIDATION_ERROR", "a value is too large or too long for the database")
 
 
 def _http(_request: Request, exc: Exception) -> JSONResponse:
@@ -126,5 +132,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(AssertionInvalid, _assertion)
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(IntegrityError, _integrity)
+    app.add_exception_handler(DataError, _data)
+    app.add_exception_handler(OverflowError, _data)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(Exception, _internal)

@@ -53,19 +53,20 @@ __all__ = [
 
 DatasetType = Literal["fhir", "files", "portal", "hl7", "x12", "voice"]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
+Short = Annotated[str, Field(max_length=200)]
 
 
 def _positive_number(value: Any) -> int | float:
-    """A JSON number > 0, kept as sent (an int stays an int on the way out)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError("weight must be a number > 0")
+    """A finite JSON number > 0, kept as sent (an int stays an int on the way out)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e15:
+        raise ValueError("weight must be a number > 0 (and below 10^15)")
     return value
 
 
 Weight = Annotated[
     Any, AfterValidator(_positive_number), Field(description="Relative weight, > 0 (default 1).")
 ]
-Seconds = Annotated[int, Field(gt=0, description="Seconds.")]
+Seconds = Annotated[int, Field(gt=0, le=10 * 365 * 86400, description="Seconds (at most ten years).")]
 
 
 class _Body(BaseModel):
@@ -74,7 +75,7 @@ class _Body(BaseModel):
 
 class EntityCreate(_Body):
     kind: Name
-    key: str | None = None
+    key: Short | None = None
     data: dict[str, Any] = {}
 
 
@@ -111,7 +112,7 @@ class BenchmarkCreate(_Body):
     environment_id: str | None = None
     timeout: Seconds | None = None
     """Default deadline of each task run, seconds (a task's own `timeout` wins; else 3600)."""
-    concurrency: Annotated[int, Field(ge=1)] | None = None
+    concurrency: Annotated[int, Field(ge=1, le=10_000)] | None = None
     """How many task runs of one benchmark run may be started at once (default 1)."""
 
 
@@ -155,32 +156,32 @@ class CriterionCreate(_Body):
     assertion: dict[str, Any]
     """Typed assertion spec, a union on `assert` (SPEC §3); stored exactly as sent."""
     weight: Weight = 1
-    axis: str | None = None
-    input_entity_id: str | None = None
+    axis: Short | None = None
+    input_entity_id: Short | None = None
 
 
 class CriterionPatch(_Body):
     label: Annotated[str, Field(min_length=1)] | None = None
     assertion: dict[str, Any] | None = None
     weight: Weight = None
-    axis: str | None = None
-    input_entity_id: str | None = None
+    axis: Short | None = None
+    input_entity_id: Short | None = None
 
 
 class SolverCreate(_Body):
     name: Name
     description: str | None = None
-    version: str | None = None
+    version: Annotated[str, Field(max_length=100)] | None = None
 
 
 class SolverPatch(_Body):
     name: Name | None = None
     description: str | None = None
-    version: str | None = None
+    version: Annotated[str, Field(max_length=100)] | None = None
 
 
 class KeyCreate(_Body):
-    name: str | None = None
+    name: Short | None = None
 
 
 # -- responses ----------------------------------------------------------------------------------
