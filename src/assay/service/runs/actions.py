@@ -265,7 +265,7 @@ def _record(session: Session, task_run: TaskRun, verification: TaskVerification)
             status=run.result.status,
             passed=run.result.passed,
             score=str(run.result.score),
-            details=run.result.details,
+            details=run.result.details.replace("\x00", "\\x00"),  # PostgreSQL text holds no NUL
             evidence=_jsonable(run.result.evidence),
             superseded=False,
             created_at=now,
