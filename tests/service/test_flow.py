@@ -150,6 +150,9 @@ def test_openapi_lists_the_api(api: httpx.Client) -> None:
         "/benchmarks/{benchmark_id}/publish",
     ):
         assert path in paths
+    criterion = paths["/criteria"]["post"]["responses"]
+    assert criterion["201"]["content"]["application/json"]["schema"]["$ref"].endswith("/CriterionOut")
+    assert criterion["422"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorEnvelope")
 
 
 def test_publish_freezes_a_version(api: httpx.Client) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy.exc import DataError, IntegrityError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -42,7 +43,7 @@ from assay.store.errors import (
     Unauthorized,
 )
 
-__all__ = ["envelope", "install_error_handlers"]
+__all__ = ["ERROR_RESPONSES", "ErrorEnvelope", "envelope", "install_error_handlers"]
 
 log = logging.getLogger("assay.service")
 
@@ -56,6 +57,37 @@ _DOMAIN: list[tuple[type[DomainError], int, str]] = [
     (RateLimited, 429, "RATE_LIMITED"),
 ]
 _HTTP_CODES = {400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND", 409: "CONFLICT"}
+
+
+class ErrorBody(BaseModel):
+    code: str
+    """`BAD_REQUEST`, `VALIDATION_ERROR`, `UNAUTHORIZED`, `FORBIDDEN`, `NOT_FOUND`, `CONFLICT`,
+    `RATE_LIMITED` or `INTERNAL_ERROR`."""
+    message: str
+    details: dict[str, Any]
+    """For `VALIDATION_ERROR`: dotted key path → messages, e.g. `assertion.fields.0.operator`."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+
+class ErrorEnvelope(BaseModel):
+    """Every error response (SPEC §5)."""
+
+    error: ErrorBody
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorEnvelope, "description": description}
+    for status, description in (
+        (400, "Unparseable JSON or a bad query parameter"),
+        (401, "Missing, unknown or expired token"),
+        (403, "A token of a kind that may not call this endpoint"),
+        (404, "Not found, or outside the token's scope"),
+        (409, "The run's state or a reference forbids it"),
+        (422, "A well-formed body that fails validation"),
+    )
+}
+"""OpenAPI documentation of the envelope, attached to every router."""
 
 
 def envelope(status: int, code: str, message: str, details: Mapping[str, Any] | None = None) -> JSONResponse:

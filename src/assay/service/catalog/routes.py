@@ -34,6 +34,7 @@ from assay.service.catalog.schemas import (
     version_json,
 )
 from assay.service.deps import OrgCaller, PageDep, SessionDep
+from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import page_json
 from assay.store import NotFound, owned, paginate
 from assay.store.models import ApiKey, Benchmark, Dataset, DatasetEntity, Environment, Solver
@@ -41,7 +42,7 @@ from assay.store.tokens import mint_key
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(responses=ERROR_RESPONSES)
 Json = dict[str, Any]
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "BenchmarkCreate",
     "BenchmarkPatch",
     "CriterionCreate",
+    "CriterionOut",
     "CriterionPatch",
     "DatasetCreate",
     "DatasetPatch",
@@ -185,6 +186,27 @@ class KeyCreate(_Body):
 
 
 # -- responses ----------------------------------------------------------------------------------
+
+
+class CriterionOut(BaseModel):
+    """The Criterion object of seed 003, plus `updated_at` (documentation of the wire shape)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    id: str
+    task_id: str
+    """Parent task."""
+    input_entity_id: str | None
+    """Optional dataset entity the criterion is scoped to."""
+    label: str
+    assertion: dict[str, Any]
+    """Typed assertion spec; shape depends on `assertion.assert` (SPEC §3). Passed through unchanged."""
+    weight: float
+    """Relative weight for task scoring; higher means more important."""
+    axis: str | None
+    """Optional scoring axis for the per-axis breakdown."""
+    created_at: str
+    updated_at: str
 
 
 def _stamps(row: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from assay.service.catalog import actions
 from assay.service.catalog import repository as repo
 from assay.service.catalog.schemas import (
     CriterionCreate,
+    CriterionOut,
     CriterionPatch,
     TaskCreate,
     TaskEntityLink,
@@ -19,13 +20,14 @@ from assay.service.catalog.schemas import (
     task_json,
 )
 from assay.service.deps import OrgCaller, PageDep, SessionDep
+from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import page_json
 from assay.store import owned, paginate
 from assay.store.models import Criterion, DatasetEntity, Task, TaskEntity
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(responses=ERROR_RESPONSES)
 Json = dict[str, Any]
 
 
@@ -100,18 +102,23 @@ def list_criteria(
     )
 
 
-@router.post("/criteria", status_code=201, tags=["criteria"])
+_CRITERION = {"model": CriterionOut, "description": "The criterion"}
+
+
+@router.post(
+    "/criteria", status_code=201, tags=["criteria"], response_model=None, responses={201: _CRITERION}
+)
 def create_criterion(body: CriterionCreate, session: SessionDep, caller: OrgCaller) -> Json:
     """Create a criterion; `assertion` must parse (422 naming `assertion.<key>`) and is stored as sent."""
     return criterion_json(actions.create_criterion(session, caller, body))
 
 
-@router.get("/criteria/{criterion_id}", tags=["criteria"])
+@router.get("/criteria/{criterion_id}", tags=["criteria"], response_model=None, responses={200: _CRITERION})
 def get_criterion(criterion_id: str, session: SessionDep, caller: OrgCaller) -> Json:
     return criterion_json(repo.get(session, Criterion, caller, criterion_id))
 
 
-@router.patch("/criteria/{criterion_id}", tags=["criteria"])
+@router.patch("/criteria/{criterion_id}", tags=["criteria"], response_model=None, responses={200: _CRITERION})
 def patch_criterion(criterion_id: str, body: CriterionPatch, session: SessionDep, caller: OrgCaller) -> Json:
     return criterion_json(actions.patch_criterion(session, caller, criterion_id, body))
 

@@ -13,12 +13,14 @@ from sqlalchemy.orm import Session
 
 from assay import sandboxes
 from assay.service.deps import OrgCaller, PageDep, PageQuery, SessionDep
+from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import page_json
 from assay.service.runs import actions
 from assay.service.runs import repository as repo
 from assay.service.runs.lifecycle import settle_if_due
 from assay.service.runs.schemas import (
     BenchmarkRunCreate,
+    CompletionOut,
     benchmark_run_json,
     completion_json,
     criterion_run_json,
@@ -31,7 +33,7 @@ from assay.store.models import BenchmarkRun, CriterionRun, Playground, Sandbox, 
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(responses=ERROR_RESPONSES)
 Json = dict[str, Any]
 
 
@@ -94,7 +96,12 @@ def cancel_task_run(task_run_id: str, session: SessionDep, caller: OrgCaller) ->
     return task_run_json(task_run, repo.current_criterion_runs(session, task_run.id))
 
 
-@router.post("/task-runs/{task_run_id}/rescore", tags=["task-runs"])
+@router.post(
+    "/task-runs/{task_run_id}/rescore",
+    tags=["task-runs"],
+    response_model=None,
+    responses={200: {"model": CompletionOut, "description": "Result"}},
+)
 def rescore_task_run(task_run_id: str, session: SessionDep, caller: OrgCaller) -> Json:
     """Score the stored capture again; the same body as `complete`."""
     result = actions.rescore_task_run(session, caller, task_run_id)

@@ -18,6 +18,8 @@ from assay.store.models import BenchmarkRun, CriterionRun, Playground, Sandbox, 
 
 __all__ = [
     "BenchmarkRunCreate",
+    "CheckOut",
+    "CompletionOut",
     "benchmark_run_json",
     "completion_json",
     "criterion_run_json",
@@ -41,6 +43,35 @@ class BenchmarkRunCreate(BaseModel):
     agent: Any = None
     solver_id: str | None = None
     """With an org key: attribute the run to this solver (a Solver key implies its own)."""
+
+
+class CheckOut(BaseModel):
+    criterion_id: str | None
+    label: str
+    axis: str | None
+    weight: float
+    status: str
+    """`ok`, or `error` when the check could not judge (SPEC §3.1)."""
+    passed: bool
+    score: float
+    details: str | None = None
+    """Absent for `scored: true` runs."""
+    evidence: dict[str, Any] | None = None
+    """Absent for `scored: true` runs; always on `GET /criterion-runs/{id}`."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+
+class CompletionOut(BaseModel):
+    """The body of `complete` and `rescore` (SPEC §5.2)."""
+
+    task_run_id: str
+    phase: str
+    status: str
+    verdict: str | None
+    score: float | None
+    axes: dict[str, dict[str, float]]
+    checks: list[CheckOut]
 
 
 def _score(text: str | None) -> float | None:

@@ -7,12 +7,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from assay.service.deps import AnyCaller, RunCaller, RunCreator, SessionDep, SettingsDep, public_host
-from assay.service.errors import envelope
+from assay.service.errors import ERROR_RESPONSES, envelope
 from assay.service.runs import actions
 from assay.service.runs import repository as repo
 from assay.service.runs.lifecycle import settle_if_due
 from assay.service.runs.schemas import (
     BenchmarkRunCreate,
+    CompletionOut,
     completion_json,
     started_json,
     v1_benchmark_run_json,
@@ -22,7 +23,7 @@ from assay.store import utcnow
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["v1"])
+router = APIRouter(tags=["v1"], responses=ERROR_RESPONSES)
 """Handlers return `JSONResponse` themselves: these are the agent's hot path, and skipping
 FastAPI's generic re-encoding of plain dicts saves a measurable share of each call."""
 
@@ -62,7 +63,9 @@ def start_task_run(
     return JSONResponse(started_json(started.task_run, started.access))
 
 
-@router.post("/task-runs/{task_run_id}/complete")
+@router.post(
+    "/task-runs/{task_run_id}/complete", responses={200: {"model": CompletionOut, "description": "Result"}}
+)
 def complete_task_run(task_run_id: str, session: SessionDep, caller: RunCaller) -> JSONResponse:
     """Verify now; idempotent. Scored runs omit `details` and `evidence` here."""
     result = actions.complete_task_run(session, caller, task_run_id)
