@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from assay.service.catalog.routes import router as catalog_router
 from assay.service.catalog.task_routes import router as task_router
 from assay.service.errors import install_error_handlers
-from assay.service.ratelimit import RateLimiter
+from assay.service.limits import BodySizeLimit, RateLimiter
 from assay.service.runs.routes import router as runs_router
 from assay.service.runs.sweeper import Sweeper
 from assay.service.runs.v1_routes import router as v1_router
@@ -70,6 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Verification engine for healthcare AI-agent benchmarks.",
         lifespan=lifespan,
     )
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
     app.include_router(catalog_router)
     app.include_router(task_router)

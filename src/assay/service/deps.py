@@ -15,7 +15,7 @@ from fastapi import Depends, Header, Query, Request
 from sqlalchemy.orm import Session
 
 from assay.service.auth.actions import authenticate
-from assay.service.ratelimit import RateLimiter
+from assay.service.limits import RateLimiter
 from assay.service.settings import Settings
 from assay.store import Caller, Database, Forbidden, RateLimited, clamp_limit
 

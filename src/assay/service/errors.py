@@ -14,7 +14,7 @@ Mapping (everything else is a bug and a 500 `INTERNAL_ERROR`)::
                                      else 422 VALIDATION_ERROR keyed by the dotted body path
     store.errors.RateLimited         429 RATE_LIMITED, with `Retry-After` (whole seconds)
     store.errors.BadRequest          400 BAD_REQUEST
-    HTTPException (routing)          its status: 404 NOT_FOUND, 405, …
+    HTTPException (routing)          its status: 404 NOT_FOUND, 405, 413 (body over the limit), …
 """
 
 from __future__ import annotations

@@ -28,6 +28,8 @@ class Settings:
     rate_limit: float | None = None
     """`ASSAY_RATE_LIMIT`: requests per second per token; None (the default) means no limit."""
     rate_limit_burst: int | None = None
+    max_body_bytes: int = 50 * 1024 * 1024
+    """`ASSAY_MAX_BODY_BYTES`: largest request body (SPEC §5.1: a dataset body is at most 50 MB)."""
 
     @property
     def resolved_database_url(self) -> str:

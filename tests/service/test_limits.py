@@ -1,5 +1,5 @@
-"""Per-token rate limits (SPEC §5): off by default; when configured, 429 `RATE_LIMITED` with
-`Retry-After`, counted per token."""
+"""Limits (SPEC §5): per-token rate limits (off by default; when configured, 429 `RATE_LIMITED`
+with `Retry-After`, counted per token) and the request body cap (413 in the envelope)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from assay.service.ratelimit import RateLimiter
+from assay.service.limits import RateLimiter
 from assay.service.settings import Settings
 from assay.store.tokens import ensure_org, mint_key
 
@@ -49,3 +49,22 @@ def test_bucket_refills() -> None:
     assert limiter.acquire("other") == 0
     wait = limiter.acquire("k")
     assert 0 <= wait <= 0.001
+
+
+@pytest.fixture(scope="module")
+def small_bodies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
+    settings = Settings(
+        data_dir=Path(tmp_path_factory.mktemp("small")),
+        bootstrap_api_key=BOOTSTRAP_KEY,
+        sweep_interval=0,
+        max_body_bytes=2000,
+    )
+    yield from _serve(settings)
+
+
+def test_body_over_the_limit_is_413(small_bodies: tuple[str, Any]) -> None:
+    url, _ = small_bodies
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}) as client:
+        ok(client.post("/benchmarks", json={"name": "small"}), 201)
+        big = {"name": "d", "type": "voice", "data": {"turns": [{"speaker": "agent", "text": "x" * 3000}]}}
+        error(client.post("/datasets", json=big), 413, "BAD_REQUEST")
