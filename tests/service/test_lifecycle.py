@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 
 from assay.service.runs.sweeper import take_lease
 from assay.store import utcnow
@@ -171,13 +172,23 @@ def test_snapshot_is_frozen_at_creation(server: Server, api: httpx.Client) -> No
     assert snapshot["task"]["name"] == "task 0" and snapshot["criteria"][0]["assertion"] == PASSES
 
 
-def test_unknown_scenario_step_fails_the_start(server: Server, api: httpx.Client) -> None:
+@pytest.mark.parametrize(
+    ("step", "reason"),
+    [
+        ({"step": "summon_dragon"}, "'summon_dragon' is not supported"),
+        # A known step whose sandbox does not exist yet fails loudly instead of being skipped.
+        ({"step": "drop_file_inbox", "path": "in/a.txt", "content": "x"}, "needs the files sandbox"),
+    ],
+)
+def test_scenario_step_that_cannot_run_fails_the_start(
+    server: Server, api: httpx.Client, step: dict[str, str], reason: str
+) -> None:
     catalog = make_benchmark(api, [[criterion(PASSES)]])
-    ok(api.patch(f"/tasks/{catalog.task_ids[0]}", json={"scenario": [{"step": "summon_dragon"}]}))
+    ok(api.patch(f"/tasks/{catalog.task_ids[0]}", json={"scenario": [step]}))
     run = start_run(api, catalog.benchmark_id)
     with server.client(run.token) as agent:
         details = error(agent.post(run.task_runs[0]["start_url"]), 409, "CONFLICT")
-        assert "summon_dragon" in details["reason"]
+        assert reason in details["reason"]
         error(agent.post(run.task_runs[0]["start_url"]), 409, "CONFLICT")
         summary = ok(agent.get(f"/v1/benchmark-runs/{run.id}"))
     assert summary["task_runs"][0]["status"] == "failed" and summary["phase"] == "completed"

@@ -51,7 +51,17 @@ __all__ = [
 
 DEFAULT_TIMEOUT = 3600
 MIN_TOKEN_LIFETIME = timedelta(hours=24)
-SCENARIO_STEPS = frozenset({"drop_file_inbox", "seed_hl7_inbox", "set_portal_row", "add_voice_turns"})
+SCENARIO_STEPS = {
+    "drop_file_inbox": "files",
+    "seed_hl7_inbox": "hl7",
+    "set_portal_row": "portal",
+    "add_voice_turns": "voice",
+}
+"""SPEC §5.3 scenario steps and the sandbox each one writes to."""
+RUNNABLE_SCENARIO_SURFACES: frozenset[str] = frozenset()
+"""Surfaces whose stores exist in this version; a step for any other fails the start (409) rather
+than being skipped, since a skipped step would leave the agent a different world than the task
+describes and the score would not mean what its author thinks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +200,9 @@ def _scenario_problem(task_run: TaskRun) -> str | None:
         name = step.get("step") if isinstance(step, dict) else None
         if name not in SCENARIO_STEPS:
             return f"scenario step {name!r} is not supported"
+        surface = SCENARIO_STEPS[name]
+        if surface not in RUNNABLE_SCENARIO_SURFACES:
+            return f"scenario step {name!r} needs the {surface} sandbox, which is not available yet"
     return None
 
 
