@@ -26,6 +26,8 @@ import re
 import sys
 from pathlib import Path
 
+from assay.formats.fhir.extract import split_union
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "tests" / "fixtures" / "fhir-spec" / "search-parameters.json"
 TARGET = ROOT / "src" / "assay" / "formats" / "fhir" / "_search_parameters.py"
@@ -44,26 +46,6 @@ def rewrite_resolve(expression: str) -> str:
         ),
         expression,
     )
-
-
-def split_union(expression: str) -> list[str]:
-    """Split on `|` outside parentheses and quotes."""
-    parts: list[str] = []
-    depth, quoted, start = 0, False, 0
-    for i, char in enumerate(expression):
-        if char == "'":
-            quoted = not quoted
-        elif quoted:
-            continue
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == "|" and depth == 0:
-            parts.append(expression[start:i].strip())
-            start = i + 1
-    parts.append(expression[start:].strip())
-    return [part for part in parts if part]
 
 
 def root_of(part: str) -> str:
