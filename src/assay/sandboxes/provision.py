@@ -14,8 +14,9 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from assay.sandboxes.fhir.store import embedded_fhir
+from assay.sandboxes.settings import fhir_sandbox_settings
 from assay.store import new_id, utcnow
-from assay.store.models import Playground, Sandbox
+from assay.store.models import Playground, Sandbox, TaskRun
 
 __all__ = ["SURFACES", "Access", "describe", "provision", "teardown"]
 
@@ -40,8 +41,14 @@ def _credentials(surface: str, task_run_id: str) -> dict[str, Any] | None:
 
 
 def provision(session: Session, *, org_id: str, task_run_id: str) -> Playground:
-    """A new, active playground for one task run with a sandbox per surface."""
+    """A new, active playground for one task run with a sandbox per surface.
+
+    The `fhir` sandbox row keeps the environment's FHIR settings its surface needs (strict
+    validation); the others keep their credentials.
+    """
     now = utcnow()
+    task_run = session.get(TaskRun, task_run_id)
+    fhir_settings = fhir_sandbox_settings(session, task_run) if task_run is not None else None
     playground = Playground(
         id=new_id("pg_"),
         org_id=org_id,
@@ -58,7 +65,7 @@ def provision(session: Session, *, org_id: str, task_run_id: str) -> Playground:
             playground_id=playground.id,
             type=surface,
             status="active",
-            credentials=_credentials(surface, task_run_id),
+            credentials=fhir_settings if surface == "fhir" else _credentials(surface, task_run_id),
             created_at=now,
         )
         for surface in SURFACES

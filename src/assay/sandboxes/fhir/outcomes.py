@@ -31,13 +31,23 @@ _ISSUE_CODES = {
 class FhirError(Exception):
     """A FHIR interaction that fails with `status`; `diagnostics` names the input and the cause."""
 
-    def __init__(self, status: int, diagnostics: str, code: str | None = None):
+    def __init__(
+        self,
+        status: int,
+        diagnostics: str,
+        code: str | None = None,
+        issues: list[dict[str, Any]] | None = None,
+    ):
         super().__init__(diagnostics)
         self.status = status
         self.diagnostics = diagnostics
         self.code = code or _ISSUE_CODES.get(status, "exception")
+        self.issues = issues
+        """One OperationOutcome issue per offending element (strict validation), when known."""
 
     def outcome(self) -> dict[str, Any]:
+        if self.issues:
+            return {"resourceType": "OperationOutcome", "issue": list(self.issues)}
         return operation_outcome(self.diagnostics, self.code)
 
 

@@ -28,10 +28,12 @@ from assay.sandboxes.fhir.index import _VERSION_COLUMNS, Current, StoreIndex, Ve
 from assay.sandboxes.fhir.layers import LayerCache
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import next_version, stamp
+from assay.sandboxes.fhir.strict import validate_strict
 from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
 from assay.store.ids import iso, utcnow
+from assay.store.models import Sandbox
 
-__all__ = ["EmbeddedFhir", "WriteTransaction", "embedded_fhir"]
+__all__ = ["STRICT_KEY", "EmbeddedFhir", "WriteTransaction", "embedded_fhir", "is_strict"]
 
 Key = tuple[str, str]
 MAX_INDEXES = 256
@@ -69,11 +71,17 @@ class WriteTransaction:
             return self.index.search_index.search(resource_type, params)
 
     def put(self, resource: dict[str, Any], resource_id: str) -> dict[str, Any]:
-        """Write a new version of `resource` as `resource_id`; the stored (stamped) resource."""
+        """Write a new version of `resource` as `resource_id`; the stored (stamped) resource.
+
+        Every write of the REST surface (create, update, patch, transaction and batch entries)
+        passes here, so a strict store validates here once (422 rolls the whole write back).
+        """
         kind = resource["resourceType"]
         before = self.current(kind, resource_id)
         version = next_version(before.version_id if before else None, before.versions if before else 0)
         stored = stamp(resource, resource_id, version, self.now)
+        if self.index.strict:
+            validate_strict(stored)
         self._append(kind, resource_id, version, stored, before)
         return stored
 
@@ -135,8 +143,13 @@ class EmbeddedFhir:
         if row is None:
             raise FhirError(404, f"no FHIR store {store_id}")
         layer = self.layers.get(row.layer_hash, conn) if row.layer_hash else None
+        strict = is_strict(
+            conn.execute(
+                select(Sandbox.credentials).where(Sandbox.playground_id == store_id, Sandbox.type == "fhir")
+            ).scalar()
+        )
         with self._lock:
-            index = self._indexes.setdefault(store_id, StoreIndex(store_id, layer))
+            index = self._indexes.setdefault(store_id, StoreIndex(store_id, layer, strict))
             while len(self._indexes) > MAX_INDEXES:
                 self._indexes.popitem(last=False)  # rebuilt from SQL if that store is used again
             return index
@@ -238,6 +251,15 @@ class EmbeddedFhir:
         pinned = StoreIndex(store_id, layer)
         pinned.apply(rows, seq)
         return pinned.search_index
+
+
+STRICT_KEY = "strict_validation"
+"""The key in the playground's `fhir` sandbox row (its `credentials` JSON: settings the surface
+needs, none of them secret) that switches strict validation on, written by `provision`."""
+
+
+def is_strict(sandbox_settings: Any) -> bool:
+    return isinstance(sandbox_settings, dict) and sandbox_settings.get(STRICT_KEY) is True
 
 
 def _row_dict(row: VersionRow) -> dict[str, Any]:

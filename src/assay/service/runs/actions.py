@@ -225,7 +225,11 @@ def start_task_run(
             {"started_task_run_ids": running},
         )
     datasets = datasets_for(session, benchmark_run, task_run)
-    problem = _scenario_problem(task_run) or sandboxes.unsupported_dataset(datasets)
+    problem = (
+        _scenario_problem(task_run)
+        or sandboxes.unsupported_dataset(datasets)
+        or sandboxes.unsupported_settings(session, task_run)
+    )
     if problem:
         end_task_run(session, task_run, "fail", now, reason=problem)
         finalize_if_done(benchmark_run, task_runs, now)

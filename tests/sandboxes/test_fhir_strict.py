@@ -1,0 +1,144 @@
+"""Strict validation (issue 5): an environment with `settings.fhir.strict_validation` makes every
+write of its playgrounds — create, update, JSON Patch results, transaction and batch entries — fit
+the fhir.resources R4B models, or fail 422 with an OperationOutcome naming the element. Dataset
+loading stays lenient (SPEC §5.1: a bundle is never rejected). Through the whole service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from assay.sandboxes import settings as sandbox_settings
+from assay.sandboxes.fhir.outcomes import FhirError
+from assay.sandboxes.fhir.strict import validate_strict
+from tests.service.builders import error, ok, unique
+from tests.service.conftest import Server
+
+Json = dict[str, Any]
+# A seeded resource the R4B model refuses (unknown element): loading must keep it anyway.
+ODD_PATIENT = {"resourceType": "Patient", "id": "odd", "gender": "female", "favouriteColour": "teal"}
+SEED = {"resourceType": "Bundle", "type": "collection", "entry": [{"resource": ODD_PATIENT}]}
+BAD_PATIENT = {"resourceType": "Patient", "birthDate": "1990-13-45", "name": [{"family": 5}]}
+
+
+def _run(api: httpx.Client, settings: Json | None) -> Json:
+    dataset = ok(api.post("/datasets", json={"name": unique("odd"), "type": "fhir", "data": SEED}), 201)
+    body: Json = {"name": unique("env"), "dataset_ids": [dataset["id"]]}
+    if settings is not None:
+        body["settings"] = settings
+    environment = ok(api.post("/environments", json=body), 201)
+    benchmark = ok(
+        api.post("/benchmarks", json={"name": unique("strict"), "environment_id": environment["id"]}), 201
+    )
+    ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "write"}), 201)
+    return ok(api.post("/v1/benchmark-runs", json={"benchmark_id": benchmark["id"]}), 201)
+
+
+@contextmanager
+def _fhir(server: Server, run: Json) -> Iterator[httpx.Client]:
+    [task_run] = run["task_runs"]
+    with server.client(run["bearer_token"]) as agent:
+        base = ok(agent.post(task_run["start_url"]))["endpoints"]["fhir"]
+    headers = {"Authorization": f"Bearer {run['bearer_token']}", "Content-Type": "application/fhir+json"}
+    with httpx.Client(base_url=server.url + base, headers=headers, timeout=60) as client:
+        yield client
+
+
+def _expressions(response: httpx.Response) -> list[str]:
+    assert response.status_code == 422, response.text
+    outcome = response.json()
+    assert outcome["resourceType"] == "OperationOutcome"
+    return [e for issue in outcome["issue"] for e in issue.get("expression", [])]
+
+
+def test_strict_writes_fail_422_naming_the_element(server: Server, api: httpx.Client) -> None:
+    run = _run(api, {"fhir": {"strict_validation": True}})
+    with _fhir(server, run) as fhir:
+        assert fhir.get("/Patient/odd").json()["favouriteColour"] == "teal"  # loaded leniently
+
+        refused = fhir.post("/Patient", json=BAD_PATIENT)
+        assert sorted(_expressions(refused)) == ["Patient.birthDate", "Patient.name[0].family"]
+        assert "Patient.birthDate" in refused.json()["issue"][0]["diagnostics"]
+        missing_code = {"resourceType": "Observation", "status": "final"}
+        assert _expressions(fhir.post("/Observation", json=missing_code)) == ["Observation.code"]
+
+        created = fhir.post("/Patient", json={"resourceType": "Patient", "birthDate": "1990-01-02"})
+        assert created.status_code == 201, created.text
+        pid = created.json()["id"]
+        put = fhir.put(f"/Patient/{pid}", json={"resourceType": "Patient", "id": pid, "active": "maybe"})
+        assert _expressions(put) == ["Patient.active"]
+        patched = fhir.patch(
+            f"/Patient/{pid}",
+            json=[{"op": "add", "path": "/shoeSize", "value": 9}],
+            headers={"Content-Type": "application/json-patch+json"},
+        )
+        assert _expressions(patched) == ["Patient.shoeSize"]
+        assert fhir.get(f"/Patient/{pid}").json()["meta"]["versionId"] == "1"
+        # The seeded odd Patient cannot be rewritten as it is, but can be fixed.
+        assert _expressions(fhir.put("/Patient/odd", json=ODD_PATIENT)) == ["Patient.favouriteColour"]
+        fixed = {k: v for k, v in ODD_PATIENT.items() if k != "favouriteColour"}
+        assert fhir.put("/Patient/odd", json=fixed).status_code == 200
+
+
+def test_strict_transaction_rolls_back_and_batch_fails_one_entry(server: Server, api: httpx.Client) -> None:
+    run = _run(api, {"fhir": {"strict_validation": True}})
+    good = {"resourceType": "Patient", "name": [{"family": "Ok"}]}
+    entries = [
+        {"fullUrl": "urn:uuid:a", "resource": good, "request": {"method": "POST", "url": "Patient"}},
+        {"resource": BAD_PATIENT, "request": {"method": "POST", "url": "Patient"}},
+    ]
+    with _fhir(server, run) as fhir:
+        transaction = fhir.post("/", json={"resourceType": "Bundle", "type": "transaction", "entry": entries})
+        assert sorted(_expressions(transaction)) == ["Patient.birthDate", "Patient.name[0].family"]
+        assert fhir.get("/Patient", params={"family": "Ok"}).json()["total"] == 0
+
+        batch = ok(fhir.post("/", json={"resourceType": "Bundle", "type": "batch", "entry": entries}))
+        statuses = [e["response"]["status"] for e in batch["entry"]]
+        assert statuses == ["201 Created", "422"]
+        issue = batch["entry"][1]["response"]["outcome"]["issue"][0]
+        assert issue["expression"] in (["Patient.birthDate"], ["Patient.name[0].family"])
+        assert fhir.get("/Patient", params={"family": "Ok"}).json()["total"] == 1
+
+
+def test_without_the_setting_writes_are_only_structural(server: Server, api: httpx.Client) -> None:
+    run = _run(api, {"fhir": {"strict_validation": False}})
+    with _fhir(server, run) as fhir:
+        assert fhir.post("/Patient", json=BAD_PATIENT).status_code == 201
+        assert fhir.post("/Patient", json={"resourceType": "Nope"}).status_code == 422
+
+
+def test_strict_without_fhir_resources_fails_the_start(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sandbox_settings, "strict_available", lambda: False)
+    run = _run(api, {"fhir": {"strict_validation": True}})
+    [task_run] = run["task_runs"]
+    with server.client(run["bearer_token"]) as agent:
+        details = error(agent.post(task_run["start_url"]), 409, "CONFLICT")
+    assert "fhir.resources" in details["reason"] and "not installed" in details["reason"]
+    assert ok(api.get(f"/task-runs/{task_run['id']}"))["status"] == "failed"
+
+
+def test_a_non_boolean_strict_setting_fails_the_start(server: Server, api: httpx.Client) -> None:
+    run = _run(api, {"fhir": {"strict_validation": "yes"}})
+    [task_run] = run["task_runs"]
+    with server.client(run["bearer_token"]) as agent:
+        details = error(agent.post(task_run["start_url"]), 409, "CONFLICT")
+    assert details["reason"] == "settings.fhir.strict_validation must be true or false, got 'yes'"
+
+
+def test_validate_strict_reports_at_most_a_bounded_number_of_issues() -> None:
+    many = {"resourceType": "Patient", **{f"x{i}": i for i in range(50)}}
+    with pytest.raises(FhirError) as caught:
+        validate_strict(many)
+    assert caught.value.status == 422 and caught.value.issues is not None
+    assert len(caught.value.issues) == 20
+    assert caught.value.diagnostics.endswith("and 47 more")
+    validate_strict(
+        {"resourceType": "Patient", "meta": {"versionId": "1", "lastUpdated": "2026-01-02T03:04:05.678Z"}}
+    )
