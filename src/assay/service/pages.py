@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from assay.store import Page
+from sqlalchemy import Select
 
-__all__ = ["page_json"]
+from assay.store import Page, paginate
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from assay.service.deps import PageQuery
+
+__all__ = ["list_json", "page_json"]
 
 
 def page_json(page: Page[Any], serialize: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
@@ -15,3 +22,20 @@ def page_json(page: Page[Any], serialize: Callable[[Any], dict[str, Any]]) -> di
         "data": [serialize(item) for item in page.items],
         "_meta": {"next": page.next, "prev": page.prev, "limit": page.limit},
     }
+
+
+def list_json(
+    session: Session,
+    statement: Select[Any],
+    model: Any,
+    page: PageQuery,
+    serialize: Callable[[Any], dict[str, Any]],
+    *,
+    newest_first: bool = True,
+) -> dict[str, Any]:
+    """The list response for one page of `statement` (already scoped by the caller): the body of
+    every `GET /<things>` endpoint."""
+    found = paginate(
+        session, statement, model, limit=page.limit, cursor=page.cursor, newest_first=newest_first
+    )
+    return page_json(found, serialize)

@@ -13,7 +13,7 @@ from assay.store.errors import (
 )
 from assay.store.ids import iso, new_id, utcnow
 from assay.store.pagination import Page, clamp_limit, paginate
-from assay.store.scope import Caller, get_owned, owned
+from assay.store.scope import Caller, get_owned, owned, where_given
 
 __all__ = [
     "BadRequest",
@@ -35,4 +35,5 @@ __all__ = [
     "paginate",
     "sqlite_url",
     "utcnow",
+    "where_given",
 ]

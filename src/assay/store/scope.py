@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from assay.store.errors import NotFound
 
-__all__ = ["Caller", "CallerKind", "get_owned", "owned"]
+__all__ = ["Caller", "CallerKind", "get_owned", "owned", "where_given"]
 
 CallerKind = Literal["org", "solver", "run"]
 M = TypeVar("M")
@@ -42,3 +42,9 @@ def get_owned(session: Session, model: type[M], caller: Caller, ident: str, noun
     if row is None:
         raise NotFound.of(noun, ident)
     return row
+
+
+def where_given(statement: Select[M], column: Any, value: str | None) -> Select[M]:
+    """`statement` narrowed to `column == value`, or as it is when the client left the optional
+    `?filter=` out (None or empty)."""
+    return statement.where(column == value) if value else statement

@@ -7,7 +7,7 @@ row still names by id is a 409; owned children (a task's criteria, a dataset's e
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from sqlalchemy.orm import Session
@@ -27,6 +27,8 @@ from assay.service.catalog.schemas import (
 )
 from assay.store import Caller, Conflict, Invalid, NotFound, new_id, owned, utcnow
 from assay.store.models import (
+    ApiKey,
+    Base,
     Benchmark,
     BenchmarkRun,
     Criterion,
@@ -48,15 +50,25 @@ __all__ = [
     "create_solver",
     "create_task",
     "delete_benchmark",
+    "delete_criterion",
     "delete_dataset",
     "delete_environment",
+    "delete_org_key",
     "delete_solver",
+    "delete_solver_key",
+    "delete_task",
     "link_task_entity",
+    "patch_benchmark",
     "patch_criterion",
+    "patch_dataset",
+    "patch_environment",
+    "patch_solver",
     "patch_task",
+    "unlink_task_entity",
     "validate_assertion",
 ]
 
+Row = TypeVar("Row", bound=Base)
 _REQUIRED = {"name", "label", "assertion", "weight", "tags", "dataset_ids", "settings", "data"}
 
 
@@ -71,6 +83,15 @@ def apply_patch(row: Any, body: BaseModel) -> dict[str, Any]:
     if changes:
         row.updated_at = utcnow()
     return changes
+
+
+def _insert(session: Session, caller: Caller, model: type[Row], id_prefix: str, **columns: Any) -> Row:
+    """A new row of the caller's org with a fresh id and both time stamps, flushed (so it reads back)."""
+    now = utcnow()
+    row = model(id=new_id(id_prefix), org_id=caller.org_id, created_at=now, updated_at=now, **columns)
+    session.add(row)
+    session.flush()
+    return row
 
 
 def _require_ids(session: Session, model: type[Any], caller: Caller, ids: list[str] | None) -> None:
@@ -115,18 +136,8 @@ def create_dataset(
     errors = dataset_errors(body.type, body.data)
     if errors:
         raise Invalid(errors)
-    now = utcnow()
-    dataset = Dataset(
-        id=new_id("ds_"),
-        org_id=caller.org_id,
-        name=body.name,
-        type=body.type,
-        data=body.data,
-        created_at=now,
-        updated_at=now,
-    )
+    dataset = _insert(session, caller, Dataset, "ds_", name=body.name, type=body.type, data=body.data)
     entities = [_entity(dataset, entity) for entity in body.entities]
-    session.add(dataset)
     session.add_all(entities)
     session.flush()
     return dataset, entities
@@ -171,54 +182,29 @@ def delete_dataset(session: Session, caller: Caller, dataset_id: str) -> None:
 
 def create_environment(session: Session, caller: Caller, body: EnvironmentCreate) -> Environment:
     _require_ids(session, Dataset, caller, body.dataset_ids)
-    now = utcnow()
-    environment = Environment(
-        id=new_id("env_"),
-        org_id=caller.org_id,
-        name=body.name,
-        description=body.description,
-        dataset_ids=body.dataset_ids,
-        settings=body.settings,
-        created_at=now,
-        updated_at=now,
-    )
-    session.add(environment)
-    session.flush()
-    return environment
+    return _insert(session, caller, Environment, "env_", **dict(body))
 
 
 def patch_environment(session: Session, caller: Caller, environment_id: str, body: BaseModel) -> Environment:
     environment = repo.get(session, Environment, caller, environment_id)
-    changes = apply_patch(environment, body)
-    _require_ids(session, Dataset, caller, changes.get("dataset_ids"))
+    _require_ids(session, Dataset, caller, apply_patch(environment, body).get("dataset_ids"))
     return environment
 
 
 def delete_environment(session: Session, caller: Caller, environment_id: str) -> None:
-    environment = repo.get(session, Environment, caller, environment_id)
-    if repo.uses(session, caller, Benchmark, environment_id=environment.id):
-        raise Conflict(f"environment {environment.id} is still used by a benchmark")
-    session.delete(environment)
+    repo.delete(
+        session,
+        Environment,
+        caller,
+        environment_id,
+        refused_while={Benchmark.environment_id: "environment {id} is still used by a benchmark"},
+    )
 
 
 def create_benchmark(session: Session, caller: Caller, body: BenchmarkCreate) -> Benchmark:
     if body.environment_id:
         repo.get(session, Environment, caller, body.environment_id)
-    now = utcnow()
-    benchmark = Benchmark(
-        id=new_id("bm_"),
-        org_id=caller.org_id,
-        name=body.name,
-        description=body.description,
-        environment_id=body.environment_id,
-        timeout=body.timeout,
-        concurrency=body.concurrency,
-        created_at=now,
-        updated_at=now,
-    )
-    session.add(benchmark)
-    session.flush()
-    return benchmark
+    return _insert(session, caller, Benchmark, "bm_", **dict(body))
 
 
 def patch_benchmark(session: Session, caller: Caller, benchmark_id: str, body: BaseModel) -> Benchmark:
@@ -230,12 +216,11 @@ def patch_benchmark(session: Session, caller: Caller, benchmark_id: str, body: B
 
 
 def delete_benchmark(session: Session, caller: Caller, benchmark_id: str) -> None:
-    benchmark = repo.get(session, Benchmark, caller, benchmark_id)
-    if repo.uses(session, caller, Task, benchmark_id=benchmark.id):
-        raise Conflict(f"benchmark {benchmark.id} still has tasks; delete them first")
-    if repo.uses(session, caller, BenchmarkRun, benchmark_id=benchmark.id):
-        raise Conflict(f"benchmark {benchmark.id} has runs and is kept for their records")
-    session.delete(benchmark)
+    refused_while = {
+        Task.benchmark_id: "benchmark {id} still has tasks; delete them first",
+        BenchmarkRun.benchmark_id: "benchmark {id} has runs and is kept for their records",
+    }
+    repo.delete(session, Benchmark, caller, benchmark_id, refused_while=refused_while)
 
 
 # -- tasks, criteria ----------------------------------------------------------------------------
@@ -245,24 +230,7 @@ def create_task(session: Session, caller: Caller, body: TaskCreate) -> Task:
     repo.get(session, Benchmark, caller, body.benchmark_id)
     _require_ids(session, Dataset, caller, body.dataset_ids)
     _input_entity(session, caller, body.input_entity)
-    now = utcnow()
-    task = Task(
-        id=new_id("task_"),
-        org_id=caller.org_id,
-        benchmark_id=body.benchmark_id,
-        name=body.name,
-        task_item=body.task_item,
-        scenario=body.scenario,
-        tags=body.tags,
-        timeout=body.timeout,
-        dataset_ids=body.dataset_ids,
-        input_entity=body.input_entity,
-        created_at=now,
-        updated_at=now,
-    )
-    session.add(task)
-    session.flush()
-    return task
+    return _insert(session, caller, Task, "task_", **dict(body))
 
 
 def patch_task(session: Session, caller: Caller, task_id: str, body: BaseModel) -> Task:
@@ -271,6 +239,11 @@ def patch_task(session: Session, caller: Caller, task_id: str, body: BaseModel) 
     _require_ids(session, Dataset, caller, changes.get("dataset_ids"))
     _input_entity(session, caller, changes.get("input_entity"))
     return task
+
+
+def delete_task(session: Session, caller: Caller, task_id: str) -> None:
+    """Its criteria go with it; runs keep their frozen snapshot."""
+    repo.delete(session, Task, caller, task_id)
 
 
 def link_task_entity(session: Session, caller: Caller, task_id: str, entity_id: str) -> DatasetEntity:
@@ -297,22 +270,7 @@ def create_criterion(session: Session, caller: Caller, body: CriterionCreate) ->
     validate_assertion(body.assertion)
     if body.input_entity_id:
         repo.get(session, DatasetEntity, caller, body.input_entity_id)
-    now = utcnow()
-    criterion = Criterion(
-        id=new_id("crit_"),
-        org_id=caller.org_id,
-        task_id=body.task_id,
-        label=body.label,
-        assertion=body.assertion,
-        weight=body.weight,
-        axis=body.axis,
-        input_entity_id=body.input_entity_id,
-        created_at=now,
-        updated_at=now,
-    )
-    session.add(criterion)
-    session.flush()
-    return criterion
+    return _insert(session, caller, Criterion, "crit_", **dict(body))
 
 
 def patch_criterion(session: Session, caller: Caller, criterion_id: str, body: BaseModel) -> Criterion:
@@ -325,27 +283,31 @@ def patch_criterion(session: Session, caller: Caller, criterion_id: str, body: B
     return criterion
 
 
-# -- solvers ------------------------------------------------------------------------------------
+def delete_criterion(session: Session, caller: Caller, criterion_id: str) -> None:
+    repo.delete(session, Criterion, caller, criterion_id)
+
+
+# -- solvers and keys ---------------------------------------------------------------------------
 
 
 def create_solver(session: Session, caller: Caller, body: SolverCreate) -> Solver:
-    now = utcnow()
-    solver = Solver(
-        id=new_id("slv_"),
-        org_id=caller.org_id,
-        name=body.name,
-        description=body.description,
-        version=body.version,
-        created_at=now,
-        updated_at=now,
-    )
-    session.add(solver)
-    session.flush()
+    return _insert(session, caller, Solver, "slv_", **dict(body))
+
+
+def patch_solver(session: Session, caller: Caller, solver_id: str, body: BaseModel) -> Solver:
+    solver = repo.get(session, Solver, caller, solver_id)
+    apply_patch(solver, body)
     return solver
 
 
 def delete_solver(session: Session, caller: Caller, solver_id: str) -> None:
-    solver = repo.get(session, Solver, caller, solver_id)
-    if repo.uses(session, caller, BenchmarkRun, solver_id=solver.id):
-        raise Conflict(f"solver {solver.id} has benchmark runs and is kept for their records")
-    session.delete(solver)
+    refused_while = {BenchmarkRun.solver_id: "solver {id} has benchmark runs and is kept for their records"}
+    repo.delete(session, Solver, caller, solver_id, refused_while=refused_while)
+
+
+def delete_org_key(session: Session, caller: Caller, key_id: str) -> None:
+    repo.delete(session, ApiKey, caller, key_id, kind="org")
+
+
+def delete_solver_key(session: Session, caller: Caller, solver_id: str, key_id: str) -> None:
+    repo.delete(session, ApiKey, caller, key_id, solver_id=solver_id)

@@ -1,16 +1,22 @@
-"""Caller-scoped catalog queries: every statement starts from `owned(model, caller)`."""
+"""Caller-scoped catalog queries: every statement starts from `owned(model, caller)`.
+
+`get` and `delete` are the one place a catalog row is looked up by id, so another org's id is a 404
+by construction (style.md, Polar's `get_readable_statement`); `delete` also owns the SPEC §5 rule
+that a row still named by another row is a 409.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from assay.store import Caller, get_owned, owned
+from assay.store import Caller, Conflict, get_owned, owned
 from assay.store.models import (
+    ApiKey,
     Benchmark,
-    BenchmarkRun,
     BenchmarkVersion,
     Criterion,
     Dataset,
@@ -24,6 +30,7 @@ from assay.store.models import (
 __all__ = [
     "NOUNS",
     "criteria_of",
+    "delete",
     "entities_by_id",
     "entities_of",
     "get",
@@ -42,11 +49,41 @@ NOUNS: dict[type[Any], str] = {
     Task: "task",
     Criterion: "criterion",
     Solver: "solver",
+    ApiKey: "key",
 }
 
 
-def get(session: Session, model: type[Any], caller: Caller, ident: str) -> Any:
-    return get_owned(session, model, caller, ident, NOUNS[model])
+def get(session: Session, model: type[Any], caller: Caller, ident: str, **filters: Any) -> Any:
+    """One row of the caller's org by id (and `filters`), else `NotFound` naming the noun and id."""
+    return get_owned(session, model, caller, ident, NOUNS[model], **filters)
+
+
+def delete(
+    session: Session,
+    model: type[Any],
+    caller: Caller,
+    ident: str,
+    *,
+    refused_while: Mapping[InstrumentedAttribute[Any], str] | None = None,
+    **filters: Any,
+) -> None:
+    """Delete one row of the caller's org; 409 while a `refused_while` column still names it.
+
+    `refused_while` maps a referencing column (`Task.benchmark_id`) to the Conflict message, with
+    `{id}` for the row's id; the first column that still has a row wins.
+    """
+    row = get(session, model, caller, ident, **filters)
+    for column, message in (refused_while or {}).items():
+        if uses(session, caller, column, row.id):
+            raise Conflict(message.format(id=row.id))
+    session.delete(row)
+
+
+def uses(session: Session, caller: Caller, column: InstrumentedAttribute[Any], value: str) -> int:
+    """How many rows of the caller's org have `column == value` (reference checks for DELETE)."""
+    model = column.class_
+    statement = select(func.count()).select_from(model).where(model.org_id == caller.org_id, column == value)
+    return int(session.scalar(statement) or 0)
 
 
 def criteria_of(session: Session, caller: Caller, task_id: str) -> list[Criterion]:
@@ -97,15 +134,3 @@ def latest_version(session: Session, caller: Caller, slug: str) -> BenchmarkVers
         .limit(1)
     )
     return session.scalars(statement).first()
-
-
-def uses(session: Session, caller: Caller, model: type[Any], **where: Any) -> int:
-    """How many rows of `model` in the caller's org match `where` (reference checks for DELETE)."""
-    statement = select(func.count()).select_from(model).where(model.org_id == caller.org_id)
-    for key, value in where.items():
-        statement = statement.where(getattr(model, key) == value)
-    return int(session.scalar(statement) or 0)
-
-
-def runs_of_benchmark(session: Session, caller: Caller, benchmark_id: str) -> int:
-    return uses(session, caller, BenchmarkRun, benchmark_id=benchmark_id)

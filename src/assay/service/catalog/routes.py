@@ -35,8 +35,8 @@ from assay.service.catalog.schemas import (
 )
 from assay.service.deps import OrgCaller, PageDep, SessionDep
 from assay.service.errors import ERROR_RESPONSES
-from assay.service.pages import page_json
-from assay.store import NotFound, owned, paginate
+from assay.service.pages import list_json
+from assay.store import owned
 from assay.store.models import ApiKey, Benchmark, Dataset, DatasetEntity, Environment, Solver
 from assay.store.tokens import mint_key
 
@@ -51,8 +51,7 @@ Json = dict[str, Any]
 
 @router.get("/datasets", tags=["datasets"])
 def list_datasets(session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
-    found = paginate(session, owned(Dataset, caller), Dataset, limit=page.limit, cursor=page.cursor)
-    return page_json(found, dataset_json)
+    return list_json(session, owned(Dataset, caller), Dataset, page, dataset_json)
 
 
 @router.post("/datasets", status_code=201, tags=["datasets"])
@@ -83,9 +82,7 @@ def delete_dataset(dataset_id: str, session: SessionDep, caller: OrgCaller) -> R
 def list_entities(dataset_id: str, session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
     repo.get(session, Dataset, caller, dataset_id)
     statement = owned(DatasetEntity, caller).where(DatasetEntity.dataset_id == dataset_id)
-    return page_json(
-        paginate(session, statement, DatasetEntity, limit=page.limit, cursor=page.cursor), entity_json
-    )
+    return list_json(session, statement, DatasetEntity, page, entity_json)
 
 
 @router.post("/datasets/{dataset_id}/entities", status_code=201, tags=["datasets"])
@@ -98,8 +95,7 @@ def create_entity(dataset_id: str, body: EntityCreate, session: SessionDep, call
 
 @router.get("/environments", tags=["environments"])
 def list_environments(session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
-    found = paginate(session, owned(Environment, caller), Environment, limit=page.limit, cursor=page.cursor)
-    return page_json(found, environment_json)
+    return list_json(session, owned(Environment, caller), Environment, page, environment_json)
 
 
 @router.post("/environments", status_code=201, tags=["environments"])
@@ -130,8 +126,7 @@ def delete_environment(environment_id: str, session: SessionDep, caller: OrgCall
 
 @router.get("/benchmarks", tags=["benchmarks"])
 def list_benchmarks(session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
-    found = paginate(session, owned(Benchmark, caller), Benchmark, limit=page.limit, cursor=page.cursor)
-    return page_json(found, benchmark_json)
+    return list_json(session, owned(Benchmark, caller), Benchmark, page, benchmark_json)
 
 
 @router.post("/benchmarks", status_code=201, tags=["benchmarks"])
@@ -168,8 +163,7 @@ def publish(
 
 @router.get("/solvers", tags=["solvers"])
 def list_solvers(session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
-    found = paginate(session, owned(Solver, caller), Solver, limit=page.limit, cursor=page.cursor)
-    return page_json(found, solver_json)
+    return list_json(session, owned(Solver, caller), Solver, page, solver_json)
 
 
 @router.post("/solvers", status_code=201, tags=["solvers"])
@@ -184,9 +178,7 @@ def get_solver(solver_id: str, session: SessionDep, caller: OrgCaller) -> Json:
 
 @router.patch("/solvers/{solver_id}", tags=["solvers"])
 def patch_solver(solver_id: str, body: SolverPatch, session: SessionDep, caller: OrgCaller) -> Json:
-    solver = repo.get(session, Solver, caller, solver_id)
-    actions.apply_patch(solver, body)
-    return solver_json(solver)
+    return solver_json(actions.patch_solver(session, caller, solver_id, body))
 
 
 @router.delete("/solvers/{solver_id}", status_code=204, tags=["solvers"])
@@ -209,18 +201,14 @@ def create_solver_key(
 
 @router.delete("/solvers/{solver_id}/api-keys/{key_id}", status_code=204, tags=["solvers"])
 def delete_solver_key(solver_id: str, key_id: str, session: SessionDep, caller: OrgCaller) -> Response:
-    statement = owned(ApiKey, caller).where(ApiKey.id == key_id, ApiKey.solver_id == solver_id)
-    key = session.scalars(statement).first()
-    if key is None:
-        raise NotFound.of("key", key_id)
-    session.delete(key)
+    actions.delete_solver_key(session, caller, solver_id, key_id)
     return Response(status_code=204)
 
 
 @router.get("/api-keys", tags=["api-keys"])
 def list_keys(session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
     statement = owned(ApiKey, caller).where(ApiKey.kind == "org")
-    return page_json(paginate(session, statement, ApiKey, limit=page.limit, cursor=page.cursor), key_json)
+    return list_json(session, statement, ApiKey, page, key_json)
 
 
 @router.post("/api-keys", status_code=201, tags=["api-keys"])
@@ -232,8 +220,5 @@ def create_key(session: SessionDep, caller: OrgCaller, body: KeyCreate | None = 
 
 @router.delete("/api-keys/{key_id}", status_code=204, tags=["api-keys"])
 def delete_key(key_id: str, session: SessionDep, caller: OrgCaller) -> Response:
-    key = session.scalars(owned(ApiKey, caller).where(ApiKey.id == key_id, ApiKey.kind == "org")).first()
-    if key is None:
-        raise NotFound.of("key", key_id)
-    session.delete(key)
+    actions.delete_org_key(session, caller, key_id)
     return Response(status_code=204)

@@ -21,8 +21,8 @@ from assay.service.catalog.schemas import (
 )
 from assay.service.deps import OrgCaller, PageDep, SessionDep
 from assay.service.errors import ERROR_RESPONSES
-from assay.service.pages import page_json
-from assay.store import owned, paginate
+from assay.service.pages import list_json
+from assay.store import owned, where_given
 from assay.store.models import Criterion, DatasetEntity, Task, TaskEntity
 
 __all__ = ["router"]
@@ -35,10 +35,8 @@ Json = dict[str, Any]
 def list_tasks(
     session: SessionDep, caller: OrgCaller, page: PageDep, benchmark_id: Annotated[str | None, Query()] = None
 ) -> Json:
-    statement = owned(Task, caller)
-    if benchmark_id:
-        statement = statement.where(Task.benchmark_id == benchmark_id)
-    return page_json(paginate(session, statement, Task, limit=page.limit, cursor=page.cursor), task_json)
+    statement = where_given(owned(Task, caller), Task.benchmark_id, benchmark_id)
+    return list_json(session, statement, Task, page, task_json)
 
 
 @router.post("/tasks", status_code=201, tags=["tasks"])
@@ -62,7 +60,7 @@ def patch_task(task_id: str, body: TaskPatch, session: SessionDep, caller: OrgCa
 @router.delete("/tasks/{task_id}", status_code=204, tags=["tasks"])
 def delete_task(task_id: str, session: SessionDep, caller: OrgCaller) -> Response:
     """Deletes the task and its criteria; runs keep their frozen snapshot."""
-    session.delete(repo.get(session, Task, caller, task_id))
+    actions.delete_task(session, caller, task_id)
     return Response(status_code=204)
 
 
@@ -73,9 +71,7 @@ def list_task_entities(task_id: str, session: SessionDep, caller: OrgCaller, pag
         owned(TaskEntity, caller).where(TaskEntity.task_id == task_id).with_only_columns(TaskEntity.entity_id)
     )
     statement = owned(DatasetEntity, caller).where(DatasetEntity.id.in_(linked))
-    return page_json(
-        paginate(session, statement, DatasetEntity, limit=page.limit, cursor=page.cursor), entity_json
-    )
+    return list_json(session, statement, DatasetEntity, page, entity_json)
 
 
 @router.post("/tasks/{task_id}/entities", status_code=201, tags=["tasks"])
@@ -94,12 +90,8 @@ def unlink_task_entity(task_id: str, entity_id: str, session: SessionDep, caller
 def list_criteria(
     session: SessionDep, caller: OrgCaller, page: PageDep, task_id: Annotated[str | None, Query()] = None
 ) -> Json:
-    statement = owned(Criterion, caller)
-    if task_id:
-        statement = statement.where(Criterion.task_id == task_id)
-    return page_json(
-        paginate(session, statement, Criterion, limit=page.limit, cursor=page.cursor), criterion_json
-    )
+    statement = where_given(owned(Criterion, caller), Criterion.task_id, task_id)
+    return list_json(session, statement, Criterion, page, criterion_json)
 
 
 _CRITERION = {"model": CriterionOut, "description": "The criterion"}
@@ -125,5 +117,5 @@ def patch_criterion(criterion_id: str, body: CriterionPatch, session: SessionDep
 
 @router.delete("/criteria/{criterion_id}", status_code=204, tags=["criteria"])
 def delete_criterion(criterion_id: str, session: SessionDep, caller: OrgCaller) -> Response:
-    session.delete(repo.get(session, Criterion, caller, criterion_id))
+    actions.delete_criterion(session, caller, criterion_id)
     return Response(status_code=204)

@@ -1,5 +1,7 @@
 """Internal run endpoints (org API key, SPEC §5.1): the drill-down benchmark run → task run →
-criterion run, cancel, rescore, playgrounds, events and the captured state as tar.gz."""
+criterion run, cancel, rescore, playgrounds, events and the captured state as tar.gz.
+
+Lists are newest first, except event lists: oldest first (SPEC §5)."""
 
 from __future__ import annotations
 
@@ -8,13 +10,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from sqlalchemy import Select, select
-from sqlalchemy.orm import Session
+from sqlalchemy import select
 
 from assay import sandboxes
-from assay.service.deps import OrgCaller, PageDep, PageQuery, SessionDep
+from assay.service.deps import OrgCaller, PageDep, SessionDep
 from assay.service.errors import ERROR_RESPONSES
-from assay.service.pages import page_json
+from assay.service.pages import list_json
 from assay.service.runs import actions
 from assay.service.runs import repository as repo
 from assay.service.runs.lifecycle import settle_if_due
@@ -28,7 +29,7 @@ from assay.service.runs.schemas import (
     task_run_json,
 )
 from assay.snapshot import archive_snapshot
-from assay.store import Conflict, NotFound, Page, iso, paginate, utcnow
+from assay.store import Conflict, NotFound, iso, utcnow, where_given
 from assay.store.models import BenchmarkRun, CriterionRun, Playground, Sandbox, SandboxEvent, TaskRun
 
 __all__ = ["router"]
@@ -41,12 +42,8 @@ Json = dict[str, Any]
 def list_benchmark_runs(
     session: SessionDep, caller: OrgCaller, page: PageDep, benchmark_id: Annotated[str | None, Query()] = None
 ) -> Json:
-    statement = repo.benchmark_runs(caller)
-    if benchmark_id:
-        statement = statement.where(BenchmarkRun.benchmark_id == benchmark_id)
-    return page_json(
-        paginate(session, statement, BenchmarkRun, limit=page.limit, cursor=page.cursor), benchmark_run_json
-    )
+    statement = where_given(repo.benchmark_runs(caller), BenchmarkRun.benchmark_id, benchmark_id)
+    return list_json(session, statement, BenchmarkRun, page, benchmark_run_json)
 
 
 @router.post("/benchmark-runs", status_code=201, tags=["benchmark-runs"])
@@ -75,11 +72,8 @@ def list_task_runs(
     page: PageDep,
     benchmark_run_id: Annotated[str | None, Query()] = None,
 ) -> Json:
-    statement = repo.task_runs(caller)
-    if benchmark_run_id:
-        statement = statement.where(TaskRun.benchmark_run_id == benchmark_run_id)
-    found = paginate(session, statement, TaskRun, limit=page.limit, cursor=page.cursor)
-    return page_json(found, lambda row: task_run_json(row, snapshot=False))
+    statement = where_given(repo.task_runs(caller), TaskRun.benchmark_run_id, benchmark_run_id)
+    return list_json(session, statement, TaskRun, page, lambda row: task_run_json(row, snapshot=False))
 
 
 @router.get("/task-runs/{task_run_id}", tags=["task-runs"])
@@ -127,19 +121,15 @@ def list_task_run_events(task_run_id: str, session: SessionDep, caller: OrgCalle
     statement = select(SandboxEvent).where(
         SandboxEvent.org_id == caller.org_id, SandboxEvent.sandbox_id.in_(boxes)
     )
-    return page_json(_events(session, statement, page), _event_json)
+    return list_json(session, statement, SandboxEvent, page, _event_json, newest_first=False)
 
 
 @router.get("/criterion-runs", tags=["criterion-runs"])
 def list_criterion_runs(
     session: SessionDep, caller: OrgCaller, page: PageDep, task_run_id: Annotated[str | None, Query()] = None
 ) -> Json:
-    statement = repo.criterion_runs(caller)
-    if task_run_id:
-        statement = statement.where(CriterionRun.task_run_id == task_run_id)
-    return page_json(
-        paginate(session, statement, CriterionRun, limit=page.limit, cursor=page.cursor), criterion_run_json
-    )
+    statement = where_given(repo.criterion_runs(caller), CriterionRun.task_run_id, task_run_id)
+    return list_json(session, statement, CriterionRun, page, criterion_run_json)
 
 
 @router.get("/criterion-runs/{criterion_run_id}", tags=["criterion-runs"])
@@ -165,14 +155,7 @@ def list_sandbox_events(sandbox_id: str, session: SessionDep, caller: OrgCaller,
     if sandbox is None:
         raise NotFound.of("sandbox", sandbox_id)
     statement = select(SandboxEvent).where(SandboxEvent.sandbox_id == sandbox.id)
-    return page_json(_events(session, statement, page), _event_json)
-
-
-def _events(session: Session, statement: Select[Any], page: PageQuery) -> Page[Any]:
-    """Event lists are oldest first (SPEC §5)."""
-    return paginate(
-        session, statement, SandboxEvent, limit=page.limit, cursor=page.cursor, newest_first=False
-    )
+    return list_json(session, statement, SandboxEvent, page, _event_json, newest_first=False)
 
 
 def _event_json(row: SandboxEvent) -> Json:
