@@ -100,11 +100,10 @@ class EnvironmentCreate(_Body):
     settings: dict[str, Any] = {}
 
 
-class EnvironmentPatch(_Body):
-    name: Name | None = None
-    description: str | None = None
-    dataset_ids: list[str] | None = None
-    settings: dict[str, Any] | None = None
+class EnvironmentPatch(EnvironmentCreate):
+    name: Name | None = None  # type: ignore[assignment]
+    dataset_ids: list[str] | None = None  # type: ignore[assignment]
+    settings: dict[str, Any] | None = None  # type: ignore[assignment]
 
 
 class BenchmarkCreate(_Body):
@@ -175,10 +174,8 @@ class SolverCreate(_Body):
     version: Annotated[str, Field(max_length=100)] | None = None
 
 
-class SolverPatch(_Body):
-    name: Name | None = None
-    description: str | None = None
-    version: Annotated[str, Field(max_length=100)] | None = None
+class SolverPatch(SolverCreate):
+    name: Name | None = None  # type: ignore[assignment]
 
 
 class KeyCreate(_Body):
@@ -209,116 +206,71 @@ class CriterionOut(BaseModel):
     updated_at: str
 
 
-def _stamps(row: Any) -> dict[str, Any]:
-    return {"created_at": iso(row.created_at), "updated_at": iso(row.updated_at)}
-
-
-def entity_json(row: DatasetEntity) -> dict[str, Any]:
+def _row_json(
+    row: Any, *fields: str, stamps: tuple[str, ...] = ("created_at", "updated_at")
+) -> dict[str, Any]:
+    """`fields` of `row` as stored, then its time `stamps` as ISO-8601: every catalog object's shape."""
     return {
-        "id": row.id,
-        "dataset_id": row.dataset_id,
-        "kind": row.kind,
-        "key": row.key,
-        "data": row.data,
-        "created_at": iso(row.created_at),
+        **{field: getattr(row, field) for field in fields},
+        **{stamp: iso(getattr(row, stamp)) for stamp in stamps},
     }
 
 
+def entity_json(row: DatasetEntity) -> dict[str, Any]:
+    return _row_json(row, "id", "dataset_id", "kind", "key", "data", stamps=("created_at",))
+
+
 def dataset_json(row: Dataset, entities: list[DatasetEntity] | None = None) -> dict[str, Any]:
-    body = {"id": row.id, "name": row.name, "type": row.type, "data": row.data, **_stamps(row)}
+    body = _row_json(row, "id", "name", "type", "data")
     if entities is not None:
         body["entities"] = [entity_json(entity) for entity in entities]
     return body
 
 
 def environment_json(row: Environment) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "name": row.name,
-        "description": row.description,
-        "dataset_ids": row.dataset_ids,
-        "settings": row.settings,
-        **_stamps(row),
-    }
+    return _row_json(row, "id", "name", "description", "dataset_ids", "settings")
 
 
 def benchmark_json(row: Benchmark) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "name": row.name,
-        "description": row.description,
-        "environment_id": row.environment_id,
-        "timeout": row.timeout,
-        "concurrency": row.concurrency,
-        "slug": row.slug,
-        **_stamps(row),
-    }
+    return _row_json(row, "id", "name", "description", "environment_id", "timeout", "concurrency", "slug")
 
 
 def version_json(row: BenchmarkVersion) -> dict[str, Any]:
-    return {
-        "benchmark_id": row.benchmark_id,
-        "slug": row.slug,
-        "version": row.version,
-        "name": row.name,
-        "created_at": iso(row.created_at),
-    }
+    return _row_json(row, "benchmark_id", "slug", "version", "name", stamps=("created_at",))
 
 
 def criterion_json(row: Criterion) -> dict[str, Any]:
     """Exactly the Criterion object of seed 003, plus `updated_at` (SPEC §5.1)."""
-    return {
-        "id": row.id,
-        "task_id": row.task_id,
-        "input_entity_id": row.input_entity_id,
-        "label": row.label,
-        "assertion": row.assertion,
-        "weight": row.weight,
-        "axis": row.axis,
-        **_stamps(row),
-    }
+    return _row_json(row, "id", "task_id", "input_entity_id", "label", "assertion", "weight", "axis")
 
 
 def task_json(row: Task, criteria: list[Criterion] | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "id": row.id,
-        "benchmark_id": row.benchmark_id,
-        "name": row.name,
-        "task_item": row.task_item,
-        "scenario": row.scenario,
-        "tags": row.tags,
-        "timeout": row.timeout,
-        "dataset_ids": row.dataset_ids,
-        "input_entity": row.input_entity,
-        **_stamps(row),
-    }
+    body = _row_json(
+        row,
+        "id",
+        "benchmark_id",
+        "name",
+        "task_item",
+        "scenario",
+        "tags",
+        "timeout",
+        "dataset_ids",
+        "input_entity",
+    )
     if criteria is not None:
         body["criteria"] = [criterion_json(criterion) for criterion in criteria]
     return body
 
 
 def solver_json(row: Solver) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "name": row.name,
-        "description": row.description,
-        "version": row.version,
-        **_stamps(row),
-    }
+    return _row_json(row, "id", "name", "description", "version")
 
 
 def key_json(row: ApiKey, token: str | None = None) -> dict[str, Any]:
-    """Key metadata; the plaintext `key` only in the response that created it."""
-    body: dict[str, Any] = {"id": row.id}
-    if token is not None:
-        body["key"] = token
-    body.update(
-        {
-            "prefix": row.prefix,
-            "suffix": row.suffix,
-            "name": row.name,
-            "solver_id": row.solver_id,
-            "created_at": iso(row.created_at),
-        }
-    )
-    return body
+    """Key metadata; the plaintext `key` only in the response that created it (right after `id`)."""
+    secret = {"key": token} if token is not None else {}
+    return {
+        "id": row.id,
+        **secret,
+        **_row_json(row, "prefix", "suffix", "name", "solver_id", stamps=("created_at",)),
+    }
