@@ -13,6 +13,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -23,6 +24,7 @@ from assay.formats.fhir import InvalidSearch
 from assay.formats.fhir.extract import compile_extractor
 from assay.formats.fhir.parameters import search_parameter
 from assay.formats.fhir.references import parse_reference
+from assay.sandboxes.fhir.index import VersionRow
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, parse_etag
 from assay.sandboxes.fhir.store import EmbeddedFhir, WriteTransaction
@@ -31,13 +33,16 @@ __all__ = [
     "DEFAULT_COUNT",
     "MAX_COUNT",
     "FhirResult",
+    "conditional_delete",
     "conditional_matches",
+    "conditional_update",
     "create",
     "delete",
     "history",
     "patch",
     "read",
     "search",
+    "store_history",
     "update",
     "vread",
 ]
@@ -95,30 +100,82 @@ def vread(
     raise FhirError(404, f"{resource_type}/{resource_id} has no version {version}")
 
 
+def _history_entry(base: str, row: VersionRow, first: bool) -> dict[str, Any]:
+    """One `history` Bundle entry: the version, and the interaction that wrote it."""
+    method = "DELETE" if row.deleted else ("POST" if first else "PUT")
+    entry: dict[str, Any] = {
+        "fullUrl": f"{base}/{row.resource_type}/{row.resource_id}",
+        "request": {"method": method, "url": f"{row.resource_type}/{row.resource_id}"},
+        "response": {
+            "status": "204" if row.deleted else ("201" if first else "200"),
+            "etag": f'W/"{row.version_id}"',
+            "lastModified": row.last_updated,
+        },
+    }
+    resource = row.resource()
+    if resource is not None:
+        entry["resource"] = resource
+    return entry
+
+
 def history(fhir: EmbeddedFhir, store_id: str, base: str, resource_type: str, resource_id: str) -> FhirResult:
     check_type(resource_type)
     rows = fhir.history(store_id, resource_type, resource_id)
     if not rows:
         raise FhirError(404, f"{resource_type}/{resource_id} is not known")
-    entries = []
-    for i, row in enumerate(reversed(rows)):
-        url = f"{base}/{resource_type}/{resource_id}"
-        first = i == len(rows) - 1
-        method = "DELETE" if row.deleted else ("POST" if first else "PUT")
-        entry: dict[str, Any] = {
-            "fullUrl": url,
-            "request": {"method": method, "url": f"{resource_type}/{resource_id}"},
-            "response": {
-                "status": "204" if row.deleted else ("201" if first else "200"),
-                "etag": f'W/"{row.version_id}"',
-                "lastModified": row.last_updated,
-            },
-        }
-        resource = row.resource()
-        if resource is not None:
-            entry["resource"] = resource
-        entries.append(entry)
+    entries = [_history_entry(base, row, i == len(rows) - 1) for i, row in enumerate(reversed(rows))]
     bundle = {"resourceType": "Bundle", "type": "history", "total": len(entries), "entry": entries}
+    return FhirResult(200, bundle)
+
+
+def _instant(name: str, value: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise FhirError(400, f"{name} must be a FHIR instant, got {value!r}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def store_history(
+    fhir: EmbeddedFhir, store_id: str, base: str, resource_type: str | None, pairs: Sequence[tuple[str, str]]
+) -> FhirResult:
+    """Type-level (`GET [type]/_history`) or system-level (`GET _history`) history, newest first.
+
+    It lists the versions this playground wrote (its own `fhir_versions` rows), not the seeded
+    dataset's: those are version 1 of every loaded resource and instance history shows them.
+    Paged like a search (`_count`, `_offset`, `next`); `_since` keeps versions written at or after
+    that instant.
+    """
+    if resource_type is not None:
+        check_type(resource_type)
+    count, offset, since = DEFAULT_COUNT, 0, None
+    for name, value in pairs:
+        if name == "_count":
+            count = min(_nonnegative(name, value), MAX_COUNT)
+        elif name in ("_offset", "_getpagesoffset"):
+            offset = _nonnegative(name, value)
+        elif name == "_since":
+            since = _instant(name, value)
+        elif name not in _IGNORED:
+            raise FhirError(400, f"_history takes _count, _offset and _since, not {name!r}")
+    after = None if since is None else since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    total, rows = fhir.store_history(store_id, resource_type, after, offset, count)
+    entries = [_history_entry(base, row, row.version_id == "1") for row in rows]
+    path = f"{base}/{resource_type}/_history" if resource_type else f"{base}/_history"
+    kept = [(k, v) for k, v in pairs if k not in ("_count", "_offset", "_getpagesoffset")]
+
+    def link(relation: str, at: int) -> dict[str, str]:
+        return {
+            "relation": relation,
+            "url": f"{path}?{urlencode([*kept, ('_count', str(count)), ('_offset', str(at))])}",
+        }
+
+    links = [link("self", offset)]
+    if count and offset + count < total:
+        links.append(link("next", offset + count))
+    if offset > 0 and count:
+        links.append(link("previous", max(0, offset - count)))
+    bundle = {"resourceType": "Bundle", "type": "history", "total": total, "link": links, "entry": entries}
     return FhirResult(200, bundle)
 
 
@@ -273,17 +330,29 @@ def search(
 # -- writes --------------------------------------------------------------------------------------
 
 
-def conditional_matches(tx: WriteTransaction, resource_type: str, query: str) -> list[dict[str, Any]]:
-    """Resources matching a conditional-create query (`identifier=a|b`, optionally `Type?…`)."""
-    query = query.strip()
-    if "?" in query:
-        query = query.split("?", 1)[1]
-    pairs = parse_qsl(query, keep_blank_values=True)
-    if not pairs:
-        raise FhirError(400, f"If-None-Exist {query!r} holds no search parameters")
+def conditional_matches(
+    tx: WriteTransaction,
+    resource_type: str,
+    query: str | Sequence[tuple[str, str]],
+    what: str = "If-None-Exist",
+) -> list[dict[str, Any]]:
+    """Resources matching a conditional query (`identifier=a|b`, optionally `Type?…`, or pairs).
+
+    The criteria of conditional create, update and delete; control parameters such as `_format`
+    are dropped, and criteria that select nothing at all are refused (400): a conditional write
+    must name what it means.
+    """
+    if isinstance(query, str):
+        text = query.strip()
+        pairs = parse_qsl(text.split("?", 1)[1] if "?" in text else text, keep_blank_values=True)
+    else:
+        pairs = list(query)
     params: dict[str, list[str]] = defaultdict(list)
     for name, value in pairs:
-        params[name].append(value)
+        if name not in _IGNORED:
+            params[name].append(value)
+    if not params:
+        raise FhirError(400, f"{what} {urlencode(pairs)!r} holds no search parameters")
     return _run_search(tx.search, resource_type, params)
 
 
@@ -337,6 +406,62 @@ def update(
     if created:
         headers["Location"] = _location(base, stored)
     return FhirResult(201 if created else 200, stored, headers)
+
+
+def conditional_update(
+    fhir: EmbeddedFhir,
+    store_id: str,
+    base: str,
+    resource_type: str,
+    pairs: Sequence[tuple[str, str]],
+    body: Any,
+    if_match: str | None = None,
+) -> FhirResult:
+    """`PUT [type]?criteria` (FHIR R4 §3.1.0.4.3): no match creates, one match is updated, more 412.
+
+    With no match the body's `id`, when it has one, is kept (update-as-create), else the server
+    assigns one; with one match a body `id` other than the match's is 400.
+    """
+    check_type(resource_type)
+    resource = check_resource(body, resource_type)
+    with fhir.writing(store_id) as tx:
+        found = conditional_matches(tx, resource_type, pairs, "conditional update")
+        if len(found) > 1:
+            raise FhirError(412, f"conditional update matches {len(found)} {resource_type} resources")
+        body_id = resource.get("id")
+        if found and body_id is not None and body_id != found[0]["id"]:
+            raise FhirError(
+                400,
+                f"conditional update matches {resource_type}/{found[0]['id']}, but the body has id {body_id!r}",
+            )
+        rid = found[0]["id"] if found else (body_id or str(uuid.uuid4()))
+        current = tx.current(resource_type, rid)
+        _check_if_match(if_match, current, f"{resource_type}/{rid}")
+        stored = tx.put(resource, rid)
+    created = current is None or current.deleted
+    headers = version_headers(stored)
+    if created:
+        headers["Location"] = _location(base, stored)
+    return FhirResult(201 if created else 200, stored, headers)
+
+
+def conditional_delete(
+    fhir: EmbeddedFhir, store_id: str, resource_type: str, pairs: Sequence[tuple[str, str]]
+) -> FhirResult:
+    """`DELETE [type]?criteria`: one match is deleted, no match is a 204 no-op, more is 412.
+
+    FHIR R4 lets a server delete every match instead; this one deletes single resources only
+    (CapabilityStatement `conditionalDelete: single`).
+    """
+    check_type(resource_type)
+    with fhir.writing(store_id) as tx:
+        found = conditional_matches(tx, resource_type, pairs, "conditional delete")
+        if len(found) > 1:
+            raise FhirError(412, f"conditional delete matches {len(found)} {resource_type} resources")
+        if not found:
+            return FhirResult(204)
+        version = tx.delete(resource_type, found[0]["id"])
+    return FhirResult(204, None, {"ETag": f'W/"{version}"'})
 
 
 def patch(

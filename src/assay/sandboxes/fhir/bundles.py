@@ -130,6 +130,13 @@ def _run_alone(fhir: EmbeddedFhir, store_id: str, base: str, e: _Entry) -> FhirR
         if e.resource_id is None:
             return actions.search(fhir, store_id, base, e.resource_type, parse_qsl(e.query or ""))
         return actions.read(fhir, store_id, e.resource_type, e.resource_id)
+    if e.resource_id is None and e.query and e.method in ("PUT", "DELETE"):
+        criteria = parse_qsl(e.query, keep_blank_values=True)
+        if e.method == "PUT":
+            return actions.conditional_update(
+                fhir, store_id, base, e.resource_type, criteria, e.resource, e.if_match
+            )
+        return actions.conditional_delete(fhir, store_id, e.resource_type, criteria)
     if e.resource_id is None:
         raise FhirError(400, f"entry {e.position}: {e.method} needs a url Type/id")
     if e.method == "PUT":
@@ -148,7 +155,7 @@ def _transaction(
     entries = [_parse_entry(i, raw, base) for i, raw in enumerate(raw_entries)]
     results: dict[int, FhirResult] = {}
     with fhir.writing(store_id) as tx:
-        ids, reused = _assign_ids(tx, entries)
+        ids, reused, unmatched = _assign_ids(tx, entries)
         urls = {
             e.full_url: f"{e.resource_type}/{ids[e.position]}"
             for e in entries
@@ -156,6 +163,9 @@ def _transaction(
         }
         touched: set[tuple[str, str]] = set()
         for entry in sorted(entries, key=lambda e: _ORDER[e.method]):
+            if entry.position in unmatched:  # a conditional DELETE that matched nothing
+                results[entry.position] = FhirResult(204)
+                continue
             key = (entry.resource_type, ids.get(entry.position) or entry.resource_id or "")
             if entry.method != "GET" and entry.method != "HEAD" and key in touched:
                 raise FhirError(
@@ -166,11 +176,43 @@ def _transaction(
     return [_response(results[i], base) for i in range(len(entries))]
 
 
-def _assign_ids(tx: WriteTransaction, entries: list[_Entry]) -> tuple[dict[int, str], set[int]]:
-    """Server ids for POST entries (existing ones for a matched `ifNoneExist`), URL ids for PUT."""
+def _conditional_target(tx: WriteTransaction, e: _Entry) -> str | None:
+    """The id a conditional PUT or DELETE (`Type?criteria`) acts on; None when nothing matches.
+
+    Matches are searched in the state before the transaction, like FHIR's conditional create.
+    """
+    found = conditional_matches(
+        tx, e.resource_type, e.query or "", f"entry {e.position}: conditional {e.method}"
+    )
+    if len(found) > 1:
+        raise FhirError(412, f"entry {e.position}: conditional {e.method} matches {len(found)} resources")
+    body_id = e.resource.get("id") if isinstance(e.resource, dict) else None
+    if found and body_id is not None and body_id != found[0]["id"]:
+        raise FhirError(
+            400,
+            f"entry {e.position}: conditional PUT matches {e.resource_type}/{found[0]['id']}, body id {body_id!r}",
+        )
+    if found:
+        return str(found[0]["id"])
+    if e.method == "PUT":
+        return body_id if isinstance(body_id, str) else str(uuid.uuid4())
+    return None
+
+
+def _assign_ids(tx: WriteTransaction, entries: list[_Entry]) -> tuple[dict[int, str], set[int], set[int]]:
+    """Server ids for POST entries (existing ones for a matched `ifNoneExist`), URL ids for PUT,
+    matched ids for conditional PUT/DELETE; and the positions reused and matching nothing."""
     ids: dict[int, str] = {}
     reused: set[int] = set()
+    unmatched: set[int] = set()
     for e in entries:
+        if e.method in ("PUT", "DELETE") and e.resource_id is None and e.query:
+            target = _conditional_target(tx, e)
+            if target is None:
+                unmatched.add(e.position)
+            else:
+                ids[e.position] = target
+            continue
         if e.method == "POST":
             if e.if_none_exist:
                 found = conditional_matches(tx, e.resource_type, e.if_none_exist)
@@ -183,7 +225,7 @@ def _assign_ids(tx: WriteTransaction, entries: list[_Entry]) -> tuple[dict[int, 
             ids[e.position] = str(uuid.uuid4())
         elif e.method in ("PUT", "PATCH", "DELETE") and e.resource_id is not None:
             ids[e.position] = e.resource_id
-    return ids, reused
+    return ids, reused, unmatched
 
 
 def _run_in(
@@ -239,9 +281,8 @@ def _run_in(
         ) as exc:
             raise FhirError(422, f"{label}: JSON Patch cannot be applied: {exc}") from None
     else:
-        resource = copy.deepcopy(
-            check_resource(e.resource, e.resource_type, rid if e.method == "PUT" else None)
-        )
+        by_url = e.method == "PUT" and e.resource_id is not None  # a conditional PUT's id was checked
+        resource = copy.deepcopy(check_resource(e.resource, e.resource_type, rid if by_url else None))
     resource = rewrite_references(resource, mapped)
     stored = tx.put(check_resource(resource, e.resource_type), rid)
     created = current is None or current.deleted

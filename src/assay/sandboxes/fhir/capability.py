@@ -10,7 +10,17 @@ from assay.formats.fhir.parameters import SUPPORTED_TYPES, resource_types
 
 __all__ = ["capability_statement"]
 
-_INTERACTIONS = ["read", "vread", "update", "patch", "delete", "history-instance", "create", "search-type"]
+_INTERACTIONS = [
+    "read", "vread", "update", "patch", "delete", "history-instance", "history-type", "create", "search-type",
+]  # fmt: skip
+_DOCUMENTATION = (
+    "Assay playground store. Writes are checked structurally (JSON object, known R4 resourceType, "
+    "id rules, URL type/id); a playground whose environment sets settings.fhir.strict_validation "
+    "(or a server with ASSAY_FHIR_STRICT=1) also validates every write against the fhir.resources "
+    "R4B models (422 OperationOutcome, issue.expression naming the element). Type and system "
+    "_history list the versions the playground wrote, not the seeded dataset's. _include and "
+    "_revinclude take Type:parameter[:Target]; * and :iterate are not supported."
+)
 
 
 @cache
@@ -32,6 +42,8 @@ def _resources() -> list[dict[str, Any]]:
                 "readHistory": True,
                 "updateCreate": True,
                 "conditionalCreate": True,
+                "conditionalUpdate": True,
+                "conditionalDelete": "single",
                 "searchInclude": [f"{kind}:{p['name']}" for p in params if p["type"] == "reference"],
                 "searchParam": params,
             }
@@ -53,8 +65,9 @@ def capability_statement(base: str) -> dict[str, Any]:
         "rest": [
             {
                 "mode": "server",
+                "documentation": _DOCUMENTATION,
                 "resource": _resources(),
-                "interaction": [{"code": "transaction"}, {"code": "batch"}],
+                "interaction": [{"code": "transaction"}, {"code": "batch"}, {"code": "history-system"}],
             }
         ],
     }

@@ -260,6 +260,10 @@ class ExternalFhir:
             return self._bundle(scope, base, _json(raw))
         if parts == ["metadata"]:
             return FhirResult(200, capability_statement(base))
+        if parts == ["_history"]:
+            raise FhirError(
+                501, "system history is not supported with an external FHIR backend", "not-supported"
+            )
         kind = parts[0]
         check_type(kind)
         if (len(parts) == 1 and method == "GET") or (parts[1:] == ["_search"] and method == "POST"):
@@ -271,6 +275,12 @@ class ExternalFhir:
             )
         if len(parts) == 1 and method == "POST":
             return self._create(scope, base, kind, _json(raw), headers.get("if-none-exist"))
+        if len(parts) == 1 or parts[1] == "_history":
+            # Conditional update/delete and type history would reach other playgrounds' resources
+            # under the tag strategy (a search is tag-scoped, a server-side conditional write is not).
+            raise FhirError(
+                501, f"{method} {path} is not supported with an external FHIR backend", "not-supported"
+            )
         rid = scope.out(parts[1])
         rest = "/".join(parts[2:])
         target = f"{kind}/{rid}" + (f"/{rest}" if rest else "")

@@ -150,6 +150,39 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
             request, s, lambda raw: post_bundle(s.fhir, s.store_id, s.base_url, parse_json(raw))
         )
 
+    @router.get("/_history")
+    async def system_history(request: Request, s: FhirSurface = resolved) -> Response:
+        pairs = list(request.query_params.multi_items())
+        return await _run(
+            request, s, lambda _: actions.store_history(s.fhir, s.store_id, s.base_url, None, pairs)
+        )
+
+    @router.get("/{resource_type}/_history")
+    async def type_history(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
+        pairs = list(request.query_params.multi_items())
+        return await _run(
+            request, s, lambda _: actions.store_history(s.fhir, s.store_id, s.base_url, resource_type, pairs)
+        )
+
+    @router.put("/{resource_type}")
+    async def conditional_update(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
+        pairs = list(request.query_params.multi_items())
+        condition = _if_match(request)
+        return await _run(
+            request,
+            s,
+            lambda raw: actions.conditional_update(
+                s.fhir, s.store_id, s.base_url, resource_type, pairs, parse_json(raw), condition
+            ),
+        )
+
+    @router.delete("/{resource_type}")
+    async def conditional_delete(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
+        pairs = list(request.query_params.multi_items())
+        return await _run(
+            request, s, lambda _: actions.conditional_delete(s.fhir, s.store_id, resource_type, pairs)
+        )
+
     @router.get("/{resource_type}")
     async def search_get(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
         pairs = list(request.query_params.multi_items())

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, insert, select, update
+from sqlalchemy import Connection, Engine, func, insert, select, update
 
 from assay.formats.fhir import FhirStore
 from assay.sandboxes.fhir._db import using
@@ -196,6 +196,34 @@ class EmbeddedFhir:
             )  # fmt: skip
             rows.insert(0, seed)
         return rows
+
+    def store_history(
+        self, store_id: str, resource_type: str | None, since: str | None, offset: int, limit: int
+    ) -> tuple[int, list[VersionRow]]:
+        """(total, one page) of the versions the store wrote, newest first (type or system history).
+
+        `since` is an instant in the stored `lastUpdated` spelling (`…T03:04:05.678Z`), which sorts
+        as text; seeded layer versions are not rows and are not listed.
+        """
+        where = [FhirVersion.store_id == store_id]
+        if resource_type is not None:
+            where.append(FhirVersion.resource_type == resource_type)
+        if since is not None:
+            where.append(FhirVersion.last_updated >= since)
+        with self.engine.connect() as conn:
+            if not self.exists(store_id, conn):
+                raise FhirError(404, f"no FHIR store {store_id}")
+            total = conn.execute(select(func.count()).select_from(FhirVersion).where(*where)).scalar() or 0
+            rows = version_rows(
+                conn.execute(
+                    select(*_VERSION_COLUMNS)
+                    .where(*where)
+                    .order_by(FhirVersion.seq.desc())
+                    .offset(offset)
+                    .limit(limit)
+                )
+            )
+        return int(total), rows
 
     # -- writing -------------------------------------------------------------------------------
 
