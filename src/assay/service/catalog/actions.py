@@ -53,7 +53,7 @@ __all__ = [
     "delete_criterion",
     "delete_dataset",
     "delete_environment",
-    "delete_org_key",
+    "delete_key",
     "delete_solver",
     "delete_solver_key",
     "delete_task",
@@ -305,7 +305,8 @@ def delete_solver(session: Session, caller: Caller, solver_id: str) -> None:
     repo.delete(session, Solver, caller, solver_id, refused_while=refused_while)
 
 
-def delete_org_key(session: Session, caller: Caller, key_id: str) -> None:
+def delete_key(session: Session, caller: Caller, key_id: str) -> None:
+    """An org key (`vk_`); a Solver key is deleted through its solver."""
     repo.delete(session, ApiKey, caller, key_id, kind="org")
 
 

@@ -1,7 +1,9 @@
 """Datasets, environments, benchmarks (+ publish), solvers and keys (SPEC §5.1): thin handlers.
 
 Each handler resolves caller and session through `deps`, calls one action, and shapes the reply;
-the rules live in `actions` and `publish`.
+the rules live in `actions` and `publish`. The list, get and delete endpoints that are alike in
+every collection come from `standard_routes` (`add_list_route(router, "/environments", ...)`), in
+their place among the hand-written ones.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from assay.service.catalog.schemas import (
     solver_json,
     version_json,
 )
+from assay.service.catalog.standard_routes import add_delete_route, add_get_route, add_list_route
 from assay.service.deps import OrgCaller, PageDep, SessionDep
 from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import list_json
@@ -49,9 +52,7 @@ Json = dict[str, Any]
 # -- datasets -----------------------------------------------------------------------------------
 
 
-@router.get("/datasets", tags=["datasets"])
-def list_datasets(session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
-    return list_json(session, owned(Dataset, caller), Dataset, page, dataset_json)
+add_list_route(router, "/datasets", Dataset, dataset_json)
 
 
 @router.post("/datasets", status_code=201, tags=["datasets"])
@@ -72,10 +73,7 @@ def patch_dataset(dataset_id: str, body: DatasetPatch, session: SessionDep, call
     return dataset_json(dataset, repo.entities_of(session, caller, dataset.id))
 
 
-@router.delete("/datasets/{dataset_id}", status_code=204, tags=["datasets"])
-def delete_dataset(dataset_id: str, session: SessionDep, caller: OrgCaller) -> Response:
-    actions.delete_dataset(session, caller, dataset_id)
-    return Response(status_code=204)
+add_delete_route(router, "/datasets/{dataset_id}", actions.delete_dataset)
 
 
 @router.get("/datasets/{dataset_id}/entities", tags=["datasets"])
@@ -93,9 +91,7 @@ def create_entity(dataset_id: str, body: EntityCreate, session: SessionDep, call
 # -- environments -------------------------------------------------------------------------------
 
 
-@router.get("/environments", tags=["environments"])
-def list_environments(session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
-    return list_json(session, owned(Environment, caller), Environment, page, environment_json)
+add_list_route(router, "/environments", Environment, environment_json)
 
 
 @router.post("/environments", status_code=201, tags=["environments"])
@@ -103,9 +99,7 @@ def create_environment(body: EnvironmentCreate, session: SessionDep, caller: Org
     return environment_json(actions.create_environment(session, caller, body))
 
 
-@router.get("/environments/{environment_id}", tags=["environments"])
-def get_environment(environment_id: str, session: SessionDep, caller: OrgCaller) -> Json:
-    return environment_json(repo.get(session, Environment, caller, environment_id))
+add_get_route(router, "/environments/{environment_id}", Environment, environment_json)
 
 
 @router.patch("/environments/{environment_id}", tags=["environments"])
@@ -115,18 +109,13 @@ def patch_environment(
     return environment_json(actions.patch_environment(session, caller, environment_id, body))
 
 
-@router.delete("/environments/{environment_id}", status_code=204, tags=["environments"])
-def delete_environment(environment_id: str, session: SessionDep, caller: OrgCaller) -> Response:
-    actions.delete_environment(session, caller, environment_id)
-    return Response(status_code=204)
+add_delete_route(router, "/environments/{environment_id}", actions.delete_environment)
 
 
 # -- benchmarks ---------------------------------------------------------------------------------
 
 
-@router.get("/benchmarks", tags=["benchmarks"])
-def list_benchmarks(session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
-    return list_json(session, owned(Benchmark, caller), Benchmark, page, benchmark_json)
+add_list_route(router, "/benchmarks", Benchmark, benchmark_json)
 
 
 @router.post("/benchmarks", status_code=201, tags=["benchmarks"])
@@ -134,9 +123,7 @@ def create_benchmark(body: BenchmarkCreate, session: SessionDep, caller: OrgCall
     return benchmark_json(actions.create_benchmark(session, caller, body))
 
 
-@router.get("/benchmarks/{benchmark_id}", tags=["benchmarks"])
-def get_benchmark(benchmark_id: str, session: SessionDep, caller: OrgCaller) -> Json:
-    return benchmark_json(repo.get(session, Benchmark, caller, benchmark_id))
+add_get_route(router, "/benchmarks/{benchmark_id}", Benchmark, benchmark_json)
 
 
 @router.patch("/benchmarks/{benchmark_id}", tags=["benchmarks"])
@@ -144,10 +131,7 @@ def patch_benchmark(benchmark_id: str, body: BenchmarkPatch, session: SessionDep
     return benchmark_json(actions.patch_benchmark(session, caller, benchmark_id, body))
 
 
-@router.delete("/benchmarks/{benchmark_id}", status_code=204, tags=["benchmarks"])
-def delete_benchmark(benchmark_id: str, session: SessionDep, caller: OrgCaller) -> Response:
-    actions.delete_benchmark(session, caller, benchmark_id)
-    return Response(status_code=204)
+add_delete_route(router, "/benchmarks/{benchmark_id}", actions.delete_benchmark)
 
 
 @router.post("/benchmarks/{benchmark_id}/publish", tags=["benchmarks"])
@@ -161,9 +145,7 @@ def publish(
 # -- solvers and keys ---------------------------------------------------------------------------
 
 
-@router.get("/solvers", tags=["solvers"])
-def list_solvers(session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
-    return list_json(session, owned(Solver, caller), Solver, page, solver_json)
+add_list_route(router, "/solvers", Solver, solver_json)
 
 
 @router.post("/solvers", status_code=201, tags=["solvers"])
@@ -171,9 +153,7 @@ def create_solver(body: SolverCreate, session: SessionDep, caller: OrgCaller) ->
     return solver_json(actions.create_solver(session, caller, body))
 
 
-@router.get("/solvers/{solver_id}", tags=["solvers"])
-def get_solver(solver_id: str, session: SessionDep, caller: OrgCaller) -> Json:
-    return solver_json(repo.get(session, Solver, caller, solver_id))
+add_get_route(router, "/solvers/{solver_id}", Solver, solver_json)
 
 
 @router.patch("/solvers/{solver_id}", tags=["solvers"])
@@ -181,10 +161,7 @@ def patch_solver(solver_id: str, body: SolverPatch, session: SessionDep, caller:
     return solver_json(actions.patch_solver(session, caller, solver_id, body))
 
 
-@router.delete("/solvers/{solver_id}", status_code=204, tags=["solvers"])
-def delete_solver(solver_id: str, session: SessionDep, caller: OrgCaller) -> Response:
-    actions.delete_solver(session, caller, solver_id)
-    return Response(status_code=204)
+add_delete_route(router, "/solvers/{solver_id}", actions.delete_solver)
 
 
 @router.post("/solvers/{solver_id}/api-keys", status_code=201, tags=["solvers"])
@@ -218,7 +195,4 @@ def create_key(session: SessionDep, caller: OrgCaller, body: KeyCreate | None = 
     return key_json(minted.row, minted.token)
 
 
-@router.delete("/api-keys/{key_id}", status_code=204, tags=["api-keys"])
-def delete_key(key_id: str, session: SessionDep, caller: OrgCaller) -> Response:
-    actions.delete_org_key(session, caller, key_id)
-    return Response(status_code=204)
+add_delete_route(router, "/api-keys/{key_id}", actions.delete_key)

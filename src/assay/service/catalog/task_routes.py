@@ -19,6 +19,7 @@ from assay.service.catalog.schemas import (
     entity_json,
     task_json,
 )
+from assay.service.catalog.standard_routes import add_delete_route, add_get_route
 from assay.service.deps import OrgCaller, PageDep, SessionDep
 from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import list_json
@@ -57,11 +58,12 @@ def patch_task(task_id: str, body: TaskPatch, session: SessionDep, caller: OrgCa
     return task_json(task, repo.criteria_of(session, caller, task.id))
 
 
-@router.delete("/tasks/{task_id}", status_code=204, tags=["tasks"])
-def delete_task(task_id: str, session: SessionDep, caller: OrgCaller) -> Response:
-    """Deletes the task and its criteria; runs keep their frozen snapshot."""
-    actions.delete_task(session, caller, task_id)
-    return Response(status_code=204)
+add_delete_route(
+    router,
+    "/tasks/{task_id}",
+    actions.delete_task,
+    description="Deletes the task and its criteria; runs keep their frozen snapshot.",
+)
 
 
 @router.get("/tasks/{task_id}/entities", tags=["tasks"])
@@ -105,9 +107,14 @@ def create_criterion(body: CriterionCreate, session: SessionDep, caller: OrgCall
     return criterion_json(actions.create_criterion(session, caller, body))
 
 
-@router.get("/criteria/{criterion_id}", tags=["criteria"], response_model=None, responses={200: _CRITERION})
-def get_criterion(criterion_id: str, session: SessionDep, caller: OrgCaller) -> Json:
-    return criterion_json(repo.get(session, Criterion, caller, criterion_id))
+add_get_route(
+    router,
+    "/criteria/{criterion_id}",
+    Criterion,
+    criterion_json,
+    response_model=None,
+    responses={200: _CRITERION},
+)
 
 
 @router.patch("/criteria/{criterion_id}", tags=["criteria"], response_model=None, responses={200: _CRITERION})
@@ -115,7 +122,4 @@ def patch_criterion(criterion_id: str, body: CriterionPatch, session: SessionDep
     return criterion_json(actions.patch_criterion(session, caller, criterion_id, body))
 
 
-@router.delete("/criteria/{criterion_id}", status_code=204, tags=["criteria"])
-def delete_criterion(criterion_id: str, session: SessionDep, caller: OrgCaller) -> Response:
-    actions.delete_criterion(session, caller, criterion_id)
-    return Response(status_code=204)
+add_delete_route(router, "/criteria/{criterion_id}", actions.delete_criterion)
