@@ -11,9 +11,10 @@ import copy
 import json
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache, partial
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -21,8 +22,9 @@ import jsonpatch  # type: ignore[import-untyped]
 import jsonpointer  # type: ignore[import-untyped]
 
 from assay.formats.fhir import InvalidSearch
+from assay.formats.fhir._search_parameters import SEARCH_PARAMETERS
 from assay.formats.fhir.extract import compile_extractor
-from assay.formats.fhir.parameters import search_parameter
+from assay.formats.fhir.parameters import is_resource_type, search_parameter
 from assay.formats.fhir.references import parse_reference
 from assay.sandboxes.fhir.index import VersionRow
 from assay.sandboxes.fhir.outcomes import FhirError
@@ -182,13 +184,26 @@ def store_history(
 # -- search --------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Include:
+    """One `_include` / `_revinclude` value: `Source:param[:Target]`, `Source:*` or `*`."""
+
+    reverse: bool
+    source: str | None
+    """None for `*` (every reference of any resource)."""
+    code: str | None
+    """None for `*` (every reference search parameter of the source type)."""
+    target: str | None
+    iterate: bool
+    """`:iterate` (R3's `:recurse`): also applied to the resources included so far, repeatedly."""
+
+
 @dataclass
 class _SearchRequest:
     params: dict[str, list[str]]
     count: int = DEFAULT_COUNT
     offset: int = 0
-    includes: list[str] = field(default_factory=list)
-    revincludes: list[str] = field(default_factory=list)
+    includes: list[_Include] = field(default_factory=list)
 
 
 def _nonnegative(name: str, value: str) -> int:
@@ -204,14 +219,15 @@ def _nonnegative(name: str, value: str) -> int:
 def _search_request(pairs: Sequence[tuple[str, str]]) -> _SearchRequest:
     request = _SearchRequest(defaultdict(list))
     for name, value in pairs:
+        code, _, modifier = name.partition(":")
         if name == "_count":
             request.count = min(_nonnegative(name, value), MAX_COUNT)
         elif name in ("_offset", "_getpagesoffset"):
             request.offset = _nonnegative(name, value)
-        elif name.split(":")[0] == "_include":
-            request.includes.append(value)
-        elif name.split(":")[0] == "_revinclude":
-            request.revincludes.append(value)
+        elif code in ("_include", "_revinclude"):
+            if modifier not in ("", "iterate", "recurse"):
+                raise FhirError(400, f"{name}: the only modifier of {code} is :iterate")
+            request.includes.append(_include(value, code, bool(modifier)))
         elif name == "_summary" and value == "count":
             request.count = 0
         elif name not in _IGNORED:
@@ -232,14 +248,34 @@ def _run_search(index_search: Any, resource_type: str, params: dict[str, list[st
         raise FhirError(400, f"search {resource_type}: {exc}") from None
 
 
-def _reference_parameter(spec: str, kind: str) -> tuple[str, str, str | None]:
+def _include(spec: str, kind: str, iterate: bool) -> _Include:
+    """Parse one include value; 400 when it names no reference parameter."""
+    reverse = kind == "_revinclude"
+    if spec == "*" and not reverse:
+        return _Include(False, None, None, None, iterate)
     parts = spec.split(":")
     if len(parts) not in (2, 3) or not all(parts):
-        raise FhirError(400, f"{kind}={spec!r}: expected SourceType:parameter[:TargetType]")
-    parameter = search_parameter(parts[0], parts[1])
+        raise FhirError(400, f"{kind}={spec!r}: expected SourceType:parameter[:TargetType] or *")
+    source, code, target = parts[0], parts[1], parts[2] if len(parts) == 3 else None
+    if code == "*" and not reverse:
+        if not is_resource_type(source):
+            raise FhirError(400, f"{kind}={spec!r}: unknown resource type {source!r}")
+        return _Include(False, source, None, target, iterate)
+    parameter = search_parameter(source, code)
     if parameter is None or parameter.type != "reference":
-        raise FhirError(400, f"{kind}={spec!r}: {parts[0]} has no reference parameter {parts[1]}")
-    return parts[0], parts[1], parts[2] if len(parts) == 3 else None
+        raise FhirError(400, f"{kind}={spec!r}: {source} has no reference parameter {code}")
+    return _Include(reverse, source, code, target, iterate)
+
+
+@cache
+def _reference_codes(resource_type: str) -> tuple[str, ...]:
+    """Every reference search parameter of `resource_type` (what `Type:*` follows)."""
+    codes = []
+    for code in sorted({**SEARCH_PARAMETERS.get("Resource", {}), **SEARCH_PARAMETERS.get(resource_type, {})}):
+        parameter = search_parameter(resource_type, code)
+        if parameter is not None and parameter.type == "reference" and parameter.expression:
+            codes.append(code)
+    return tuple(codes)
 
 
 def _referenced(resource: dict[str, Any], source: str, code: str) -> list[str]:
@@ -259,33 +295,61 @@ def _referenced(resource: dict[str, Any], source: str, code: str) -> list[str]:
 def _included(
     index: Any, resource_type: str, page: list[dict[str, Any]], request: _SearchRequest
 ) -> list[dict[str, Any]]:
-    """`_include`d and `_revinclude`d resources of one page, each once, never a match again."""
+    """`_include`d and `_revinclude`d resources of one page, each once, never a match again.
+
+    Plain includes apply to the page's matches (an `_include` whose source is not the searched
+    type selects nothing); `:iterate` ones also to every resource included so far, round after
+    round until a round adds nothing (the store is finite and nothing is added twice).
+    """
     seen = {(r["resourceType"], r["id"]) for r in page}
     out: list[dict[str, Any]] = []
 
-    def add(resource: dict[str, Any] | None) -> None:
+    def add(resource: dict[str, Any] | None, into: list[dict[str, Any]]) -> None:
         if resource is not None and (resource["resourceType"], resource["id"]) not in seen:
             seen.add((resource["resourceType"], resource["id"]))
-            out.append(resource)
+            into.append(resource)
 
-    for spec in request.includes:
-        source, code, target = _reference_parameter(spec, "_include")
-        if source != resource_type:
-            continue
-        for resource in page:
-            for local in _referenced(resource, source, code):
-                kind, rid = local.split("/", 1)
-                if target is None or kind == target:
-                    current = index.current((kind, rid))
-                    add(current.resource if current else None)
-    for spec in request.revincludes:
-        source, code, target = _reference_parameter(spec, "_revinclude")
-        if (target is not None and target != resource_type) or not page:
-            continue
-        refs = ",".join(f"{r['resourceType']}/{r['id']}" for r in page)
-        for resource in _run_search(index.search_index.search, source, {code: [refs]}):
-            add(resource)
+    frontier, first = page, True
+    while frontier:
+        added: list[dict[str, Any]] = []
+        for spec in request.includes:
+            if not (first or spec.iterate):
+                continue
+            if first and not spec.iterate and not spec.reverse and spec.source not in (None, resource_type):
+                continue
+            follow = _add_reverse if spec.reverse else _add_forward
+            follow(index, spec, frontier, partial(add, into=added))
+        out += added
+        frontier, first = added, False
+        if not any(spec.iterate for spec in request.includes):
+            break
     return out
+
+
+def _add_forward(
+    index: Any, spec: _Include, frontier: list[dict[str, Any]], add: Callable[[dict[str, Any] | None], None]
+) -> None:
+    for resource in frontier:
+        kind = resource["resourceType"]
+        if spec.source is not None and kind != spec.source:
+            continue
+        for code in (spec.code,) if spec.code else _reference_codes(kind):
+            for local in _referenced(resource, kind, code):
+                target, rid = local.split("/", 1)
+                if spec.target is None or target == spec.target:
+                    current = index.current((target, rid))
+                    add(current.resource if current else None)
+
+
+def _add_reverse(
+    index: Any, spec: _Include, frontier: list[dict[str, Any]], add: Callable[[dict[str, Any] | None], None]
+) -> None:
+    assert spec.source is not None and spec.code is not None
+    targets = [r for r in frontier if spec.target is None or r["resourceType"] == spec.target]
+    if targets:
+        refs = ",".join(f"{r['resourceType']}/{r['id']}" for r in targets)
+        for resource in _run_search(index.search_index.search, spec.source, {spec.code: [refs]}):
+            add(resource)
 
 
 def search(

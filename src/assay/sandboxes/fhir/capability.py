@@ -18,8 +18,9 @@ _DOCUMENTATION = (
     "id rules, URL type/id); a playground whose environment sets settings.fhir.strict_validation "
     "(or a server with ASSAY_FHIR_STRICT=1) also validates every write against the fhir.resources "
     "R4B models (422 OperationOutcome, issue.expression naming the element). Type and system "
-    "_history list the versions the playground wrote, not the seeded dataset's. _include and "
-    "_revinclude take Type:parameter[:Target]; * and :iterate are not supported."
+    "_history list the versions the playground wrote, not the seeded dataset's. _include takes "
+    "Type:parameter[:Target], Type:* and *; _revinclude takes Type:parameter[:Target]; both take "
+    ":iterate."
 )
 
 
@@ -44,7 +45,11 @@ def _resources() -> list[dict[str, Any]]:
                 "conditionalCreate": True,
                 "conditionalUpdate": True,
                 "conditionalDelete": "single",
-                "searchInclude": [f"{kind}:{p['name']}" for p in params if p["type"] == "reference"],
+                "searchInclude": [
+                    "*",
+                    f"{kind}:*",
+                    *(f"{kind}:{p['name']}" for p in params if p["type"] == "reference"),
+                ],
                 "searchParam": params,
             }
         )
