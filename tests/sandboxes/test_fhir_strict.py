@@ -6,6 +6,7 @@ loading stays lenient (SPEC §5.1: a bundle is never rejected). Through the whol
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -16,10 +17,12 @@ import pytest
 from assay.sandboxes import settings as sandbox_settings
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.strict import validate_strict
+from tests.conftest import FIXTURES
 from tests.service.builders import error, ok, unique
 from tests.service.conftest import Server
 
 Json = dict[str, Any]
+LIZ_FILE = "Liz_Conn_27c911c6-f045-4ffa-af5d-6eba57ac94b2.json"
 # A seeded resource the R4B model refuses (unknown element): loading must keep it anyway.
 ODD_PATIENT = {"resourceType": "Patient", "id": "odd", "gender": "female", "favouriteColour": "teal"}
 SEED = {"resourceType": "Bundle", "type": "collection", "entry": [{"resource": ODD_PATIENT}]}
@@ -142,3 +145,25 @@ def test_validate_strict_reports_at_most_a_bounded_number_of_issues() -> None:
     validate_strict(
         {"resourceType": "Patient", "meta": {"versionId": "1", "lastUpdated": "2026-01-02T03:04:05.678Z"}}
     )
+
+
+def test_assay_fhir_strict_turns_it_on_for_every_playground(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = _run(api, None)
+    monkeypatch.setenv("ASSAY_FHIR_STRICT", "1")
+    with _fhir(server, run) as fhir:
+        monkeypatch.delenv("ASSAY_FHIR_STRICT")  # recorded at start, not read per request
+        assert _expressions(fhir.post("/Patient", json={"resourceType": "Patient", "active": "maybe"})) == [
+            "Patient.active"
+        ]
+
+
+def test_real_synthea_resources_pass_strict_validation() -> None:
+    """No false positives on real data: every resource of a Synthea bundle (urn:uuid references
+    and all) fits its R4B model, so strict mode does not refuse what real EHR data looks like."""
+    bundle = json.loads((FIXTURES / "fhir" / "synthea" / "smart-2019" / LIZ_FILE).read_text())
+    resources = [entry["resource"] for entry in bundle["entry"]]
+    assert len(resources) > 50
+    for resource in resources:
+        validate_strict(resource)
