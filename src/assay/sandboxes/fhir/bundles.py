@@ -60,10 +60,14 @@ def _parse_entry(position: int, entry: Any, base: str) -> _Entry:
     if not parts:
         raise FhirError(400, f"{where}: request url {url!r} names no resource type")
     check_type(parts[0])
+    conditions = {key: request.get(key) for key in ("ifNoneExist", "ifMatch")}
+    for key, condition in conditions.items():
+        if condition is not None and not isinstance(condition, str):
+            raise FhirError(400, f"{where}: request.{key} must be a string")
     full_url = entry.get("fullUrl") if isinstance(entry.get("fullUrl"), str) else None
     return _Entry(
         position, method, parts[0], parts[1] if len(parts) > 1 else None, query or None,
-        entry.get("resource"), full_url, request.get("ifNoneExist"), request.get("ifMatch"),
+        entry.get("resource"), full_url, conditions["ifNoneExist"], conditions["ifMatch"],
     )  # fmt: skip
 
 

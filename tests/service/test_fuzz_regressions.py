@@ -1,0 +1,55 @@
+"""Inputs that API fuzzing (schemathesis and hand-picked hostile bodies) turned into a 500.
+
+Each test is one finding, over real HTTP: bad input gets a precise 4xx — the SPEC §5 envelope on the
+internal API, an OperationOutcome on the FHIR sandbox (SPEC §5.2) — and the server keeps serving.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+
+from .builders import make_benchmark, ok, start_run
+from .conftest import Server
+
+
+@dataclass
+class Fhir:
+    client: httpx.Client
+    base: str
+
+
+@pytest.fixture
+def fhir(api: httpx.Client, server: Server) -> Iterator[Fhir]:
+    """A started task run's FHIR base, with its run token."""
+    catalog = make_benchmark(api, [[]])
+    run = start_run(api, catalog.benchmark_id)
+    task_run_id = run.task_runs[0]["id"]
+    with server.client(run.token) as client:
+        ok(client.post(f"/v1/task-runs/{task_run_id}/start"))
+        base = f"/v1/task-runs/{task_run_id}/fhir"
+        ok(client.put(f"{base}/Patient/p1", json={"resourceType": "Patient", "id": "p1"}), 201)
+        yield Fhir(client, base)
+
+
+def outcome(response: httpx.Response, status: int) -> str:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["resourceType"] == "OperationOutcome", body
+    diagnostics: str = body["issue"][0]["diagnostics"]
+    return diagnostics
+
+
+def transaction(request: dict[str, object]) -> dict[str, object]:
+    entry = {"request": {"method": "POST", "url": "Patient", **request}, "resource": {"resourceType": "Patient"}}
+    return {"resourceType": "Bundle", "type": "transaction", "entry": [entry]}
+
+
+@pytest.mark.parametrize("key", ["ifNoneExist", "ifMatch"])
+def test_transaction_entry_with_a_non_string_condition_is_400(fhir: Fhir, key: str) -> None:
+    """`request.ifNoneExist: 5` reached `parse_qsl`, `request.ifMatch: 5` the ETag regex: TypeError."""
+    diagnostics = outcome(fhir.client.post(fhir.base, json=transaction({key: 5})), 400)
+    assert key in diagnostics
