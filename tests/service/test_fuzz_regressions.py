@@ -43,8 +43,15 @@ def outcome(response: httpx.Response, status: int) -> str:
     return diagnostics
 
 
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
 def transaction(request: dict[str, object]) -> dict[str, object]:
-    entry = {"request": {"method": "POST", "url": "Patient", **request}, "resource": {"resourceType": "Patient"}}
+    entry = {
+        "request": {"method": "POST", "url": "Patient", **request},
+        "resource": {"resourceType": "Patient"},
+    }
     return {"resourceType": "Bundle", "type": "transaction", "entry": [entry]}
 
 
@@ -53,3 +60,33 @@ def test_transaction_entry_with_a_non_string_condition_is_400(fhir: Fhir, key: s
     """`request.ifNoneExist: 5` reached `parse_qsl`, `request.ifMatch: 5` the ETag regex: TypeError."""
     diagnostics = outcome(fhir.client.post(fhir.base, json=transaction({key: 5})), 400)
     assert key in diagnostics
+
+
+@pytest.mark.parametrize("depth", [5000, 900])
+@pytest.mark.parametrize("route", ["create", "update", "transaction", "patch"])
+def test_deeply_nested_fhir_body_is_400(fhir: Fhir, route: str, depth: int) -> None:
+    """Past ~1000 levels `json.loads` raised RecursionError; at 700-900 it parsed, and copying,
+    reference rewriting or JSON Patch recursed instead. Both were 500s (and a dropped connection)."""
+    value = nested(depth)
+    resource = '{"resourceType": "Patient", "extension": ' + value + "}"
+    bodies = {
+        "create": ("POST", f"{fhir.base}/Patient", resource, "application/fhir+json"),
+        "update": ("PUT", f"{fhir.base}/Patient/p1", resource, "application/fhir+json"),
+        "transaction": (
+            "POST",
+            fhir.base,
+            '{"resourceType": "Bundle", "type": "transaction", "entry": [{"request": {"method": "POST",'
+            ' "url": "Patient"}, "resource": ' + resource + "}]}",
+            "application/fhir+json",
+        ),
+        "patch": (
+            "PATCH",
+            f"{fhir.base}/Patient/p1",
+            '[{"op": "add", "path": "/extension", "value": ' + value + "}]",
+            "application/json-patch+json",
+        ),
+    }
+    method, url, body, media_type = bodies[route]
+    response = fhir.client.request(method, url, content=body, headers={"Content-Type": media_type})
+    assert "nested" in outcome(response, 400)
+    ok(fhir.client.get(f"{fhir.base}/Patient/p1"))

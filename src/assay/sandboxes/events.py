@@ -32,7 +32,7 @@ def stored_body(raw: bytes) -> tuple[Any, bool]:
         return raw[:MAX_BODY].decode("utf-8", errors="ignore"), True
     try:
         return json.loads(raw), False
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: absurdly deep JSON
         return raw.decode("utf-8", errors="replace"), False
 
 
