@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from .builders import make_benchmark, ok, start_run
+from .builders import error, make_benchmark, ok, start_run
 from .conftest import Server
 
 
@@ -90,3 +90,24 @@ def test_deeply_nested_fhir_body_is_400(fhir: Fhir, route: str, depth: int) -> N
     response = fhir.client.request(method, url, content=body, headers={"Content-Type": media_type})
     assert "nested" in outcome(response, 400)
     ok(fhir.client.get(f"{fhir.base}/Patient/p1"))
+
+
+@pytest.mark.parametrize(
+    ("path", "template"),
+    [
+        ("/datasets", '{"name": "deep", "type": "voice", "data": {"turns": %s}}'),
+        ("/environments", '{"name": "deep", "dataset_ids": [], "settings": {"x": %s}}'),
+        ("/tasks", '{"benchmark_id": "%(benchmark_id)s", "name": "deep", "task_item": {"x": %s}}'),
+        ("/benchmark-runs", '{"benchmark_id": "%(benchmark_id)s", "agent": {"x": %s}}'),
+        ("/v1/benchmark-runs", '{"benchmark_id": "%(benchmark_id)s", "agent": {"x": %s}}'),
+    ],
+)
+def test_deeply_nested_internal_body_is_400(api: httpx.Client, path: str, template: str) -> None:
+    """At 700-900 levels the body parsed and was stored, then serializing the response recursed:
+    a 500 (or a dropped connection) for a row that could never be read back."""
+    benchmark_id = make_benchmark(api, []).benchmark_id
+    body = template.replace("%(benchmark_id)s", benchmark_id) % nested(900)
+    response = api.post(path, content=body, headers={"Content-Type": "application/json"})
+    details = error(response, 400, "BAD_REQUEST")
+    assert "nested" in response.json()["error"]["message"], details
+    ok(api.get("/benchmarks", params={"limit": 1}))

@@ -12,9 +12,13 @@ import json
 import threading
 import time
 
+from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["BodySizeLimit", "RateLimiter"]
+from assay.sandboxes.json_depth import MAX_JSON_DEPTH, nested_deeper_than
+from assay.store.errors import BadRequest
+
+__all__ = ["BodySizeLimit", "RateLimiter", "json_depth_limit"]
 
 
 class RateLimiter:
@@ -59,3 +63,20 @@ class BodySizeLimit:
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 413, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+async def json_depth_limit(request: Request) -> None:
+    """A router dependency: a JSON body nested past `MAX_JSON_DEPTH` is a 400 `BAD_REQUEST`.
+
+    FastAPI has parsed the body before dependencies run (`request.json()` is cached, so this costs
+    one walk, no second parse), and they run before the body is validated, stored or echoed. A body
+    that does not parse at all is FastAPI's to report; the FHIR routes check their own bodies.
+    """
+    if not await request.body():
+        return
+    try:
+        value = await request.json()
+    except Exception:  # unparseable or not JSON: FastAPI already answered or the route reads raw bytes
+        return
+    if nested_deeper_than(value):
+        raise BadRequest(f"request body is nested more than {MAX_JSON_DEPTH} levels deep")

@@ -30,6 +30,7 @@ from assay.sandboxes.fhir.index import VersionRow
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, parse_etag
 from assay.sandboxes.fhir.store import EmbeddedFhir, WriteTransaction
+from assay.sandboxes.json_depth import MAX_JSON_DEPTH, nested_deeper_than
 
 __all__ = [
     "DEFAULT_COUNT",
@@ -572,26 +573,6 @@ def delete(
     return FhirResult(204, None, {"ETag": f'W/"{version}"'})
 
 
-MAX_JSON_DEPTH = 100
-"""Deepest nesting of arrays and objects a request body may have. Real FHIR resources stay far
-below it; past it the recursive work on a body (copying, reference rewriting, JSON Patch, even
-`json.loads` beyond ~1000 levels) would exhaust the stack and answer 500 instead of 400."""
-
-
-def _depth_exceeds(value: Any, limit: int) -> bool:
-    """Whether `value` nests containers deeper than `limit`; iterative, so any depth is safe."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        for child in children:
-            if isinstance(child, dict | list):
-                if depth >= limit:
-                    return True
-                stack.append((child, depth + 1))
-    return False
-
-
 def parse_json(raw: bytes) -> Any:
     """The request body as JSON; 400 when it is not JSON at all or nested too deeply to process."""
     too_deep = f"the body is nested more than {MAX_JSON_DEPTH} levels deep"
@@ -601,6 +582,6 @@ def parse_json(raw: bytes) -> Any:
         raise FhirError(400, too_deep) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise FhirError(400, f"the body is not valid JSON: {exc}") from None
-    if _depth_exceeds(value, MAX_JSON_DEPTH):
+    if nested_deeper_than(value):
         raise FhirError(400, too_deep)
     return value
