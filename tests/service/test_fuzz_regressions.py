@@ -111,3 +111,25 @@ def test_deeply_nested_internal_body_is_400(api: httpx.Client, path: str, templa
     details = error(response, 400, "BAD_REQUEST")
     assert "nested" in response.json()["error"]["message"], details
     ok(api.get("/benchmarks", params={"limit": 1}))
+
+
+@pytest.mark.parametrize(
+    ("element", "query"),
+    [
+        ({"code": {"coding": 5}}, {"code": "x"}),
+        ({"code": {"coding": [5]}}, {"code": "x"}),
+        ({"effectiveTiming": {"event": 5}}, {"date": "gt2000"}),
+        ({"effectiveTiming": {"repeat": 5}}, {"date": "gt2000"}),
+        ({"effectiveTiming": {"repeat": {"boundsPeriod": 5}}}, {"date": "gt2000"}),
+    ],
+)
+def test_search_over_a_resource_with_malformed_elements_is_200(
+    fhir: Fhir, element: dict[str, object], query: dict[str, str]
+) -> None:
+    """The store keeps what it is given (non-strict mode); indexing a `CodeableConcept.coding` or a
+    `Timing.event` that is not a list, or a `Timing.repeat` that is not an object, raised TypeError
+    while building the search index: every later search of that type was a 500."""
+    resource = {"resourceType": "Observation", "id": "odd", "status": "final", **element}
+    assert fhir.client.put(f"{fhir.base}/Observation/odd", json=resource).status_code in (200, 201)
+    bundle = ok(fhir.client.get(f"{fhir.base}/Observation", params=query))
+    assert bundle["resourceType"] == "Bundle" and bundle["total"] == 0

@@ -101,8 +101,11 @@ def date_range_of(value: Any, fhir_type: str | None) -> list[DateRange]:
     if not isinstance(value, dict):
         return []
     if fhir_type == "Timing" or "event" in value or "repeat" in value:
-        ranges = [r for event in value.get("event", []) if isinstance(event, str) if (r := date_range(event))]
-        bounds = (value.get("repeat") or {}).get("boundsPeriod")
+        events = value.get("event")
+        events = events if isinstance(events, list) else []  # stored as given: malformed indexes nothing
+        ranges = [r for event in events if isinstance(event, str) if (r := date_range(event))]
+        repeat = value.get("repeat")
+        bounds = repeat.get("boundsPeriod") if isinstance(repeat, dict) else None
         if isinstance(bounds, dict):
             ranges.extend(date_range_of(bounds, "Period"))
         return ranges

@@ -79,7 +79,10 @@ def _token(typed: Typed) -> list[Token]:
     if not isinstance(value, dict):
         return []
     if kind == "CodeableConcept" or (kind is None and ("coding" in value or "text" in value)):
-        return [t for coding in value.get("coding", []) for t in _token(Typed(coding, "Coding"))]
+        codings = value.get("coding")
+        if not isinstance(codings, list):  # stored as given: a malformed element indexes nothing
+            return []
+        return [t for coding in codings for t in _token(Typed(coding, "Coding"))]
     if kind == "Identifier" or kind == "ContactPoint" or (kind is None and "value" in value):
         code = value.get("value")
         return [(_str_or_none(value.get("system")), str(code))] if code is not None else []
