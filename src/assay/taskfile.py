@@ -34,6 +34,8 @@ def load_task_file(path: str | Path) -> TaskFile:
         raise TaskFileError(f"cannot read task file {path}: {exc}") from None
     try:
         document = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+    except RecursionError:
+        raise TaskFileError(f"task file {path} is nested too deeply to read") from None
     except (ValueError, yaml.YAMLError) as exc:
         raise TaskFileError(f"task file {path} is not valid {_kind(path)}: {_first_line(exc)}") from None
     return parse_task_document(document, str(path))

@@ -140,3 +140,41 @@ def test_skipped_snapshot_records_are_warned_on_stderr_in_json_mode(task_file: P
     assert result.exit_code == 0
     json.loads(result.stdout)  # stdout stays pure JSON
     assert "warning:" in result.stderr and "broken.json" in result.stderr
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_deeply_nested_json_never_crashes_verify(tmp_path: Path, task_file: Path, snapshot: Path) -> None:
+    """A hostile snapshot or task file is a warning or exit 2, never a traceback (RecursionError)."""
+    (snapshot / "fhir" / "Patient").mkdir(parents=True)
+    (snapshot / "fhir" / "Patient" / "deep.json").write_text(DEEP)
+    result = run(task_file, snapshot, "--json")
+    assert result.exit_code == 0
+    assert "nested too deeply" in result.stderr
+
+    deep_task = _write(tmp_path / "deep.json", DEEP)
+    result = run(deep_task, snapshot, "--json")
+    assert result.exit_code == 2 and "nested too deeply" in result.stderr
+
+
+def test_deeply_nested_json_file_fails_the_field_not_the_check(tmp_path: Path) -> None:
+    from assay.snapshot import SnapshotFile
+
+    snap = write_snapshot(tmp_path / "s", files=[SnapshotFile("out/deep.json", DEEP.encode())])
+    task = {
+        "criteria": [
+            {
+                "assertion": {
+                    "assert": "sftp-file-present",
+                    "path": "out/deep.json",
+                    "parse_json": True,
+                    "fields": [{"path": "a", "expected": 1}],
+                }
+            }
+        ]
+    }
+    task_path = _write(tmp_path / "t.json", json.dumps(task))
+    (criterion,) = json.loads(run(task_path, snap, "--json").stdout)["criterion_runs"]
+    assert criterion["status"] == "ok" and criterion["score"] == 0
+    assert "nested too deeply" in criterion["details"]

@@ -153,6 +153,8 @@ class _LazyJson:
             self._problem = (
                 f"{self._file.path} is not UTF-8 text, so not JSON ({exc.reason} at byte {exc.start})"
             )
+        except RecursionError:
+            self._problem = f"{self._file.path} is JSON nested too deeply to read"
         except ValueError as exc:
             self._problem = f"{self._file.path} is not valid JSON ({exc})"
 

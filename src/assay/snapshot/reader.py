@@ -91,6 +91,9 @@ class SnapshotState:
     def _json(self, path: str) -> Any:
         try:
             return json.loads(self.tree.read(path))
+        except RecursionError:
+            self.warnings.append(f"{path}: JSON nested too deeply to read")
+            return None
         except (ValueError, UnicodeDecodeError) as exc:
             self.warnings.append(f"{path}: not valid JSON ({exc})")
             return None
