@@ -121,15 +121,22 @@ def test_deeply_nested_internal_body_is_400(api: httpx.Client, path: str, templa
         ({"effectiveTiming": {"event": 5}}, {"date": "gt2000"}),
         ({"effectiveTiming": {"repeat": 5}}, {"date": "gt2000"}),
         ({"effectiveTiming": {"repeat": {"boundsPeriod": 5}}}, {"date": "gt2000"}),
+        ({"totalNet": {"low": 5}}, {"totalnet": "1"}),
     ],
 )
 def test_search_over_a_resource_with_malformed_elements_is_200(
     fhir: Fhir, element: dict[str, object], query: dict[str, str]
 ) -> None:
     """The store keeps what it is given (non-strict mode); indexing a `CodeableConcept.coding` or a
-    `Timing.event` that is not a list, or a `Timing.repeat` that is not an object, raised TypeError
-    while building the search index: every later search of that type was a 500."""
-    resource = {"resourceType": "Observation", "id": "odd", "status": "final", **element}
-    assert fhir.client.put(f"{fhir.base}/Observation/odd", json=resource).status_code in (200, 201)
-    bundle = ok(fhir.client.get(f"{fhir.base}/Observation", params=query))
+    `Timing.event` that is not a list, a `Timing.repeat` or a Range's `low` that is not an object,
+    raised while building the search index: every later search of that type was a 500."""
+    kind = "Invoice" if "totalNet" in element else "Observation"
+    resource = {
+        "resourceType": kind,
+        "id": "odd",
+        "status": "final" if kind == "Observation" else "draft",
+        **element,
+    }
+    assert fhir.client.put(f"{fhir.base}/{kind}/odd", json=resource).status_code in (200, 201)
+    bundle = ok(fhir.client.get(f"{fhir.base}/{kind}", params=query))
     assert bundle["resourceType"] == "Bundle" and bundle["total"] == 0

@@ -131,7 +131,7 @@ def _quantity(typed: Typed) -> list[QuantityValue]:
         number = to_decimal(value)
         return [QuantityValue(number, number)] if number is not None else []
     if "low" in value or "high" in value:
-        low, high = value.get("low") or {}, value.get("high") or {}
+        low, high = (part if isinstance(part, dict) else {} for part in (value.get("low"), value.get("high")))
         unit_of = low if low else high
         return [
             QuantityValue(
