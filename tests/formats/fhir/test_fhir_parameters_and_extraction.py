@@ -169,3 +169,10 @@ def test_public_names_are_exported() -> None:
     assert fhir.__all__ == sorted(fhir.__all__)
     for name in fhir.__all__:
         assert hasattr(fhir, name), name
+
+
+def test_fhirpath_number_literal_past_30_digits_is_refused_at_compile() -> None:
+    """A 5,000-digit literal compiled, then broke evidence serialization (int→str limit) at verify."""
+    with pytest.raises(FhirPathError, match="longer than 30 digits"):
+        compile_fhirpath("9" * 5000)
+    assert compile_fhirpath("name.where(family = '" + "1" * 40 + "').exists()")({"name": []}) == [False]

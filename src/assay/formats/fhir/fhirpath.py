@@ -9,6 +9,7 @@ and caches the compiled expression, so a bad expression is a 422 when an asserti
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any
@@ -79,11 +80,19 @@ def _check_functions(ast: dict[str, Any]) -> None:
             raise FhirPathError(f"FHIRPath function {name}() takes {expected} argument(s), got {arity}")
 
 
+_STRING_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'")
+_LONG_NUMBER = re.compile(r"\d{31,}")
+
+
 @lru_cache(maxsize=1024)
 def compile_fhirpath(expression: str) -> CompiledFhirPath:
     """Compile once (cached); raise `FhirPathError` for a syntax error or an unknown function."""
     if not expression.strip():
         raise FhirPathError("empty FHIRPath expression")
+    if _LONG_NUMBER.search(_STRING_LITERAL.sub("''", expression)):
+        # Python refuses to print ints past 4,300 digits, so such a literal would only fail later,
+        # when its result is written as evidence; no FHIR value needs more than 30 digits.
+        raise FhirPathError("FHIRPath number literal longer than 30 digits")
     try:
         ast = _parse(expression)
     except FhirPathError:
