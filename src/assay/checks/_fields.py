@@ -14,9 +14,11 @@ from assay.core.values import Reading
 __all__ = [
     "FieldsJudgment",
     "absent_entries",
+    "candidates_listed",
     "judge_fields",
     "matched_details",
     "no_match_details",
+    "unparsed_listed",
 ]
 
 FieldReader = Callable[[Any], "Reading | str"]
@@ -69,3 +71,19 @@ def matched_details(
 
 def no_match_details(kind: str, selector: str) -> str:
     return f"No {kind} matched {selector}."
+
+
+LISTED = 10
+"""How many candidates or parse errors a no-match sentence names."""
+
+
+def candidates_listed(label: str, targets: Sequence[str]) -> str:
+    """The sentence after a no-match naming what was there: `Label: a; b and 3 more.`"""
+    more = f" and {len(targets) - LISTED} more" if len(targets) > LISTED else ""
+    return f"{label}: " + "; ".join(targets[:LISTED]) + more + "."
+
+
+def unparsed_listed(head: str, errors: Sequence[str]) -> str:
+    """The sentence after a no-match naming stored records that do not parse: `Head: e1; e2; and 3 more.`"""
+    more = f"; and {len(errors) - LISTED} more" if len(errors) > LISTED else ""
+    return f"{head}: " + "; ".join(errors[:LISTED]) + more + "."

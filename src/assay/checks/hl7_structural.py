@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 
 from assay.checks._context import CheckContext
-from assay.checks._fields import absent_entries, judge_fields, matched_details, no_match_details
+from assay.checks._fields import (
+    absent_entries,
+    candidates_listed,
+    judge_fields,
+    matched_details,
+    no_match_details,
+    unparsed_listed,
+)
 from assay.checks._select import Judged, choose
 from assay.core.assertions import Hl7Field, Hl7Structural
 from assay.core.operators import values_equal
@@ -30,9 +37,6 @@ _ALIASES: Mapping[str, Callable[[Hl7Message], Hl7Value]] = {
     "control_id": lambda message: message.control_id,
 }
 """The `correlate_by` aliases of SPEC §3.3; keys equal `core.assertions.hl7.CORRELATION_ALIASES`."""
-
-_LISTED = 10
-"""How many unmatched messages or parse errors a no-match sentence names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,13 +136,10 @@ def _no_match(
     selector = ", ".join(f"{key}={value}" for key, value in correlate_by.items()) or "correlate_by {}"
     details = no_match_details("HL7 message", selector)
     if candidates:
-        seen = "; ".join(c.target for c in candidates[:_LISTED])
-        more = f" and {len(candidates) - _LISTED} more" if len(candidates) > _LISTED else ""
-        details += f" Outbound messages: {seen}{more}."
+        details += " " + candidates_listed("Outbound messages", [c.target for c in candidates])
     elif not errors:
         details += " No outbound HL7 message was sent."
     if errors:
         head = "None of the stored messages parses" if not candidates else "Some stored messages do not parse"
-        more = f"; and {len(errors) - _LISTED} more" if len(errors) > _LISTED else ""
-        details += f" {head}: " + "; ".join(errors[:_LISTED]) + more + "."
+        details += " " + unparsed_listed(head, errors)
     return details

@@ -17,7 +17,14 @@ from functools import lru_cache, partial
 from typing import NamedTuple
 
 from assay.checks._context import CheckContext
-from assay.checks._fields import absent_entries, judge_fields, matched_details, no_match_details
+from assay.checks._fields import (
+    absent_entries,
+    candidates_listed,
+    judge_fields,
+    matched_details,
+    no_match_details,
+    unparsed_listed,
+)
 from assay.checks._select import Judged, choose
 from assay.core.assertions import X12Field, X12Response
 from assay.core.operators import values_equal
@@ -61,9 +68,6 @@ _TRACE_LOOPS = {
 }
 """The subscriber HL loop; its descendants hold the dependent (and, in a 278, patient event) loops."""
 _PATIENT_CONTROL_NUMBER = {"276": "2200D/TRN02", "277": "2200D/TRN02"}
-
-_LISTED = 10
-"""How many candidates or parse errors a no-match sentence names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,9 +213,7 @@ def _no_match(assertion: X12Response, pool: _Pool) -> str:
     parts.extend(f"{key}={value}" for key, value in assertion.correlate_by.items())
     details = no_match_details("X12 response", ", ".join(parts) or "any transaction set")
     if candidates:
-        seen = "; ".join(c.target for c in candidates[:_LISTED])
-        more = f" and {len(candidates) - _LISTED} more" if len(candidates) > _LISTED else ""
-        details += f" Transaction sets: {seen}{more}."
+        details += " " + candidates_listed("Transaction sets", [c.target for c in candidates])
     elif not records:
         details += " No X12 exchange was recorded."
     elif not errors or len(errors) < records:
@@ -226,6 +228,5 @@ def _no_match(assertion: X12Response, pool: _Pool) -> str:
             if len(errors) == records
             else "Some stored responses do not parse"
         )
-        more = f"; and {len(errors) - _LISTED} more" if len(errors) > _LISTED else ""
-        details += f" {head}: " + "; ".join(errors[:_LISTED]) + more + "."
+        details += " " + unparsed_listed(head, errors)
     return details
