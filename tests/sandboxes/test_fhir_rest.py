@@ -334,6 +334,30 @@ def test_transaction_is_atomic(http: httpx.Client) -> None:
     assert http.get("/Patient").json()["total"] == 1
 
 
+def test_transaction_patch_entries_follow_the_patch_interaction(http: httpx.Client) -> None:
+    """A PATCH entry whose resource is not a JSON Patch array (e.g. a Binary) is a 400 that rolls the
+    transaction back — it used to be applied as an empty patch, writing an unchanged new version."""
+    http.put("/Patient/p1", json=_patient(id="p1"))
+
+    def patch_entry(operations: object) -> dict[str, object]:
+        return {"resource": operations, "request": {"method": "PATCH", "url": "Patient/p1"}}
+
+    def transaction(*entries: dict[str, object]) -> httpx.Response:
+        return http.post("", json={"resourceType": "Bundle", "type": "transaction", "entry": list(entries)})
+
+    binary = transaction(
+        patch_entry({"resourceType": "Binary", "contentType": "application/json-patch+json"})
+    )
+    assert binary.status_code == 400
+    assert "JSON array" in binary.json()["issue"][0]["diagnostics"]
+    assert transaction(patch_entry([{"op": "nope", "path": "/active"}])).status_code == 400
+    assert transaction(patch_entry([{"op": "remove", "path": "/missing"}])).status_code == 422
+    assert http.get("/Patient/p1").json()["meta"]["versionId"] == "1"
+    applied = transaction(patch_entry([{"op": "add", "path": "/active", "value": True}]))
+    assert applied.status_code == 200
+    assert http.get("/Patient/p1").json()["active"] is True
+
+
 def test_batch_runs_entries_independently(http: httpx.Client) -> None:
     bundle = {
         "resourceType": "Bundle",

@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_COUNT",
     "MAX_COUNT",
     "FhirResult",
+    "apply_json_patch",
     "conditional_delete",
     "conditional_matches",
     "conditional_update",
@@ -529,6 +530,20 @@ def conditional_delete(
     return FhirResult(204, None, {"ETag": f'W/"{version}"'})
 
 
+def apply_json_patch(operations: Any, resource: dict[str, Any], label: str = "") -> dict[str, Any]:
+    """`resource` with RFC 6902 `operations` applied (a copy): 400 when they are not a JSON Patch,
+    422 when they cannot be applied. Shared by PATCH and transaction/batch PATCH entries."""
+    where = f"{label}: " if label else ""
+    if not isinstance(operations, list):
+        raise FhirError(400, f"{where}a JSON Patch body must be a JSON array of operations")
+    try:
+        return jsonpatch.JsonPatch(operations).apply(copy.deepcopy(resource))  # type: ignore[no-any-return]
+    except (jsonpatch.InvalidJsonPatch, TypeError) as exc:
+        raise FhirError(400, f"{where}invalid JSON Patch: {exc}") from None
+    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
+        raise FhirError(422, f"{where}JSON Patch cannot be applied: {exc}") from None
+
+
 def patch(
     fhir: EmbeddedFhir,
     store_id: str,
@@ -539,8 +554,6 @@ def patch(
 ) -> FhirResult:
     """JSON Patch (RFC 6902) on the current version; the result must still be a valid resource."""
     check_type(resource_type)
-    if not isinstance(operations, list):
-        raise FhirError(400, "a JSON Patch body must be a JSON array of operations")
     with fhir.writing(store_id) as tx:
         current = tx.current(resource_type, resource_id)
         if current is None:
@@ -548,12 +561,7 @@ def patch(
         if current.deleted or current.resource is None:
             raise FhirError(410, f"{resource_type}/{resource_id} was deleted")
         _check_if_match(if_match, current, f"{resource_type}/{resource_id}")
-        try:
-            patched = jsonpatch.JsonPatch(operations).apply(copy.deepcopy(current.resource))
-        except (jsonpatch.InvalidJsonPatch, TypeError) as exc:
-            raise FhirError(400, f"invalid JSON Patch: {exc}") from None
-        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
-            raise FhirError(422, f"JSON Patch cannot be applied: {exc}") from None
+        patched = apply_json_patch(operations, current.resource)
         stored = tx.put(check_resource(patched, resource_type, resource_id), resource_id)
     return FhirResult(200, stored, version_headers(stored))
 

@@ -16,11 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
-import jsonpatch  # type: ignore[import-untyped]
-import jsonpointer  # type: ignore[import-untyped]
-
 from assay.sandboxes.fhir import actions
-from assay.sandboxes.fhir.actions import FhirResult, conditional_matches, version_headers
+from assay.sandboxes.fhir.actions import FhirResult, apply_json_patch, conditional_matches, version_headers
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, parse_etag, rewrite_references
 from assay.sandboxes.fhir.store import EmbeddedFhir, WriteTransaction
@@ -274,16 +271,7 @@ def _run_in(
     if e.method == "PATCH":
         if current is None or current.resource is None:
             raise FhirError(404 if current is None else 410, f"{label} is not available")
-        try:
-            resource = jsonpatch.JsonPatch(e.resource if isinstance(e.resource, list) else []).apply(
-                copy.deepcopy(current.resource)
-            )
-        except (
-            jsonpatch.JsonPatchException,
-            jsonpointer.JsonPointerException,
-            TypeError,
-        ) as exc:
-            raise FhirError(422, f"{label}: JSON Patch cannot be applied: {exc}") from None
+        resource = apply_json_patch(e.resource, current.resource, label)
     else:
         by_url = e.method == "PUT" and e.resource_id is not None  # a conditional PUT's id was checked
         resource = copy.deepcopy(check_resource(e.resource, e.resource_type, rid if by_url else None))
