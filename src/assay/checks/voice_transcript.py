@@ -24,6 +24,7 @@ from typing import Any, Literal, Protocol
 from rapidfuzz import fuzz
 
 from assay.checks._context import CheckContext
+from assay.checks._fields import matched_details
 from assay.checks._speech import Speech, normalise
 from assay.core.assertions import VoiceTranscript
 from assay.core.results import CriterionResult
@@ -124,7 +125,7 @@ def check(assertion: VoiceTranscript, state: SandboxState, context: CheckContext
     results += [_judge_phrase(p, "not_contains", turns, NOT_CONTAINS_TIERS) for p in assertion.not_contains]
     passed = sum(result["passed"] for result in results)
     score = Fraction(passed, len(results)) if results else Fraction(1)
-    details = f"Transcript matched; {passed} of {len(results)} phrase assertions passed."
+    details = matched_details("Transcript", passed, len(results), noun="phrase")
     return CriterionResult(score, details, {"phraseResults": results})
 
 
