@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, TypeVar
 
+from assay.checks._fields import matched_details
+
 __all__ = ["Judged", "Selection", "choose"]
 
 T = TypeVar("T")
@@ -28,6 +30,11 @@ class Judged:
     total: int
     evidence: dict[str, Any]
     errors: tuple[str, ...] = ()
+
+    @property
+    def details(self) -> str:
+        """The SPEC §3.1 matched sentence for this candidate."""
+        return matched_details(self.target, self.passed, self.total, errors=self.errors)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from assay.checks._context import CheckContext
-from assay.checks._fields import absent_entries, judge_fields, matched_details, no_match_details
+from assay.checks._fields import absent_entries, judge_fields, no_match_details
 from assay.checks._select import Judged, choose
 from assay.core.assertions import FhirField, FhirResourceState
 from assay.core.results import CriterionResult
@@ -48,7 +48,7 @@ def check(assertion: FhirResourceState, state: SandboxState, context: CheckConte
     evidence = {**judged.evidence, "candidates": selection.candidates}
     return CriterionResult(
         selection.score,
-        matched_details(judged.target, judged.passed, judged.total, errors=judged.errors),
+        judged.details,
         evidence,
     )
 

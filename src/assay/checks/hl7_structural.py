@@ -17,7 +17,6 @@ from assay.checks._fields import (
     absent_entries,
     candidates_listed,
     judge_fields,
-    matched_details,
     no_match_details,
     unparsed_listed,
 )
@@ -62,8 +61,7 @@ def check(assertion: Hl7Structural, state: SandboxState, context: CheckContext) 
         evidence = {"field_results": absent_entries(assertion.fields), "event_id": None, "control_id": None}
         return CriterionResult.failed(details, evidence)
     judged = selection.judged
-    details = matched_details(judged.target, judged.passed, judged.total, errors=judged.errors)
-    return CriterionResult(selection.score, details, judged.evidence)
+    return CriterionResult(selection.score, judged.details, judged.evidence)
 
 
 def _candidates(records: Sequence[Hl7Record]) -> tuple[list[_Candidate], list[str]]:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from assay.checks._context import CheckContext
-from assay.checks._fields import absent_entries, judge_fields, matched_details, no_match_details
+from assay.checks._fields import absent_entries, judge_fields, no_match_details
 from assay.checks._select import Judged, choose
 from assay.core.assertions import PortalStateMatch
 from assay.core.operators import evaluate
@@ -47,7 +47,7 @@ def check(assertion: PortalStateMatch, state: SandboxState, context: CheckContex
     judged = selection.judged
     return CriterionResult(
         selection.score,
-        matched_details(judged.target, judged.passed, judged.total, errors=judged.errors),
+        judged.details,
         judged.evidence,
     )
 

@@ -21,7 +21,6 @@ from assay.checks._fields import (
     absent_entries,
     candidates_listed,
     judge_fields,
-    matched_details,
     no_match_details,
     unparsed_listed,
 )
@@ -92,8 +91,7 @@ def check(assertion: X12Response, state: SandboxState, context: CheckContext) ->
         details = _no_match(assertion, pool)
         return CriterionResult.failed(details, evidence)
     judged = selection.judged
-    details = matched_details(judged.target, judged.passed, judged.total, errors=judged.errors)
-    return CriterionResult(selection.score, details, judged.evidence)
+    return CriterionResult(selection.score, judged.details, judged.evidence)
 
 
 class _Pool(NamedTuple):
