@@ -14,7 +14,8 @@ import httpx
 import pytest
 from fhirpy import SyncFHIRClient
 
-from assay.sandboxes.fhir.external import TAG_SYSTEM, close_external_clients
+from assay.sandboxes.fhir.external import TAG_SYSTEM, ExternalFhir, close_external_clients
+from assay.sandboxes.fhir.outcomes import FhirError
 from tests.sandboxes.test_playgrounds import LIZ, _book, _fhir_benchmark
 from tests.service.builders import ok
 
@@ -115,3 +116,34 @@ def test_transactions_through_an_external_server(server: Server, api: httpx.Clie
         assert (created.status_code, again.status_code) == (201, 200)
         assert again.json()["id"] == created.json()["id"]
         assert agent.get(f"{base}/Patient/{created.json()['id']}").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status"),
+    [
+        ("Patient", b"[" * 150 + b"]" * 150, 400),  # past the nesting limit: not json.loads' RecursionError
+        ("Patient", b"[" * 5000 + b"]" * 5000, 400),
+        ("", b'{"resourceType": "Bundle", "type": "batch", "entry": {"a": 1}}', 400),
+        ("", b'{"resourceType": "Bundle", "type": "batch", "entry": ["x"]}', 400),
+        ("", b'{"resourceType": "Bundle", "type": "batch", "entry": [{"request": "GET"}]}', 400),
+        (
+            "",
+            b'{"resourceType": "Bundle", "type": "batch", "entry": [{"request": {"method": "GET", "url": "Nope/1"}}]}',
+            404,
+        ),
+    ],
+)
+def test_bad_bodies_are_refused_before_forwarding(path: str, body: bytes, status: int) -> None:
+    """The external backend applies the embedded surface's body and bundle-entry rules (a 4xx
+    OperationOutcome); a deep body or a non-object entry used to raise out of `forward` (a 500)."""
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json={"resourceType": "Bundle", "type": "batch-response"})
+
+    server = ExternalFhir("http://fhir.invalid", httpx.Client(transport=httpx.MockTransport(answer)))
+    with pytest.raises(FhirError) as refused:
+        server.forward("pg_x", "http://assay.invalid/fhir", "POST", path, [], {}, body)
+    assert refused.value.status == status
+    assert sent == []

@@ -22,7 +22,7 @@ from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, parse_etag, rewrite_references
 from assay.sandboxes.fhir.store import EmbeddedFhir, WriteTransaction
 
-__all__ = ["post_bundle"]
+__all__ = ["parse_entry", "post_bundle"]
 
 _STATUS_TEXT = {200: "200 OK", 201: "201 Created", 204: "204 No Content"}
 _ORDER = {"DELETE": 0, "POST": 1, "PUT": 2, "PATCH": 2, "GET": 3, "HEAD": 3}
@@ -41,7 +41,8 @@ class _Entry:
     if_match: str | None
 
 
-def _parse_entry(position: int, entry: Any, base: str) -> _Entry:
+def parse_entry(position: int, entry: Any, base: str) -> _Entry:
+    """One transaction/batch entry's request, or 400 (404 for an unknown type) naming the entry."""
     where = f"entry {position}"
     if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict):
         raise FhirError(400, f"{where}: every entry needs a request {{method, url}}")
@@ -117,7 +118,7 @@ def _batch(fhir: EmbeddedFhir, store_id: str, base: str, raw_entries: list[Any])
     out = []
     for position, raw in enumerate(raw_entries):
         try:
-            entry = _parse_entry(position, raw, base)
+            entry = parse_entry(position, raw, base)
             out.append(_response(_run_alone(fhir, store_id, base, entry), base))
         except FhirError as error:
             out.append({"response": {"status": str(error.status), "outcome": error.outcome()}})
@@ -153,7 +154,7 @@ def _run_alone(fhir: EmbeddedFhir, store_id: str, base: str, e: _Entry) -> FhirR
 def _transaction(
     fhir: EmbeddedFhir, store_id: str, base: str, raw_entries: list[Any]
 ) -> list[dict[str, Any]]:
-    entries = [_parse_entry(i, raw, base) for i, raw in enumerate(raw_entries)]
+    entries = [parse_entry(i, raw, base) for i, raw in enumerate(raw_entries)]
     results: dict[int, FhirResult] = {}
     with fhir.writing(store_id) as tx:
         ids, reused, unmatched = _assign_ids(tx, entries)

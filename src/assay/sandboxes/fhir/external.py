@@ -27,7 +27,6 @@ embedded layer, so scoring, `rescore` and the state tar.gz never depend on the s
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
 import threading
@@ -41,7 +40,8 @@ import httpx
 
 from assay.formats.fhir import search_parameter
 from assay.formats.fhir.parameters import resource_types
-from assay.sandboxes.fhir.actions import FhirResult
+from assay.sandboxes.fhir.actions import FhirResult, parse_json
+from assay.sandboxes.fhir.bundles import parse_entry
 from assay.sandboxes.fhir.capability import capability_statement
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, rewrite_references
@@ -257,7 +257,7 @@ class ExternalFhir:
         if not parts:
             if method != "POST":
                 raise FhirError(404, "the FHIR base takes POST of a transaction or batch bundle")
-            return self._bundle(scope, base, _json(raw))
+            return self._bundle(scope, base, parse_json(raw))
         if parts == ["metadata"]:
             return FhirResult(200, capability_statement(base))
         if parts == ["_history"]:
@@ -274,7 +274,7 @@ class ExternalFhir:
                 "GET", kind, scope, base, params=self._search_params(kind, [*query, *form], scope)
             )
         if len(parts) == 1 and method == "POST":
-            return self._create(scope, base, kind, _json(raw), headers.get("if-none-exist"))
+            return self._create(scope, base, kind, parse_json(raw), headers.get("if-none-exist"))
         if len(parts) == 1 or parts[1] == "_history":
             # Conditional update/delete and type history would reach other playgrounds' resources
             # under the tag strategy (a search is tag-scoped, a server-side conditional write is not).
@@ -288,7 +288,7 @@ class ExternalFhir:
         if method == "GET" and len(parts) in (2, 3, 4):
             return self._send("GET", target, scope, base)
         if method == "PUT" and len(parts) == 2:
-            body = self._outbound(check_resource(_json(raw), kind, parts[1]), scope)
+            body = self._outbound(check_resource(parse_json(raw), kind, parts[1]), scope)
             return self._send("PUT", target, scope, base, json=body, headers=conditions)
         if method == "PATCH" and len(parts) == 2:
             patch_headers = {
@@ -325,6 +325,10 @@ class ExternalFhir:
         if not isinstance(bundle, dict) or bundle.get("type") not in ("transaction", "batch"):
             raise FhirError(422, "POST to the FHIR base takes a Bundle of type transaction or batch")
         entries = copy.deepcopy(bundle.get("entry") or [])
+        if not isinstance(entries, list):
+            raise FhirError(400, "Bundle.entry must be an array")
+        for position, entry in enumerate(entries):
+            parse_entry(position, entry, base)  # the embedded surface's entry rules (400 / 404)
         aliases: dict[str, str] = {}
         for entry in entries:
             request = entry.get("request") or {}
@@ -354,13 +358,6 @@ class ExternalFhir:
             request["url"] = path + (f"?{q}" if q else "")
             out.append(entry)
         return self._send("POST", "", scope, base, json={**bundle, "entry": out})
-
-
-def _json(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise FhirError(400, f"the body is not valid JSON: {exc}") from None
 
 
 _CLIENTS: dict[str, ExternalFhir] = {}
