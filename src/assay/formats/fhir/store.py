@@ -200,10 +200,11 @@ def _nothing(rid: str) -> list[Any]:
 
 def _sorted_by(ids: list[str], index: ParamIndex, descending: bool) -> list[str]:
     """Stable sort by one `_sort` key; resources without a value go last either way."""
-    present = [rid for rid in ids if index.sort_value(rid, descending) is not None]
-    absent = [rid for rid in ids if index.sort_value(rid, descending) is None]
-    present.sort(key=lambda rid: index.sort_value(rid, descending), reverse=descending)
-    return present + absent
+    keyed = [(rid, index.sort_value(rid, descending)) for rid in ids]
+    present = [(rid, key) for rid, key in keyed if key is not None]
+    absent = [rid for rid, key in keyed if key is None]
+    present.sort(key=lambda pair: pair[1], reverse=descending)
+    return [rid for rid, _ in present] + absent
 
 
 def _micros(moment: datetime) -> int:
