@@ -208,3 +208,19 @@ def test_large_bodies_are_logged_truncated(server: Server, api: httpx.Client) ->
     [event] = ok(api.get(f"/task-runs/{task_run['id']}/events"))["data"]
     assert event["truncated"] is True
     assert isinstance(event["request"], str) and len(event["request"].encode()) <= 1024 * 1024
+
+
+def test_a_refused_deeply_nested_body_is_logged_as_text(server: Server, api: httpx.Client) -> None:
+    """The surface answers 400 past the nesting limit; the event keeps that body as text, so listing
+    the events never has to serialize (or store) a 900-level JSON value."""
+    run = _fhir_benchmark(api)
+    [task_run] = run["task_runs"]
+    deep = '{"resourceType": "Patient", "extension": ' + "[" * 900 + "]" * 900 + "}"
+    with server.client(run["bearer_token"]) as agent:
+        base = ok(agent.post(task_run["start_url"]))["endpoints"]["fhir"]
+        refused = agent.post(
+            f"{base}/Patient", content=deep, headers={"Content-Type": "application/fhir+json"}
+        )
+        assert refused.status_code == 400
+    [event] = ok(api.get(f"/task-runs/{task_run['id']}/events"))["data"]
+    assert (event["status"], event["request"], event["truncated"]) == (400, deep, False)

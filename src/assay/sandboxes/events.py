@@ -3,8 +3,8 @@
 `record_event` appends one `sandbox_events` row with the next per-sandbox `seq`. It runs in its
 own short transaction after the request's own work committed, so a failed or refused request is
 logged too and never holds the playground's write lock. Bodies are stored as JSON when they are
-JSON (so `GET /sandboxes/{id}/events` shows objects), as text otherwise; past `MAX_BODY` bytes
-the text is cut and `truncated` is set.
+JSON (so `GET /sandboxes/{id}/events` shows objects), as text otherwise or when nested past
+`MAX_JSON_DEPTH`; past `MAX_BODY` bytes the text is cut and `truncated` is set.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import Engine, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
+from assay.sandboxes.json_depth import nested_deeper_than
 from assay.store import new_id, utcnow
 from assay.store.models import SandboxEvent
 
@@ -31,9 +32,12 @@ def stored_body(raw: bytes) -> tuple[Any, bool]:
     if len(raw) > MAX_BODY:
         return raw[:MAX_BODY].decode("utf-8", errors="ignore"), True
     try:
-        return json.loads(raw), False
+        value = json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: absurdly deep JSON
         return raw.decode("utf-8", errors="replace"), False
+    if nested_deeper_than(value):  # the surfaces refused it (400); listing events must not recurse
+        return raw.decode("utf-8", errors="replace"), False
+    return value, False
 
 
 def record_event(
