@@ -213,12 +213,12 @@ def start_task_run(
     benchmark_run, task_runs = _lock_for(session, caller, task_run_id)
     task_run, now = _pick(task_runs, task_run_id), utcnow()
     settle(session, benchmark_run, task_runs, now)
-    if task_run.phase == "started" and task_run.status == "active":
+    if states.is_running((task_run.phase, task_run.status)):
         return Started(task_run, _access(session, task_run, host, sftp_port, mllp_port))
     if task_run.status == "failed":
         raise Conflict(f"task run {task_run.id} failed: {task_run.failure_reason}")
     states.next_state(states.TASK_RUN, (task_run.phase, task_run.status), "start", f"task run {task_run.id}")
-    running = [tr.id for tr in task_runs if tr.phase == "started" and tr.status == "active"]
+    running = [tr.id for tr in task_runs if states.is_running((tr.phase, tr.status))]
     if len(running) >= benchmark_run.concurrency:
         raise Conflict(
             f"concurrency limit {benchmark_run.concurrency} reached: {', '.join(running)} started",

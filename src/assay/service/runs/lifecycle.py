@@ -66,26 +66,21 @@ def finalize_if_done(benchmark_run: BenchmarkRun, task_runs: list[TaskRun], now:
 
 def is_due(benchmark_run: BenchmarkRun, task_runs: list[TaskRun], now: datetime) -> bool:
     """Whether a deadline or the token's expiry has passed without being applied yet."""
-    for task_run in task_runs:
-        if task_run.status != "active":
-            continue
-        if task_run.phase == "started" and task_run.deadline_at and task_run.deadline_at <= now:
-            return True
-        if task_run.phase == "created" and benchmark_run.token_expires_at <= now:
-            return True
-    return False
+    return any(_due_event(benchmark_run, task_run, now) for task_run in task_runs)
 
 
 def settle(session: Session, benchmark_run: BenchmarkRun, task_runs: list[TaskRun], now: datetime) -> None:
     """Apply passed deadlines and token expiry (rows already locked by the caller)."""
     for task_run in task_runs:
-        if task_run.status != "active":
-            continue
-        if task_run.phase == "started" and task_run.deadline_at and task_run.deadline_at <= now:
-            end_task_run(session, task_run, "time_out", now)
-        elif task_run.phase == "created" and benchmark_run.token_expires_at <= now:
-            end_task_run(session, task_run, "expire", now)
+        event = _due_event(benchmark_run, task_run, now)
+        if event:
+            end_task_run(session, task_run, event, now)
     finalize_if_done(benchmark_run, task_runs, now)
+
+
+def _due_event(benchmark_run: BenchmarkRun, task_run: TaskRun, now: datetime) -> states.TaskEvent | None:
+    current = (task_run.phase, task_run.status)
+    return states.due_event(current, task_run.deadline_at, benchmark_run.token_expires_at, now)
 
 
 def lock_run(session: Session, benchmark_run_id: str) -> tuple[BenchmarkRun, list[TaskRun]]:

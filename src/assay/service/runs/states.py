@@ -18,6 +18,7 @@ Benchmark run::
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from assay.store import Conflict
@@ -28,7 +29,9 @@ __all__ = [
     "TASK_RUN",
     "RunState",
     "TaskEvent",
+    "due_event",
     "is_ended",
+    "is_running",
     "next_state",
 ]
 
@@ -64,6 +67,23 @@ ENDED = frozenset({"completed", "cancelled", "failed", "timed_out"})
 
 def is_ended(status: str) -> bool:
     return status in ENDED
+
+
+def is_running(current: RunState) -> bool:
+    """Started and not yet ended: the state that holds a playground and counts against concurrency."""
+    return current == STARTED
+
+
+def due_event(
+    current: RunState, deadline_at: datetime | None, token_expires_at: datetime, now: datetime
+) -> TaskEvent | None:
+    """The event a clock has made due for a task run: `time_out` once a started run's deadline has
+    passed, `expire` once the run token has expired on a run that never started (SPEC §1.1)."""
+    if current == STARTED and deadline_at is not None and deadline_at <= now:
+        return "time_out"
+    if current == CREATED and token_expires_at <= now:
+        return "expire"
+    return None
 
 
 def next_state(
