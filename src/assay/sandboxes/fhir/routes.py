@@ -115,9 +115,11 @@ async def _run(request: Request, surface: FhirSurface, work: Callable[[bytes], F
     raw = await request.body()
     path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     relative = request.url.path[len(urlsplit(surface.base_url).path) :]
-    work = _too_large(raw, relative) or work
+    refused = _too_large(raw, relative)
     external = surface.external
-    if external is not None and not _too_large(raw, relative):
+    if refused is not None:
+        work = refused
+    elif external is not None:
         headers = {key.lower(): value for key, value in request.headers.items()}
         query = list(request.query_params.multi_items())
 
