@@ -33,19 +33,17 @@ class _Entry:
     resource: dict[str, Any]
     received_at: int
     """Microseconds since the epoch when the store got it: the lastUpdated stand-in (SPEC §2)."""
+    recency: tuple[int, int, str]
+    """(lastUpdated, versionId, id): the recency order key, derived once when stored."""
 
-    @property
-    def last_updated(self) -> int:
-        meta = self.resource.get("meta")
-        stamp = meta.get("lastUpdated") if isinstance(meta, dict) else None
-        found = date_range(stamp) if isinstance(stamp, str) else None
-        return found.low if found else self.received_at
 
-    def recency(self, rid: str) -> tuple[int, int, str]:
-        meta = self.resource.get("meta")
-        version = meta.get("versionId") if isinstance(meta, dict) else None
-        number = int(version) if isinstance(version, str) and version.isdigit() else 0
-        return self.last_updated, number, rid
+def _entry(resource: dict[str, Any], rid: str, received_at: int) -> _Entry:
+    meta = resource.get("meta")
+    stamp = meta.get("lastUpdated") if isinstance(meta, dict) else None
+    found = date_range(stamp) if isinstance(stamp, str) else None
+    version = meta.get("versionId") if isinstance(meta, dict) else None
+    number = int(version) if isinstance(version, str) and version.isdigit() else 0
+    return _Entry(resource, received_at, (found.low if found else received_at, number, rid))
 
 
 class FhirStore:
@@ -116,7 +114,7 @@ class FhirStore:
             raise ValueError("a stored FHIR resource needs a string resourceType and id")
         entries = self._by_type.setdefault(kind, {})
         replacing = rid in entries
-        entries[rid] = _Entry(resource, received_at)
+        entries[rid] = _entry(resource, rid, received_at)
         for (indexed_type, _), index in self._indexes.items():
             if indexed_type == kind:
                 if replacing:
@@ -189,7 +187,7 @@ class FhirStore:
         ranks = self._ranks.get(resource_type)
         if ranks is None:
             entries = self._by_type.get(resource_type, {})
-            ordered = sorted(entries, key=lambda rid: entries[rid].recency(rid))
+            ordered = sorted(entries, key=lambda rid: entries[rid].recency)
             ranks = self._ranks[resource_type] = {rid: i for i, rid in enumerate(ordered)}
         return ranks
 
