@@ -13,6 +13,8 @@ import pytest
 from assay.core.errors import SnapshotError
 from assay.core.state import Hl7Record, PortalRow, SandboxState, VoiceTurn, X12Record
 from assay.snapshot import SnapshotFile, archive_snapshot, open_snapshot, write_snapshot
+from assay.snapshot._tree import DirTree
+from assay.snapshot.reader import SnapshotState
 
 ADT = "MSH|^~\\&|A|B|C|D|20260101||ADT^A04|1|P|2.5\rPID|1||42\r"
 
@@ -184,3 +186,27 @@ def test_bad_sidecar_values_fall_back_to_computed_metadata(tmp_path: Path) -> No
     assert a.uploaded_at and a.uploaded_at.endswith("Z")  # the file's time, not 5
     assert (b.size, b.sha256, b.seeded) == (2, hashlib.sha256(b"[]").hexdigest(), False)
     assert sum("files.meta.json" in w for w in state.warnings) >= 2
+
+
+def test_files_listed_with_size_and_sha256_are_not_read_at_open(tmp_path: Path) -> None:
+    """Listing files reads a file's bytes only for what the sidecar lacks (SPEC §6)."""
+    root = tmp_path / "s"
+    (root / "files").mkdir(parents=True)
+    (root / "files" / "big.bin").write_bytes(b"0123456789")
+    (root / "files" / "plain.txt").write_bytes(b"abc")
+    meta = {"big.bin": {"size": 10, "sha256": "f" * 64}}
+    (root / "files.meta.json").write_text(json.dumps(meta))
+
+    reads: list[str] = []
+
+    class CountingTree(DirTree):
+        def read(self, path: str) -> bytes:
+            reads.append(path)
+            return super().read(path)
+
+    tree = CountingTree(root)
+    big, plain = sorted(SnapshotState(tree).files(), key=lambda f: f.path)
+    assert (big.size, big.sha256) == (10, "f" * 64)
+    assert (plain.size, plain.sha256) == (3, hashlib.sha256(b"abc").hexdigest())
+    assert "files/big.bin" not in reads
+    assert "files/plain.txt" in reads

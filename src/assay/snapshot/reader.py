@@ -191,17 +191,22 @@ class SnapshotState:
         records = []
         for full in self.tree.walk("files"):
             path = full.removeprefix("files/")
-            data = self.tree.read(full)
             info = meta.get(path) or meta.get("/" + path) or {}
             if not isinstance(info, dict):
                 info = {}
             mtime = self.tree.mtime(full)
             size = self._sidecar(path, info, "size", int)
+            sha256 = self._sidecar(path, info, "sha256", str)
+            if size is None or size < 0 or not sha256:
+                # Read only when the sidecar does not already give both (SPEC §6).
+                data = self.tree.read(full)
+                size = size if size is not None and size >= 0 else len(data)
+                sha256 = sha256 or hashlib.sha256(data).hexdigest()
             records.append(
                 FileRecord(
                     path=path,
-                    size=size if size is not None and size >= 0 else len(data),
-                    sha256=self._sidecar(path, info, "sha256", str) or hashlib.sha256(data).hexdigest(),
+                    size=size,
+                    sha256=sha256,
                     content_type=self._sidecar(path, info, "content_type", str) or _guess_type(path),
                     uploaded_at=self._sidecar(path, info, "uploaded_at", str)
                     or (mtime.isoformat(timespec="milliseconds").replace("+00:00", "Z") if mtime else None),
