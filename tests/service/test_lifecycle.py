@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from assay.service.runs.sweeper import take_lease
+from assay.service.runs.sweeper import due_run_ids, take_lease
 from assay.store import utcnow
 from assay.store.models import BenchmarkRun, TaskRun
 
@@ -112,6 +112,22 @@ def test_sweeper_lease_is_held_by_one_worker(server: Server) -> None:
         assert take_lease(session, "worker-a", hour, now, name)
     with server.database.transaction() as session:
         assert take_lease(session, "worker-b", hour, now + 2 * hour, name)
+
+
+def test_sweeper_picks_only_runs_with_something_due(server: Server, api: httpx.Client) -> None:
+    """An expired token is due only for task runs that never started: a started one keeps its deadline."""
+    catalog = make_benchmark(api, [[criterion(PASSES)], [criterion(PASSES)]], concurrency=2)
+    run = start_run(api, catalog.benchmark_id)
+    first, second = run.task_runs
+    with server.client(run.token) as agent:
+        ok(agent.post(first["start_url"]))
+        ok(agent.post(second["start_url"]))
+    now = utcnow()
+    _set(server, BenchmarkRun, run.id, token_expires_at=now - timedelta(seconds=1))
+    with server.database.transaction() as session:
+        assert run.id not in due_run_ids(session, now)
+    with server.database.transaction() as session:  # later, once the deadlines have passed
+        assert run.id in due_run_ids(session, now + timedelta(days=30))
 
 
 def test_token_expiry_cancels_unstarted_task_runs(server: Server, api: httpx.Client) -> None:

@@ -13,9 +13,10 @@ import threading
 import uuid
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
+from assay.service.runs import states
 from assay.service.runs.lifecycle import is_due, lock_run, settle
 from assay.store import Database, utcnow
 from assay.store.models import BenchmarkRun, Lease, TaskRun
@@ -40,14 +41,22 @@ def take_lease(session: Session, holder: str, ttl: timedelta, now: datetime, nam
 
 
 def due_run_ids(session: Session, now: datetime) -> list[str]:
-    overdue = select(TaskRun.benchmark_run_id).where(
-        TaskRun.status == "active", TaskRun.phase == "started", TaskRun.deadline_at <= now
+    """Runs with a task run that `states.due_event` would end, in SQL: a started one past its
+    deadline, or one never started under an expired token. (A run whose token has expired while a
+    task run is still within its deadline is not due, so it is neither locked nor counted.)"""
+    started = and_(TaskRun.phase == states.STARTED[0], TaskRun.status == states.STARTED[1])
+    created = and_(TaskRun.phase == states.CREATED[0], TaskRun.status == states.CREATED[1])
+    due = (
+        select(TaskRun.benchmark_run_id)
+        .join(BenchmarkRun, BenchmarkRun.id == TaskRun.benchmark_run_id)
+        .where(
+            or_(
+                and_(started, TaskRun.deadline_at <= now),
+                and_(created, BenchmarkRun.token_expires_at <= now),
+            )
+        )
     )
-    expired = select(BenchmarkRun.id).where(
-        BenchmarkRun.status == "active", BenchmarkRun.token_expires_at <= now
-    )
-    statement = select(BenchmarkRun.id).where(or_(BenchmarkRun.id.in_(overdue), BenchmarkRun.id.in_(expired)))
-    return list(session.scalars(statement.limit(500)))
+    return list(session.scalars(select(BenchmarkRun.id).where(BenchmarkRun.id.in_(due)).limit(500)))
 
 
 def sweep_once(database: Database, holder: str, ttl: timedelta) -> int:
