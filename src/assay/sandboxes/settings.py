@@ -15,7 +15,25 @@ from sqlalchemy.orm import Session
 from assay.sandboxes.fhir.strict import strict_available
 from assay.store.models import Benchmark, BenchmarkRun, BenchmarkVersion, Environment, TaskRun
 
-__all__ = ["environment_settings", "fhir_sandbox_settings", "unsupported_settings"]
+__all__ = ["environment_settings", "fhir_sandbox_settings", "run_environment", "unsupported_settings"]
+
+
+def run_environment(session: Session, benchmark_run: BenchmarkRun) -> dict[str, Any]:
+    """The environment a benchmark run uses, as `{dataset_ids, settings, ...}`; `{}` without one.
+
+    A published run's is the one frozen with its `BenchmarkVersion`; a draft run's is the
+    benchmark's current `Environment` row. The datasets (`service.sandboxes.datasets`) and the
+    sandbox settings are chosen from this one answer.
+    """
+    if benchmark_run.version_id:
+        version = session.get(BenchmarkVersion, benchmark_run.version_id)
+        environment = ((version.frozen if version is not None else None) or {}).get("environment")
+        return environment if isinstance(environment, dict) else {}
+    benchmark = session.get(Benchmark, benchmark_run.benchmark_id)
+    row = (
+        session.get(Environment, benchmark.environment_id) if benchmark and benchmark.environment_id else None
+    )
+    return {"dataset_ids": row.dataset_ids, "settings": row.settings} if row is not None else {}
 
 
 def environment_settings(session: Session, task_run: TaskRun) -> dict[str, Any]:
@@ -23,19 +41,7 @@ def environment_settings(session: Session, task_run: TaskRun) -> dict[str, Any]:
     benchmark_run = session.get(BenchmarkRun, task_run.benchmark_run_id)
     if benchmark_run is None:
         return {}
-    environment: Any = None
-    if benchmark_run.version_id:
-        version = session.get(BenchmarkVersion, benchmark_run.version_id)
-        environment = ((version.frozen if version is not None else None) or {}).get("environment")
-    else:
-        benchmark = session.get(Benchmark, benchmark_run.benchmark_id)
-        row = (
-            session.get(Environment, benchmark.environment_id)
-            if benchmark and benchmark.environment_id
-            else None
-        )
-        environment = {"settings": row.settings} if row is not None else None
-    settings = (environment or {}).get("settings") if isinstance(environment, dict) else None
+    settings = run_environment(session, benchmark_run).get("settings")
     return settings if isinstance(settings, dict) else {}
 
 

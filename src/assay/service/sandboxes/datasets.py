@@ -11,7 +11,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from assay.store.models import Benchmark, BenchmarkRun, BenchmarkVersion, Dataset, Environment, TaskRun
+from assay.sandboxes.settings import run_environment
+from assay.store.models import BenchmarkRun, BenchmarkVersion, Dataset, TaskRun
 
 __all__ = ["datasets_for"]
 
@@ -19,18 +20,12 @@ __all__ = ["datasets_for"]
 def datasets_for(session: Session, benchmark_run: BenchmarkRun, task_run: TaskRun) -> list[dict[str, Any]]:
     """`[{id, type, data}]` in load order; ids named twice load once, at their first place."""
     task_ids = list(task_run.snapshot["task"].get("dataset_ids") or [])
+    environment = run_environment(session, benchmark_run)
+    ordered = _unique([*(environment.get("dataset_ids") or []), *task_ids])
     if benchmark_run.version_id:
         version = session.get(BenchmarkVersion, benchmark_run.version_id)
-        frozen = version.frozen if version is not None else {}
-        environment = frozen.get("environment") or {}
-        ordered = _unique([*(environment.get("dataset_ids") or []), *task_ids])
-        by_id = frozen.get("datasets") or {}
+        by_id = (version.frozen if version is not None else {}).get("datasets") or {}
         return [_shape(by_id[ident]) for ident in ordered if ident in by_id]
-    benchmark = session.get(Benchmark, benchmark_run.benchmark_id)
-    environment_row = (
-        session.get(Environment, benchmark.environment_id) if benchmark and benchmark.environment_id else None
-    )
-    ordered = _unique([*((environment_row.dataset_ids or []) if environment_row else []), *task_ids])
     rows = session.scalars(
         select(Dataset).where(Dataset.org_id == task_run.org_id, Dataset.id.in_(ordered))
     ).all()
