@@ -329,11 +329,11 @@ def _parse_value(parameter: SearchParameter, key: str, modifier: str | None, raw
         text = _unescape(raw)
         return StringQuery(text, normalize_text(text))
     if kind == "reference":
-        return _reference(parameter, modifier, _unescape(raw))
+        return _reference(modifier, _unescape(raw))
     return UriQuery(_unescape(raw))
 
 
-def _reference(parameter: SearchParameter, modifier: str | None, raw: str) -> ReferenceQuery:
+def _reference(modifier: str | None, raw: str) -> ReferenceQuery:
     target = parse_reference(raw)
     if target.type and target.id:
         if modifier and modifier != target.type:
