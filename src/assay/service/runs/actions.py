@@ -341,8 +341,7 @@ def _input_entity(task_run: TaskRun) -> dict[str, Any] | None:
 
 def rescore_task_run(session: Session, caller: Caller, task_run_id: str) -> Completion:
     """Re-run the frozen criteria on the stored capture; the previous set becomes superseded."""
-    found = get_task_run(session, caller, task_run_id)
-    benchmark_run, task_runs = lock_run(session, found.benchmark_run_id)
+    benchmark_run, task_runs = _lock_for(session, caller, task_run_id)
     task_run = _pick(task_runs, task_run_id)
     if task_run.capture is None:
         raise Conflict(f"task run {task_run.id} is {task_run.status} and has no captured state to rescore")
@@ -363,8 +362,7 @@ def rescore_task_run(session: Session, caller: Caller, task_run_id: str) -> Comp
 
 
 def cancel_task_run(session: Session, caller: Caller, task_run_id: str) -> TaskRun:
-    found = get_task_run(session, caller, task_run_id)
-    benchmark_run, task_runs = lock_run(session, found.benchmark_run_id)
+    benchmark_run, task_runs = _lock_for(session, caller, task_run_id)
     task_run, now = _pick(task_runs, task_run_id), utcnow()
     end_task_run(session, task_run, "cancel", now)
     finalize_if_done(benchmark_run, task_runs, now)

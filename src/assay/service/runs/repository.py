@@ -1,9 +1,10 @@
 """Caller-scoped run queries (SPEC §5): org keys see their org's runs, Solver keys the runs their
 solver created, run tokens only their own run. Anything else is not found, never forbidden.
 
-`lock=True` takes the row lock (`SELECT … FOR UPDATE` on PostgreSQL; SQLite transactions are
-already exclusive, see `store.database`) and refreshes the row, so a waiter sees the winner's
-commit. Lock order is always benchmark run, then task run.
+`task_runs_of(..., lock=True)` takes the row locks (`SELECT … FOR UPDATE` on PostgreSQL; SQLite
+transactions are already exclusive, see `store.database`) and refreshes the rows, so a waiter sees
+the winner's commit. Lock order is always benchmark run, then task run: take locks through
+`lifecycle.lock_run`, never on a task run alone.
 """
 
 from __future__ import annotations
@@ -52,33 +53,31 @@ def criterion_runs(caller: Caller) -> Select[CriterionRun]:
     return select(CriterionRun).where(CriterionRun.org_id == caller.org_id)
 
 
-def _one(session: Session, statement: Select[Any], lock: bool, noun: str, ident: str) -> Any:
-    if lock:
-        statement = statement.with_for_update().execution_options(populate_existing=True)
+def _one(session: Session, statement: Select[Any], noun: str, ident: str) -> Any:
     row = session.scalars(statement).first()
     if row is None:
         raise NotFound.of(noun, ident)
     return row
 
 
-def get_benchmark_run(session: Session, caller: Caller, ident: str, *, lock: bool = False) -> BenchmarkRun:
+def get_benchmark_run(session: Session, caller: Caller, ident: str) -> BenchmarkRun:
     statement = benchmark_runs(caller).where(BenchmarkRun.id == ident)
-    return _one(session, statement, lock, "benchmark run", ident)  # type: ignore[no-any-return]
+    return _one(session, statement, "benchmark run", ident)  # type: ignore[no-any-return]
 
 
-def get_task_run(session: Session, caller: Caller, ident: str, *, lock: bool = False) -> TaskRun:
+def get_task_run(session: Session, caller: Caller, ident: str) -> TaskRun:
     statement = task_runs(caller).where(TaskRun.id == ident)
-    return _one(session, statement, lock, "task run", ident)  # type: ignore[no-any-return]
+    return _one(session, statement, "task run", ident)  # type: ignore[no-any-return]
 
 
 def get_criterion_run(session: Session, caller: Caller, ident: str) -> CriterionRun:
     statement = criterion_runs(caller).where(CriterionRun.id == ident)
-    return _one(session, statement, False, "criterion run", ident)  # type: ignore[no-any-return]
+    return _one(session, statement, "criterion run", ident)  # type: ignore[no-any-return]
 
 
 def get_playground(session: Session, caller: Caller, ident: str) -> Playground:
     statement = select(Playground).where(Playground.org_id == caller.org_id, Playground.id == ident)
-    return _one(session, statement, False, "playground", ident)  # type: ignore[no-any-return]
+    return _one(session, statement, "playground", ident)  # type: ignore[no-any-return]
 
 
 def task_runs_of(session: Session, benchmark_run_id: str, *, lock: bool = False) -> list[TaskRun]:
