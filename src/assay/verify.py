@@ -43,22 +43,32 @@ class CriterionSpec:
     axis: str | None = None
     input_entity_id: str | None = None
     criterion_id: str | None = None
+    problem: str | None = None
+    """Why the criterion as given cannot be judged (a non-string axis or input_entity_id)."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], position: int = 0) -> CriterionSpec:
-        """From a criterion object (API, task file); a bad weight becomes 1 and is reported later."""
+        """From a criterion object (API, task file); a bad weight becomes 1 and is reported later,
+        like an axis or input_entity_id that is not a string (dropped, so scoring cannot trip on it)."""
         weight = data.get("weight", 1)
         try:
             exact = as_fraction(weight) if not isinstance(weight, bool) else Fraction(0)
         except (TypeError, ValueError, ArithmeticError):
             exact = Fraction(0)
+        axis, entity_id = data.get("axis") or None, data.get("input_entity_id")
+        problems = [
+            f"{key} must be a string"
+            for key, value in (("axis", axis), ("input_entity_id", entity_id))
+            if value is not None and not isinstance(value, str)
+        ]
         return cls(
             assertion=data.get("assertion"),
             label=str(data.get("label") or f"criterion {position + 1}"),
             weight=exact if exact > 0 else Fraction(-1),
-            axis=data.get("axis") or None,
-            input_entity_id=data.get("input_entity_id"),
+            axis=axis if isinstance(axis, str) else None,
+            input_entity_id=entity_id if isinstance(entity_id, str) else None,
             criterion_id=data.get("id"),
+            problem="; ".join(problems) or None,
         )
 
 
@@ -146,6 +156,8 @@ def verify_criterion(
     """Judge one criterion; never raises."""
     if spec.weight <= 0:
         return CriterionResult.unsupported("weight must be a number > 0")
+    if spec.problem:
+        return CriterionResult.unsupported(spec.problem)
     try:
         assertion = parse_assertion(spec.assertion, at_verify=True)
     except AssertionInvalid as exc:

@@ -101,3 +101,19 @@ def test_unsupported_and_bad_weight_never_abort_the_others(state: SandboxState) 
         assert (run["status"], run["passed"], run["score"]) == ("ok", False, 0.0)
         assert run["details"].startswith("unsupported assertion: ")
     assert runs[3]["passed"] is True
+
+
+def test_a_non_string_axis_or_input_entity_id_is_unsupported_not_a_crash(state: SandboxState) -> None:
+    """A task file may hold any YAML: a list axis used to crash scoring, a list id the entity lookup."""
+    criteria = [
+        CriterionSpec.from_json({"assertion": VOICE, "axis": ["a"]}, 0),
+        CriterionSpec.from_json({"assertion": VOICE, "input_entity_id": [1]}, 1),
+        CriterionSpec.from_json({"assertion": VOICE, "axis": "speech"}, 2),
+    ]
+    result = verify_task(criteria, state).as_json()
+    runs = result["criterion_runs"]
+    assert runs[0]["details"] == "unsupported assertion: axis must be a string"
+    assert runs[1]["details"] == "unsupported assertion: input_entity_id must be a string"
+    assert [run["axis"] for run in runs] == [None, None, "speech"]
+    assert runs[2]["passed"] is True
+    assert set(result["axes"]) == {"__default__", "speech"}
