@@ -8,7 +8,6 @@ limiter (PostgreSQL or Redis) would be the next step if that ever matters.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
@@ -16,6 +15,7 @@ from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from assay.sandboxes.json_depth import MAX_JSON_DEPTH, nested_deeper_than
+from assay.service.errors import envelope
 from assay.store.errors import BadRequest
 
 __all__ = ["BodySizeLimit", "RateLimiter", "json_depth_limit"]
@@ -53,16 +53,13 @@ class BodySizeLimit:
         if scope["type"] == "http":
             for name, value in scope["headers"]:
                 if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                    await self._refuse(send)
+                    await self._refuse(scope, receive, send)
                     return
         await self.app(scope, receive, send)
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         message = f"request body is larger than {self.max_bytes} bytes"
-        body = json.dumps({"error": {"code": "BAD_REQUEST", "message": message, "details": {}}}).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await envelope(413, "BAD_REQUEST", message)(scope, receive, send)
 
 
 async def json_depth_limit(request: Request) -> None:
