@@ -108,99 +108,109 @@ def main() -> None:
 
     tmp = tempfile.TemporaryDirectory()
     url, process = serve(Path(tmp.name))
-    api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {KEY}"}, timeout=120)
-    ids = [ok(api.post("/datasets", json={"name": f.stem, "type": "fhir", "data": b}))["id"]
-           for f, b in zip(files, bundles, strict=True)]  # fmt: skip
-    environment = ok(api.post("/environments", json={"name": "synthea", "dataset_ids": ids}))
-    benchmark = ok(api.post("/benchmarks", json={"name": "bench", "environment_id": environment["id"]}))
-    for n in range(2):
-        ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": f"task {n}"}))
-    run = ok(api.post("/v1/benchmark-runs", json={"benchmark_id": benchmark["id"]}))
-    agent = httpx.Client(
-        base_url=url, headers={"Authorization": f"Bearer {run['bearer_token']}"}, timeout=120
-    )
-    first, second = run["task_runs"]
-    start = time.perf_counter()
-    base = ok(agent.post(first["start_url"]))["endpoints"]["fhir"]
-    print(f"start through the service, 18 datasets, cold: {time.perf_counter() - start:.2f} s")
-    ok(agent.post(first["complete_url"]))
-    start = time.perf_counter()
-    base = ok(agent.post(second["start_url"]))["endpoints"]["fhir"]
-    print(f"start of a second task run on the same datasets: {time.perf_counter() - start:.2f} s")
-
-    patients = [e["resource"] for e in ok(agent.get(f"{base}/Patient", params={"_count": "100"}))["entry"]]
-    conditions = ok(agent.get(f"{base}/Condition", params={"_count": "300"}))["entry"]
-    rng = random.Random(5)
-    families = [p["name"][0]["family"][:4] for p in patients]
-    pids = [p["id"] for p in patients]
-    codes = sorted({c["resource"]["code"]["coding"][0]["code"] for c in conditions})
-
-    def query() -> tuple[str, str, dict[str, str]]:
-        kind, pid = rng.randrange(6), rng.choice(pids)
-        if kind == 0:
-            return "patient by family", "Patient", {"family": rng.choice(families)}
-        if kind == 1:
-            code = f"http://loinc.org|{rng.choice(LOINC)}"
-            return (
-                "observations of a patient by code",
-                "Observation",
-                {"patient": f"Patient/{pid}", "code": code},
-            )
-        if kind == 2:
-            return (
-                "encounters of a patient (_count 20)",
-                "Encounter",
-                {"patient": f"Patient/{pid}", "_count": "20"},
-            )
-        if kind == 3:
-            return "conditions by code", "Condition", {"code": rng.choice(codes)}
-        if kind == 4:
-            params = {"patient": f"Patient/{pid}", "_include": "Encounter:patient", "_count": "10"}
-            return "encounters + _include patient", "Encounter", params
-        return "read by id", f"Patient/{pid}", {}
-
-    def timed(n: int) -> dict[str, list[float]]:
-        timings: dict[str, list[float]] = {}
-        for _ in range(n):
-            label, path, params = query()
-            began = time.perf_counter()
-            agent.get(f"{base}/{path}", params=params).raise_for_status()
-            timings.setdefault(label, []).append((time.perf_counter() - began) * 1000)
-        return timings
-
-    timed(100)
-    timings = timed(1000)
-    every = [t for values in timings.values() for t in values]
-    print("search over HTTP, run token, events recorded (1,000 requests after 100 warm-up):")
-    for label, values in timings.items():
-        print(
-            f"  {label:38s} n={len(values):4d} p50 {pct(values, 0.5):6.2f} ms  p99 {pct(values, 0.99):6.2f} ms"
+    try:
+        api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {KEY}"}, timeout=120)
+        ids = [ok(api.post("/datasets", json={"name": f.stem, "type": "fhir", "data": b}))["id"]
+               for f, b in zip(files, bundles, strict=True)]  # fmt: skip
+        environment = ok(api.post("/environments", json={"name": "synthea", "dataset_ids": ids}))
+        benchmark = ok(api.post("/benchmarks", json={"name": "bench", "environment_id": environment["id"]}))
+        for n in range(2):
+            ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": f"task {n}"}))
+        run = ok(api.post("/v1/benchmark-runs", json={"benchmark_id": benchmark["id"]}))
+        agent = httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {run['bearer_token']}"}, timeout=120
         )
-    print(f"  {'all':38s} n={len(every):4d} p50 {pct(every, 0.5):6.2f} ms  p99 {pct(every, 0.99):6.2f} ms"
-          "  (target p50 < 10 ms)")  # fmt: skip
+        first, second = run["task_runs"]
+        start = time.perf_counter()
+        ok(agent.post(first["start_url"]))
+        print(f"start through the service, 18 datasets, cold: {time.perf_counter() - start:.2f} s")
+        ok(agent.post(first["complete_url"]))
+        start = time.perf_counter()
+        base = ok(agent.post(second["start_url"]))["endpoints"]["fhir"]
+        print(f"start of a second task run on the same datasets: {time.perf_counter() - start:.2f} s")
 
-    writes: list[float] = []
-    for n in range(200):
+        patients = [
+            e["resource"] for e in ok(agent.get(f"{base}/Patient", params={"_count": "100"}))["entry"]
+        ]
+        conditions = ok(agent.get(f"{base}/Condition", params={"_count": "300"}))["entry"]
+        rng = random.Random(5)
+        families = [p["name"][0]["family"][:4] for p in patients]
+        pids = [p["id"] for p in patients]
+        codes = sorted({c["resource"]["code"]["coding"][0]["code"] for c in conditions})
+
+        def query() -> tuple[str, str, dict[str, str]]:
+            kind, pid = rng.randrange(6), rng.choice(pids)
+            if kind == 0:
+                return "patient by family", "Patient", {"family": rng.choice(families)}
+            if kind == 1:
+                code = f"http://loinc.org|{rng.choice(LOINC)}"
+                return (
+                    "observations of a patient by code",
+                    "Observation",
+                    {"patient": f"Patient/{pid}", "code": code},
+                )
+            if kind == 2:
+                return (
+                    "encounters of a patient (_count 20)",
+                    "Encounter",
+                    {"patient": f"Patient/{pid}", "_count": "20"},
+                )
+            if kind == 3:
+                return "conditions by code", "Condition", {"code": rng.choice(codes)}
+            if kind == 4:
+                params = {"patient": f"Patient/{pid}", "_include": "Encounter:patient", "_count": "10"}
+                return "encounters + _include patient", "Encounter", params
+            return "read by id", f"Patient/{pid}", {}
+
+        def timed(n: int) -> dict[str, list[float]]:
+            timings: dict[str, list[float]] = {}
+            for _ in range(n):
+                label, path, params = query()
+                began = time.perf_counter()
+                agent.get(f"{base}/{path}", params=params).raise_for_status()
+                timings.setdefault(label, []).append((time.perf_counter() - began) * 1000)
+            return timings
+
+        timed(100)
+        timings = timed(1000)
+        every = [t for values in timings.values() for t in values]
+        print("search over HTTP, run token, events recorded (1,000 requests after 100 warm-up):")
+        for label, values in timings.items():
+            print(
+                f"  {label:38s} n={len(values):4d} p50 {pct(values, 0.5):6.2f} ms  p99 {pct(values, 0.99):6.2f} ms"
+            )
+        print(f"  {'all':38s} n={len(every):4d} p50 {pct(every, 0.5):6.2f} ms  p99 {pct(every, 0.99):6.2f} ms"
+              "  (target p50 < 10 ms)")  # fmt: skip
+
+        writes: list[float] = []
+        for n in range(200):
+            began = time.perf_counter()
+            if n % 2 == 0:
+                body = {"resourceType": "Appointment", "status": "booked",
+                        "participant": [{"actor": {"reference": f"Patient/{rng.choice(pids)}"}, "status": "accepted"}]}  # fmt: skip
+                agent.post(f"{base}/Appointment", json=body).raise_for_status()
+            else:
+                patient = ok(agent.get(f"{base}/Patient/{pids[0]}"))
+                agent.put(
+                    f"{base}/Patient/{pids[0]}", json={**patient, "active": n % 4 == 1}
+                ).raise_for_status()
+            writes.append((time.perf_counter() - began) * 1000)
+        print(
+            f"writes (create, or read + update): p50 {pct(writes, 0.5):.2f} ms  p99 {pct(writes, 0.99):.2f} ms"
+        )
+        after = [t for values in timed(300).values() for t in values]
+        print(
+            f"searches after 200 writes (own index): p50 {pct(after, 0.5):.2f} ms  p99 {pct(after, 0.99):.2f} ms"
+        )
         began = time.perf_counter()
-        if n % 2 == 0:
-            body = {"resourceType": "Appointment", "status": "booked",
-                    "participant": [{"actor": {"reference": f"Patient/{rng.choice(pids)}"}, "status": "accepted"}]}  # fmt: skip
-            agent.post(f"{base}/Appointment", json=body).raise_for_status()
-        else:
-            patient = ok(agent.get(f"{base}/Patient/{pids[0]}"))
-            agent.put(f"{base}/Patient/{pids[0]}", json={**patient, "active": n % 4 == 1}).raise_for_status()
-        writes.append((time.perf_counter() - began) * 1000)
-    print(f"writes (create, or read + update): p50 {pct(writes, 0.5):.2f} ms  p99 {pct(writes, 0.99):.2f} ms")
-    after = [t for values in timed(300).values() for t in values]
-    print(
-        f"searches after 200 writes (own index): p50 {pct(after, 0.5):.2f} ms  p99 {pct(after, 0.99):.2f} ms"
-    )
-    began = time.perf_counter()
-    ok(agent.post(second["complete_url"]))
-    print(f"complete (capture pointer + verify, no criteria): {(time.perf_counter() - began) * 1000:.1f} ms")
-    process.terminate()
-    process.wait(30)
-    tmp.cleanup()
+        ok(agent.post(second["complete_url"]))
+        print(
+            f"complete (capture pointer + verify, no criteria): {(time.perf_counter() - began) * 1000:.1f} ms"
+        )
+    finally:  # never leave the server process behind, even when a step fails
+        process.terminate()
+        process.wait(30)
+        tmp.cleanup()
 
 
 if __name__ == "__main__":
