@@ -208,14 +208,12 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory(prefix="assay-bench-") as folder:
         with serve(Path(folder) / "sqlite") as url:
-            results["SQLite (embedded default, 1 worker)"] = measure(
-                url, prepare(url, args.runs), args.clients
-            )
+            results["SQLite (embedded default, 1 worker)"] = run(url, args)
         with (
             postgres() as database_url,
             serve(Path(folder) / "pg", database_url=database_url, workers=2) as url,
         ):
-            results["PostgreSQL (2 workers)"] = measure(url, prepare(url, args.runs), args.clients)
+            results["PostgreSQL (2 workers)"] = run(url, args)
     print(f"{'backend':40} {'completes/s':>12} {'p50 ms':>8} {'p99 ms':>8}")
     for name, result in results.items():
         print(f"{name:40} {result['rate']:12.1f} {result['p50']:8.1f} {result['p99']:8.1f}")
