@@ -26,7 +26,7 @@ from assay.formats.fhir._search_parameters import SEARCH_PARAMETERS
 from assay.formats.fhir.extract import compile_extractor
 from assay.formats.fhir.parameters import is_resource_type, search_parameter
 from assay.formats.fhir.references import parse_reference
-from assay.sandboxes.fhir.index import VersionRow
+from assay.sandboxes.fhir.index import Current, VersionRow
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, parse_etag
 from assay.sandboxes.fhir.store import EmbeddedFhir, WriteTransaction
@@ -49,6 +49,7 @@ __all__ = [
     "store_history",
     "update",
     "vread",
+    "written",
 ]
 
 DEFAULT_COUNT = 50
@@ -75,6 +76,16 @@ def version_headers(resource: dict[str, Any]) -> dict[str, str]:
 
 def _location(base: str, resource: dict[str, Any]) -> str:
     return f"{base}/{resource['resourceType']}/{resource['id']}/_history/{resource['meta']['versionId']}"
+
+
+def written(base: str, stored: dict[str, Any], before: Current | None) -> FhirResult:
+    """The answer to an update of `stored`: 201 with a Location when it (re)created the resource
+    (`before` is None or a delete), else 200; version headers either way."""
+    created = before is None or before.deleted
+    headers = version_headers(stored)
+    if created:
+        headers["Location"] = _location(base, stored)
+    return FhirResult(201 if created else 200, stored, headers)
 
 
 # -- read ----------------------------------------------------------------------------------------
@@ -467,11 +478,7 @@ def update(
         current = tx.current(resource_type, resource_id)
         _check_if_match(if_match, current, f"{resource_type}/{resource_id}")
         stored = tx.put(resource, resource_id)
-    created = current is None or current.deleted
-    headers = version_headers(stored)
-    if created:
-        headers["Location"] = _location(base, stored)
-    return FhirResult(201 if created else 200, stored, headers)
+    return written(base, stored, current)
 
 
 def conditional_update(
@@ -504,11 +511,7 @@ def conditional_update(
         current = tx.current(resource_type, rid)
         _check_if_match(if_match, current, f"{resource_type}/{rid}")
         stored = tx.put(resource, rid)
-    created = current is None or current.deleted
-    headers = version_headers(stored)
-    if created:
-        headers["Location"] = _location(base, stored)
-    return FhirResult(201 if created else 200, stored, headers)
+    return written(base, stored, current)
 
 
 def conditional_delete(

@@ -17,7 +17,13 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from assay.sandboxes.fhir import actions
-from assay.sandboxes.fhir.actions import FhirResult, apply_json_patch, conditional_matches, version_headers
+from assay.sandboxes.fhir.actions import (
+    FhirResult,
+    apply_json_patch,
+    conditional_matches,
+    version_headers,
+    written,
+)
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, parse_etag, rewrite_references
 from assay.sandboxes.fhir.store import EmbeddedFhir, WriteTransaction
@@ -277,9 +283,4 @@ def _run_in(
         by_url = e.method == "PUT" and e.resource_id is not None  # a conditional PUT's id was checked
         resource = copy.deepcopy(check_resource(e.resource, e.resource_type, rid if by_url else None))
     resource = rewrite_references(resource, mapped)
-    stored = tx.put(check_resource(resource, e.resource_type), rid)
-    created = current is None or current.deleted
-    headers = version_headers(stored)
-    if created:
-        headers["Location"] = f"{base}/{e.resource_type}/{rid}/_history/{stored['meta']['versionId']}"
-    return FhirResult(201 if created else 200, stored, headers)
+    return written(base, tx.put(check_resource(resource, e.resource_type), rid), current)
