@@ -88,15 +88,15 @@ class Completion:
 # -- create -------------------------------------------------------------------------------------
 
 
-def _source(
-    session: Session, caller: Caller, body: BenchmarkRunCreate
-) -> tuple[Benchmark, BenchmarkVersion | None]:
+def _source(session: Session, caller: Caller, body: BenchmarkRunCreate) -> Benchmark | BenchmarkVersion:
+    """The draft benchmark or the published version the run is of (a version's benchmark row is not
+    read: the version holds all the run needs, and its foreign key cascades, so the row exists)."""
     if bool(body.benchmark_id) == bool(body.benchmark):
         raise Invalid(
             {"benchmark": ["give exactly one of benchmark_id (the draft) or benchmark (slug@version)"]}
         )
     if body.benchmark_id:
-        return catalog.get(session, Benchmark, caller, body.benchmark_id), None
+        return catalog.get(session, Benchmark, caller, body.benchmark_id)  # type: ignore[no-any-return]
     slug, _, version_text = (body.benchmark or "").partition("@")
     if version_text:
         if not version_text.isdigit():
@@ -109,17 +109,19 @@ def _source(
         version = catalog.latest_version(session, caller, slug)
     if version is None:
         raise NotFound(f"benchmark {body.benchmark} not found (publish it first)")
-    return catalog.get(session, Benchmark, caller, version.benchmark_id), version
+    return version
 
 
 def create_benchmark_run(session: Session, caller: Caller, body: BenchmarkRunCreate) -> Created:
     """Freeze each task with its criteria into a task run; mint the run token (shown once)."""
-    benchmark, version = _source(session, caller, body)
-    if version is not None:
+    source = _source(session, caller, body)
+    if isinstance(source, BenchmarkVersion):
+        version, benchmark_id = source, source.benchmark_id
         frozen_benchmark = version.frozen["benchmark"]
         tasks = list(version.frozen["tasks"])
         ref = {"slug": version.slug, "version": version.version, "name": version.name}
     else:
+        version, benchmark, benchmark_id = None, source, source.id
         frozen_benchmark = {"timeout": benchmark.timeout, "concurrency": benchmark.concurrency}
         tasks = [
             freeze_task(session, caller, task) for task in catalog.tasks_of(session, caller, benchmark.id)
@@ -137,7 +139,7 @@ def create_benchmark_run(session: Session, caller: Caller, body: BenchmarkRunCre
     run = BenchmarkRun(
         id=new_id("br_"),
         org_id=caller.org_id,
-        benchmark_id=benchmark.id,
+        benchmark_id=benchmark_id,
         version_id=version.id if version else None,
         benchmark_ref=ref,
         solver_id=solver_id,
