@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from assay.core.assertions import parse_assertion
 from assay.core.errors import AssertionInvalid
 from assay.service.catalog import repository as repo
-from assay.service.catalog.datasets import dataset_errors
+from assay.service.catalog.datasets import check_dataset
 from assay.service.catalog.schemas import (
     BenchmarkCreate,
     CriterionCreate,
@@ -133,9 +133,7 @@ def _entity(dataset: Dataset, body: EntityCreate) -> DatasetEntity:
 def create_dataset(
     session: Session, caller: Caller, body: DatasetCreate
 ) -> tuple[Dataset, list[DatasetEntity]]:
-    errors = dataset_errors(body.type, body.data)
-    if errors:
-        raise Invalid(errors)
+    check_dataset(body.type, body.data)
     dataset = _insert(session, caller, Dataset, "ds_", name=body.name, type=body.type, data=body.data)
     entities = [_entity(dataset, entity) for entity in body.entities]
     session.add_all(entities)
@@ -147,9 +145,7 @@ def patch_dataset(session: Session, caller: Caller, dataset_id: str, body: BaseM
     dataset = repo.get(session, Dataset, caller, dataset_id)
     changes = apply_patch(dataset, body)
     if "data" in changes:
-        errors = dataset_errors(dataset.type, dataset.data)
-        if errors:
-            raise Invalid(errors)
+        check_dataset(dataset.type, dataset.data)
     return dataset
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["dataset_errors"]
+from assay.store import Invalid
+
+__all__ = ["check_dataset"]
 
 
 def _fhir(data: dict[str, Any]) -> dict[str, list[str]]:
@@ -84,5 +86,8 @@ _CHECKS = {
 }
 
 
-def dataset_errors(kind: str, data: dict[str, Any]) -> dict[str, list[str]]:
-    return _CHECKS[kind](data)
+def check_dataset(kind: str, data: dict[str, Any]) -> None:
+    """`Invalid` (422) keyed by the bad `data.<path>`, for a create and a PATCH of `data` alike."""
+    errors = _CHECKS[kind](data)
+    if errors:
+        raise Invalid(errors)
