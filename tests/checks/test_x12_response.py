@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from assay.checks import CHECKS
 from assay.checks import x12_response as check_module
+from assay.checks._parsed import CACHED_UP_TO
 from assay.clients.cli import app
 from assay.core.assertions import parse_assertion
 from assay.core.assertions.x12 import CORRELATION_ALIASES
@@ -383,7 +384,7 @@ def test_through_the_cli(tmp_path: Path) -> None:
 
 def test_large_response_is_read_without_the_cache(tmp_path: Path) -> None:
     large = (X12 / "imsweb/837_5010/x12_many_claims.txt").read_text()
-    assert len(large) > check_module._CACHED_TEXT_LIMIT
+    assert len(large) > CACHED_UP_TO
     (result,) = score(tmp_path, records(large), x12(("BHT03", "0123"), ("2000B/2300/CLM[#2]01", "A37YH667")))
     assert result.score == 1, result.evidence
     assert result.evidence["transaction"] == "837"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import partial
 
 from assay.checks._context import CheckContext
 from assay.checks._fields import (
@@ -20,6 +20,7 @@ from assay.checks._fields import (
     no_match_details,
     unparsed_listed,
 )
+from assay.checks._parsed import parse_once
 from assay.checks._select import Judged, choose
 from assay.core.assertions import Hl7Field, Hl7Structural
 from assay.core.operators import values_equal
@@ -75,15 +76,6 @@ def _candidates(records: Sequence[Hl7Record]) -> tuple[list[_Candidate], list[st
     return candidates, errors
 
 
-_CACHED_UP_TO = 64 * 1024
-"""Messages longer than this are parsed every time, so the cache stays small (≤ 32 MiB)."""
-
-
-def _parsed(raw: str) -> tuple[tuple[Hl7Message, ...], str | None]:
-    """Parse once per stored text: several criteria of a task read the same messages."""
-    return _parsed_cached(raw) if len(raw) <= _CACHED_UP_TO else _parse(raw)
-
-
 def _parse(raw: str) -> tuple[tuple[Hl7Message, ...], str | None]:
     try:
         return tuple(parse_messages(raw)), None
@@ -91,7 +83,8 @@ def _parse(raw: str) -> tuple[tuple[Hl7Message, ...], str | None]:
         return (), str(exc)
 
 
-_parsed_cached = lru_cache(maxsize=512)(_parse)
+_parsed = parse_once(_parse, maxsize=512)
+"""Parse once per stored text: several criteria of a task read the same messages."""
 
 
 def _correlates(message: Hl7Message, correlate_by: Mapping[str, str]) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import partial
 from typing import NamedTuple
 
 from assay.checks._context import CheckContext
@@ -24,6 +24,7 @@ from assay.checks._fields import (
     no_match_details,
     unparsed_listed,
 )
+from assay.checks._parsed import parse_once
 from assay.checks._select import Judged, choose
 from assay.core.assertions import X12Field, X12Response
 from assay.core.operators import values_equal
@@ -122,25 +123,15 @@ def _candidates(records: Sequence[X12Record], transaction: str | None) -> _Pool:
     return _Pool(candidates, errors, len(records))
 
 
-_CACHED_TEXT_LIMIT = 64 * 1024
-"""Only texts up to this size are kept parsed between criteria, bounding the cache's memory."""
-
-
-def _parsed(raw: str) -> _Parsed:
-    """Parse once per stored text: several criteria of a task read the same records."""
-    return _parsed_cached(raw) if len(raw) <= _CACHED_TEXT_LIMIT else _parse(raw)
-
-
-@lru_cache(maxsize=256)
-def _parsed_cached(raw: str) -> _Parsed:
-    return _parse(raw)
-
-
 def _parse(raw: str) -> _Parsed:
     try:
         return _Parsed(parse_x12(raw), None)
     except X12ParseError as exc:
         return _Parsed(None, str(exc))
+
+
+_parsed = parse_once(_parse, maxsize=256)
+"""Parse once per stored text: several criteria of a task read the same records."""
 
 
 def _correlates(candidate: _Candidate, correlate_by: Mapping[str, str]) -> bool:
