@@ -8,6 +8,7 @@ Sample: Synthea's Liz Conn bundle (tests/fixtures/fhir/synthea/smart-2019, `urn:
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -224,3 +225,17 @@ def test_a_refused_deeply_nested_body_is_logged_as_text(server: Server, api: htt
         assert refused.status_code == 400
     [event] = ok(api.get(f"/task-runs/{task_run['id']}/events"))["data"]
     assert (event["status"], event["request"], event["truncated"]) == (400, deep, False)
+
+
+def test_concurrent_requests_each_get_one_event(server: Server, api: httpx.Client) -> None:
+    """Requests racing on one sandbox all answer and each appends exactly one event, `seq` 1..n
+    (on PostgreSQL concurrent appends contend for the next `seq`)."""
+    run = _fhir_benchmark(api)
+    [task_run] = run["task_runs"]
+    with server.client(run["bearer_token"]) as agent:
+        base = ok(agent.post(task_run["start_url"]))["endpoints"]["fhir"]
+        with ThreadPoolExecutor(16) as pool:
+            statuses = list(pool.map(lambda _: agent.get(f"{base}/Patient/{LIZ}").status_code, range(48)))
+    assert statuses == [200] * 48
+    events = ok(api.get(f"/task-runs/{task_run['id']}/events", params={"limit": 100}))["data"]
+    assert sorted(e["seq"] for e in events) == list(range(1, 49))

@@ -13,16 +13,14 @@ import json
 from typing import Any
 
 from sqlalchemy import Engine, func, insert, select
-from sqlalchemy.exc import IntegrityError
 
 from assay.sandboxes.json_depth import nested_deeper_than
 from assay.store import new_id, utcnow
-from assay.store.models import SandboxEvent
+from assay.store.models import Sandbox, SandboxEvent
 
 __all__ = ["MAX_BODY", "record_event", "stored_body"]
 
 MAX_BODY = 1024 * 1024
-_ATTEMPTS = 5
 
 
 def stored_body(raw: bytes) -> tuple[Any, bool]:
@@ -52,7 +50,7 @@ def record_event(
     request: bytes = b"",
     response: bytes = b"",
 ) -> str:
-    """Append one event; its id. Concurrent writers retry on a taken `seq` (PostgreSQL)."""
+    """Append one event; its id. Concurrent appends to one sandbox wait for each other."""
     request_body, request_cut = stored_body(request)
     response_body, response_cut = stored_body(response)
     row = {
@@ -68,15 +66,12 @@ def record_event(
         "truncated": request_cut or response_cut,
         "created_at": utcnow(),
     }
-    for attempt in range(_ATTEMPTS):
-        try:
-            with engine.begin() as conn:
-                last = conn.execute(
-                    select(func.max(SandboxEvent.seq)).where(SandboxEvent.sandbox_id == sandbox_id)
-                ).scalar()
-                conn.execute(insert(SandboxEvent), [{**row, "seq": (last or 0) + 1}])
-            return str(row["id"])
-        except IntegrityError:
-            if attempt == _ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")
+    with engine.begin() as conn:
+        # Appends to one sandbox take turns on its row (PostgreSQL; SQLite's BEGIN IMMEDIATE already
+        # serializes): racing on max(seq) + 1 instead made busy agents' requests fail with 409.
+        conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
+        last = conn.execute(
+            select(func.max(SandboxEvent.seq)).where(SandboxEvent.sandbox_id == sandbox_id)
+        ).scalar()
+        conn.execute(insert(SandboxEvent), [{**row, "seq": (last or 0) + 1}])
+    return str(row["id"])
