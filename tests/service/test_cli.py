@@ -74,3 +74,12 @@ def test_keys_create_then_serve(tmp_path: Path) -> None:
     assert process.returncode == 0, stderr
     text = stderr.decode()
     assert f"http://127.0.0.1:{port}" in text and "assay keys create" in text
+
+
+def test_serve_with_a_malformed_setting_exits_2_naming_it(tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ASSAY_")}
+    result = CliRunner().invoke(
+        cli, ["serve", "--data-dir", str(tmp_path)], env={**env, "ASSAY_SFTP_PORT": "twenty-two"}
+    )
+    assert result.exit_code == 2
+    assert "ASSAY_SFTP_PORT must be an integer" in result.output

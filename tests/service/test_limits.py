@@ -68,3 +68,18 @@ def test_body_over_the_limit_is_413(small_bodies: tuple[str, Any]) -> None:
         ok(client.post("/benchmarks", json={"name": "small"}), 201)
         big = {"name": "d", "type": "voice", "data": {"turns": [{"speaker": "agent", "text": "x" * 3000}]}}
         error(client.post("/datasets", json=big), 413, "BAD_REQUEST")
+
+
+def test_limits_are_read_from_the_environment() -> None:
+    settings = Settings.from_env(
+        {"ASSAY_MAX_BODY_BYTES": "2000", "ASSAY_RATE_LIMIT": "2.5", "ASSAY_RATE_LIMIT_BURST": "", "X": "1"}
+    )
+    assert (settings.max_body_bytes, settings.rate_limit, settings.rate_limit_burst) == (2000, 2.5, None)
+    assert Settings.from_env({}) == Settings()
+
+
+def test_a_malformed_number_in_the_environment_names_its_variable() -> None:
+    with pytest.raises(ValueError, match="ASSAY_MAX_BODY_BYTES must be an integer, got '50MB'"):
+        Settings.from_env({"ASSAY_MAX_BODY_BYTES": "50MB"})
+    with pytest.raises(ValueError, match="ASSAY_SWEEP_INTERVAL must be a number"):
+        Settings.from_env({"ASSAY_SWEEP_INTERVAL": "soon"})

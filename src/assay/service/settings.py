@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,18 +37,35 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from `ASSAY_*` (unset or empty: the default); a variable that is set but is
+        not a number is a `ValueError` naming it, not a bare `could not convert` at start-up."""
         env = os.environ if environ is None else environ
-        settings = cls(
-            data_dir=Path(env.get("ASSAY_DATA_DIR", ".assay")),
-            database_url=env.get("ASSAY_DATABASE_URL") or None,
-            bootstrap_api_key=env.get("ASSAY_BOOTSTRAP_API_KEY") or None,
-            public_host=env.get("ASSAY_PUBLIC_HOST") or None,
-            sweep_interval=float(env.get("ASSAY_SWEEP_INTERVAL", "5")),
-            sftp_port=int(env.get("ASSAY_SFTP_PORT", "2222")),
-            mllp_port=int(env.get("ASSAY_MLLP_PORT", "2575")),
-            rate_limit=float(env["ASSAY_RATE_LIMIT"]) if env.get("ASSAY_RATE_LIMIT") else None,
-            rate_limit_burst=int(env["ASSAY_RATE_LIMIT_BURST"])
-            if env.get("ASSAY_RATE_LIMIT_BURST")
-            else None,
-        )
-        return replace(settings, **overrides)
+        values: dict[str, Any] = {"data_dir": Path(env.get("ASSAY_DATA_DIR", ".assay"))}
+        for field, kind in _FROM_ENV.items():
+            name = "ASSAY_" + field.upper()
+            raw = env.get(name)
+            if raw:
+                values[field] = _parse(name, raw, kind)
+        return cls(**{**values, **overrides})
+
+
+_FROM_ENV: dict[str, type[Any]] = {
+    "database_url": str,
+    "bootstrap_api_key": str,
+    "public_host": str,
+    "sweep_interval": float,
+    "sftp_port": int,
+    "mllp_port": int,
+    "rate_limit": float,
+    "rate_limit_burst": int,
+    "max_body_bytes": int,
+}
+"""Each setting read from `ASSAY_<FIELD>`, with its type."""
+
+
+def _parse(name: str, raw: str, kind: type[Any]) -> Any:
+    try:
+        return kind(raw)
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise ValueError(f"{name} must be {what}, got {raw!r}") from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -25,9 +26,13 @@ DataDir = Annotated[
 
 
 def _settings(data_dir: Path | None) -> Settings:
-    if data_dir is not None:
-        return Settings.from_env(data_dir=data_dir)
-    return Settings.from_env()
+    """The settings from the environment; a malformed `ASSAY_*` number is exit 2 with its name."""
+    try:
+        settings = Settings.from_env()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    return replace(settings, data_dir=data_dir) if data_dir is not None else settings
 
 
 def _where(settings: Settings) -> str:
