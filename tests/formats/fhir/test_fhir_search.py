@@ -273,3 +273,20 @@ def test_put_and_delete_keep_indexes_consistent() -> None:
     assert ids(small.search("Patient", {"family": "new"})) == ["q"]
     assert small.get("Patient", "p") is None
     assert small.get("Patient", "q") is not None
+
+
+def test_sort_follows_a_put_that_changes_the_sorted_value() -> None:
+    """`_sort` keys are kept per resource between searches; a replacement must not sort by the old one."""
+    small = FhirStore(
+        [
+            {"resourceType": "Patient", "id": "a", "birthDate": "1950-01-01"},
+            {"resourceType": "Patient", "id": "b", "birthDate": "1960-01-01"},
+        ]
+    )
+    assert ids(small.search("Patient", {"_sort": "birthdate"})) == ["a", "b"]
+    assert ids(small.search("Patient", {"_sort": "-birthdate"})) == ["b", "a"]
+    small.put({"resourceType": "Patient", "id": "a", "birthDate": "1970-01-01"})
+    assert ids(small.search("Patient", {"_sort": "birthdate"})) == ["b", "a"]
+    assert ids(small.search("Patient", {"_sort": "-birthdate"})) == ["a", "b"]
+    small.put({"resourceType": "Patient", "id": "b"})
+    assert ids(small.search("Patient", {"_sort": "birthdate"})) == ["a", "b"]

@@ -34,6 +34,7 @@ from assay.formats.fhir.values import INDEXERS, QuantityValue, normalize_text
 __all__ = ["ParamIndex"]
 
 _LOOKUP_TYPES = frozenset({"token", "reference", "uri"})
+_UNKNOWN = object()
 
 
 def _lookup_keys(kind: str, value: Any) -> Iterable[tuple[Any, ...]]:
@@ -70,6 +71,8 @@ class ParamIndex:
         self._lookup: dict[tuple[Any, ...], set[str]] = defaultdict(set)
         self._texts: dict[str, set[str]] = defaultdict(set)
         self._exact: dict[str, set[str]] = defaultdict(set)
+        self._sort_keys: dict[tuple[str, bool], Any] = {}
+        """`sort_value` per (resource, descending), derived on the first `_sort` that needs it."""
 
     # -- maintenance ------------------------------------------------------------------------
 
@@ -92,6 +95,8 @@ class ParamIndex:
 
     def remove(self, rid: str) -> None:
         values = self.values.pop(rid, ())
+        self._sort_keys.pop((rid, False), None)
+        self._sort_keys.pop((rid, True), None)
         if self.kind in _LOOKUP_TYPES:
             for value in values:
                 for key in _lookup_keys(self.kind, value):
@@ -184,11 +189,14 @@ class ParamIndex:
 
     def sort_value(self, rid: str, descending: bool) -> Any:
         """The value `_sort` orders by: the lowest (ascending) or highest (descending), or None."""
+        known = self._sort_keys.get((rid, descending), _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known
         values = self.values.get(rid)
-        if not values:
-            return None
-        keys = [self._sortable(v, descending) for v in values]
-        return max(keys) if descending else min(keys)
+        keys = [self._sortable(v, descending) for v in values or ()]
+        found = (max(keys) if descending else min(keys)) if keys else None
+        self._sort_keys[(rid, descending)] = found
+        return found
 
     def _sortable(self, value: Any, descending: bool) -> Any:
         if self.kind == "token":
