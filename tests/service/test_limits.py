@@ -83,3 +83,5 @@ def test_a_malformed_number_in_the_environment_names_its_variable() -> None:
         Settings.from_env({"ASSAY_MAX_BODY_BYTES": "50MB"})
     with pytest.raises(ValueError, match="ASSAY_SWEEP_INTERVAL must be a number"):
         Settings.from_env({"ASSAY_SWEEP_INTERVAL": "soon"})
+    with pytest.raises(ValueError, match="ASSAY_BOOTSTRAP_API_KEY must be an org key starting with vk_"):
+        Settings.from_env({"ASSAY_BOOTSTRAP_API_KEY": "secret"})

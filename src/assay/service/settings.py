@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.store import sqlite_url
+from assay.store.tokens import ORG_KEY_PREFIX
 
 __all__ = ["Settings"]
 
@@ -38,7 +39,8 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Settings from `ASSAY_*` (unset or empty: the default); a variable that is set but is
-        not a number is a `ValueError` naming it, not a bare `could not convert` at start-up."""
+        not a number (or a bootstrap key that is not a `vk_` key) is a `ValueError` naming it, not
+        a traceback from the app's start-up."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {"data_dir": Path(env.get("ASSAY_DATA_DIR", ".assay"))}
         for field, kind in _FROM_ENV.items():
@@ -46,6 +48,9 @@ class Settings:
             raw = env.get(name)
             if raw:
                 values[field] = _parse(name, raw, kind)
+        key = values.get("bootstrap_api_key")
+        if key and not key.startswith(ORG_KEY_PREFIX):
+            raise ValueError(f"ASSAY_BOOTSTRAP_API_KEY must be an org key starting with {ORG_KEY_PREFIX}")
         return cls(**{**values, **overrides})
 
 
