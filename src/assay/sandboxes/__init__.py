@@ -10,7 +10,7 @@ its endpoints and credentials (SPEC §5.2), `capture` pins its final state when 
 from assay.sandboxes.capture import CapturedState, capture, materialize, state_of
 from assay.sandboxes.datasets import seed, unsupported_dataset
 from assay.sandboxes.events import record_event
-from assay.sandboxes.provision import SURFACES, Access, describe, provision, teardown
+from assay.sandboxes.provision import SURFACES, Access, describe, provision, surface_endpoints, teardown
 from assay.sandboxes.settings import unsupported_settings
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "record_event",
     "seed",
     "state_of",
+    "surface_endpoints",
     "teardown",
     "unsupported_dataset",
     "unsupported_settings",

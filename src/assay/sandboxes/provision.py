@@ -18,7 +18,7 @@ from assay.sandboxes.settings import fhir_sandbox_settings
 from assay.store import new_id, utcnow
 from assay.store.models import Playground, Sandbox, TaskRun
 
-__all__ = ["SURFACES", "Access", "describe", "provision", "teardown"]
+__all__ = ["SURFACES", "Access", "describe", "provision", "surface_endpoints", "teardown"]
 
 SURFACES = ("fhir", "hl7", "x12", "files", "portal", "voice")
 
@@ -80,13 +80,9 @@ def sandboxes_of(session: Session, playground_id: str) -> list[Sandbox]:
     )
 
 
-def describe(
-    session: Session, playground: Playground, *, host: str, sftp_port: int = 2222, mllp_port: int = 2575
-) -> Access:
-    """Endpoints (URL paths, no trailing slash) and credentials of a started task run (SPEC §5.2)."""
-    base = f"/v1/task-runs/{playground.task_run_id}"
-    creds = {sandbox.type: sandbox.credentials or {} for sandbox in sandboxes_of(session, playground.id)}
-    endpoints = {
+def surface_endpoints(base: str) -> dict[str, str]:
+    """The seven sandbox surfaces under a task-run or benchmark-run base (SPEC §5.2)."""
+    return {
         "fhir": f"{base}/fhir",
         "hl7_inbox": f"{base}/hl7/inbox",
         "hl7_outbound": f"{base}/hl7/outbound",
@@ -95,6 +91,15 @@ def describe(
         "x12": f"{base}/x12",
         "voice": f"{base}/voice",
     }
+
+
+def describe(
+    session: Session, playground: Playground, *, host: str, sftp_port: int = 2222, mllp_port: int = 2575
+) -> Access:
+    """Endpoints (URL paths, no trailing slash) and credentials of a started task run (SPEC §5.2)."""
+    base = f"/v1/task-runs/{playground.task_run_id}"
+    creds = {sandbox.type: sandbox.credentials or {} for sandbox in sandboxes_of(session, playground.id)}
+    endpoints = surface_endpoints(base)
     credentials = {
         "sftp": {"host": host, "port": sftp_port, **creds.get("files", {})},
         "hl7": {"host": host, "port": mllp_port, **creds.get("hl7", {})},

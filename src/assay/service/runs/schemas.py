@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from assay.sandboxes import Access
+from assay.sandboxes import Access, surface_endpoints
 from assay.store import iso
 from assay.store.models import BenchmarkRun, CriterionRun, Playground, Sandbox, TaskRun
 
@@ -181,16 +181,7 @@ def _urls(task_run_id: str) -> dict[str, str]:
 
 def run_endpoints(benchmark_run_id: str) -> dict[str, str]:
     """The run-level surfaces, routed to the single started task run (SPEC §5.2)."""
-    base = f"/v1/benchmark-runs/{benchmark_run_id}"
-    return {
-        "fhir": f"{base}/fhir",
-        "hl7_inbox": f"{base}/hl7/inbox",
-        "hl7_outbound": f"{base}/hl7/outbound",
-        "files": f"{base}/files",
-        "portal": f"{base}/portal",
-        "x12": f"{base}/x12",
-        "voice": f"{base}/voice",
-    }
+    return surface_endpoints(f"/v1/benchmark-runs/{benchmark_run_id}")
 
 
 def v1_created_json(row: BenchmarkRun, token: str, task_runs: list[TaskRun]) -> dict[str, Any]:
