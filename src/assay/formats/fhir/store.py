@@ -28,22 +28,25 @@ __all__ = ["FhirStore"]
 SearchParams = Mapping[str, "str | Sequence[str]"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Entry:
     resource: dict[str, Any]
     received_at: int
     """Microseconds since the epoch when the store got it: the lastUpdated stand-in (SPEC §2)."""
-    recency: tuple[int, int, str]
-    """(lastUpdated, versionId, id): the recency order key, derived once when stored."""
+    _recency: tuple[int, int, str] | None = None
 
-
-def _entry(resource: dict[str, Any], rid: str, received_at: int) -> _Entry:
-    meta = resource.get("meta")
-    stamp = meta.get("lastUpdated") if isinstance(meta, dict) else None
-    found = date_range(stamp) if isinstance(stamp, str) else None
-    version = meta.get("versionId") if isinstance(meta, dict) else None
-    number = int(version) if isinstance(version, str) and version.isdigit() else 0
-    return _Entry(resource, received_at, (found.low if found else received_at, number, rid))
+    def recency(self, rid: str) -> tuple[int, int, str]:
+        """(lastUpdated, versionId, id): derived on the first ranking that needs it, then kept for
+        this stored version (a `put` makes a new entry), so re-ranking after a write parses no
+        `meta` again and opening a snapshot parses none."""
+        if self._recency is None:
+            meta = self.resource.get("meta")
+            stamp = meta.get("lastUpdated") if isinstance(meta, dict) else None
+            found = date_range(stamp) if isinstance(stamp, str) else None
+            version = meta.get("versionId") if isinstance(meta, dict) else None
+            number = int(version) if isinstance(version, str) and version.isdigit() else 0
+            self._recency = (found.low if found else self.received_at, number, rid)
+        return self._recency
 
 
 class FhirStore:
@@ -114,7 +117,7 @@ class FhirStore:
             raise ValueError("a stored FHIR resource needs a string resourceType and id")
         entries = self._by_type.setdefault(kind, {})
         replacing = rid in entries
-        entries[rid] = _entry(resource, rid, received_at)
+        entries[rid] = _Entry(resource, received_at)
         for (indexed_type, _), index in self._indexes.items():
             if indexed_type == kind:
                 if replacing:
@@ -187,7 +190,7 @@ class FhirStore:
         ranks = self._ranks.get(resource_type)
         if ranks is None:
             entries = self._by_type.get(resource_type, {})
-            ordered = sorted(entries, key=lambda rid: entries[rid].recency)
+            ordered = sorted(entries, key=lambda rid: entries[rid].recency(rid))
             ranks = self._ranks[resource_type] = {rid: i for i, rid in enumerate(ordered)}
         return ranks
 
