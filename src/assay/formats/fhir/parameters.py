@@ -8,7 +8,7 @@ and are re-rooted here (`Resource.meta.lastUpdated` → `Patient.meta.lastUpdate
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 from fhirpathpy.models import models
 
@@ -56,7 +56,7 @@ def is_resource_type(name: str) -> bool:
     return name in resource_types()
 
 
-@cache
+@lru_cache(maxsize=4096)  # bounded: codes come from requests, and unknown ones are cached too
 def search_parameter(resource_type: str, code: str) -> SearchParameter | None:
     """The parameter `code` of `resource_type`, or None when the type has no such parameter."""
     if not is_resource_type(resource_type):
