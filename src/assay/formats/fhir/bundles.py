@@ -7,21 +7,78 @@
   loaded resource matches it (this bundle's, or `existing` ones), and left verbatim otherwise.
 - A bundle is never rejected for its references; within a bundle the last write of a
   (type, id) wins.
+
+`rewrite_references` and `parse_conditional_reference` are the one reference walker and the one
+reading of `Type?params` references: the sandbox's transaction and batch bundles and the external
+backend's id namespacing use them too (via `assay.sandboxes.fhir.resources`).
 """
 
 from __future__ import annotations
 
 import copy
+import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
 from assay.formats.fhir.errors import InvalidSearch
-from assay.formats.fhir.references import parse_reference
 from assay.formats.fhir.store import FhirStore
 
-__all__ = ["resources_from_bundle"]
+__all__ = [
+    "ConditionalReference",
+    "parse_conditional_reference",
+    "resources_from_bundle",
+    "rewrite_references",
+]
+
+_CONDITIONAL = re.compile(r"([A-Z][A-Za-z]+)\?(.+)", re.DOTALL)
+"""`[type]?parameters`, relative to the server base (R4 http.html "Conditional References")."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionalReference:
+    """A reference written as a search (`Practitioner?identifier=sys|1`) instead of `Type/id`."""
+
+    resource_type: str
+    """The type named before `?`; only its shape is checked here, not that R4 defines it."""
+    pairs: tuple[tuple[str, str], ...]
+    """The query's (name, value) pairs in order, blank values kept."""
+
+
+def parse_conditional_reference(text: str) -> ConditionalReference | None:
+    """`Type?query` as a `ConditionalReference`; None for any other reference (`Type/id`, URLs,
+    `urn:`, `#contained`) and for a type with nothing after `?`."""
+    found = _CONDITIONAL.fullmatch(text)
+    if found is None:
+        return None
+    return ConditionalReference(found[1], tuple(parse_qsl(found[2], keep_blank_values=True)))
+
+
+def rewrite_references(value: Any, mapping: Callable[[str], str | None]) -> Any:
+    """`value` with every `reference` string that `mapping` maps replaced, in place; returns `value`.
+
+    Walks dicts and lists depth first, a node's own `reference` before its children, so a mapping
+    with side effects (dataset loading resolves conditional references against the resources it
+    is rewriting) sees references in document order. `mapping` returns None to leave one alone.
+    """
+    if isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict | list):
+                rewrite_references(item, mapping)
+        return value
+    if not isinstance(value, dict):
+        return value
+    reference = value.get("reference")
+    if isinstance(reference, str):
+        new = mapping(reference)
+        if new is not None:
+            value["reference"] = new
+    for item in value.values():
+        if isinstance(item, dict | list):
+            rewrite_references(item, mapping)
+    return value
 
 
 def resources_from_bundle(
@@ -59,52 +116,47 @@ def resources_from_bundle(
         loaded.pop(key, None)
         loaded[key] = resource
     resources = list(loaded.values())
-    conditional: list[dict[str, Any]] = []
-    for resource in resources:
-        _rewrite(resource, aliases, conditional)
+    conditional: set[str] = set()
+
+    def local_name(reference: str) -> str | None:
+        if reference in aliases:
+            return aliases[reference]
+        if "?" in reference:
+            conditional.add(reference)
+        return None
+
+    rewrite_references(resources, local_name)
     if conditional:
-        _resolve_conditional(conditional, [*existing, *resources])
+        rewrite_references(resources, _ConditionalResolver(FhirStore([*existing, *resources]), conditional))
     return resources
 
 
-def _rewrite(node: Any, aliases: dict[str, str], conditional: list[dict[str, Any]]) -> None:
-    if isinstance(node, list):
-        for item in node:
-            _rewrite(item, aliases, conditional)
-        return
-    if not isinstance(node, dict):
-        return
-    reference = node.get("reference")
-    if isinstance(reference, str):
-        if reference in aliases:
-            node["reference"] = aliases[reference]
-        elif "?" in reference:
-            conditional.append(node)
-    for value in node.values():
-        if isinstance(value, dict | list):
-            _rewrite(value, aliases, conditional)
+class _ConditionalResolver:
+    """The second pass's mapping: each conditional reference text the first pass met, resolved once
+    against the loaded resources (`Type/id` when exactly one matches, else left alone)."""
 
+    def __init__(self, store: FhirStore, conditional: set[str]):
+        self.store = store
+        self.conditional = conditional
+        self.answers: dict[str, str | None] = {}
 
-def _resolve_conditional(references: list[dict[str, Any]], resources: list[dict[str, Any]]) -> None:
-    store = FhirStore(resources)
-    answers: dict[str, str | None] = {}
-    for node in references:
-        text = node["reference"]
-        if text not in answers:
-            answers[text] = _match_one(store, text)
-        if answers[text]:
-            node["reference"] = answers[text]
+    def __call__(self, reference: str) -> str | None:
+        if reference not in self.conditional:
+            return None
+        if reference not in self.answers:
+            self.answers[reference] = _match_one(self.store, reference)
+        return self.answers[reference]
 
 
 def _match_one(store: FhirStore, reference: str) -> str | None:
-    resource_type, _, query = reference.partition("?")
-    if parse_reference(resource_type + "/x").type != resource_type or not query:
+    conditional = parse_conditional_reference(reference)
+    if conditional is None:
         return None
     params: dict[str, list[str]] = {}
-    for key, value in parse_qsl(query, keep_blank_values=True):
+    for key, value in conditional.pairs:
         params.setdefault(key, []).append(value)
     try:
-        found = store.search(resource_type, params)
+        found = store.search(conditional.resource_type, params)
     except InvalidSearch:
         return None
-    return f"{resource_type}/{found[0]['id']}" if len(found) == 1 else None
+    return f"{conditional.resource_type}/{found[0]['id']}" if len(found) == 1 else None

@@ -3,14 +3,17 @@
 Writes are checked structurally, not against profiles: a JSON object, a known R4 `resourceType`,
 an id matching the FHIR `id` datatype (`[A-Za-z0-9\\-\\.]{1,64}`), and the type and id the URL
 names. Strict profile validation (fhir.resources) is left to the caller to add.
+
+`rewrite_references` is re-exported from `assay.formats.fhir.bundles`, the one walker dataset
+loading uses too.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
+from assay.formats.fhir.bundles import rewrite_references
 from assay.formats.fhir.parameters import is_resource_type
 from assay.sandboxes.fhir.outcomes import FhirError
 
@@ -89,20 +92,3 @@ def parse_etag(value: str) -> str:
     if not found:
         raise FhirError(400, f'unreadable If-Match value {value!r} (expected W/"<versionId>")')
     return found.group(1)
-
-
-def rewrite_references(value: Any, mapping: Callable[[str], str | None]) -> Any:
-    """`value` with every `reference` string that `mapping` knows replaced, in place."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key == "reference" and isinstance(item, str):
-                new = mapping(item)
-                if new is not None:
-                    value[key] = new
-            elif isinstance(item, dict | list):
-                rewrite_references(item, mapping)
-    elif isinstance(value, list):
-        for item in value:
-            if isinstance(item, dict | list):
-                rewrite_references(item, mapping)
-    return value
