@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 
 import pytest
 import uvicorn
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from sqlalchemy import Engine
 
-from assay.sandboxes.fhir import EmbeddedFhir, FhirSurface, SurfaceEvent, base_url_of, fhir_router
+from assay.sandboxes.fhir import EmbeddedFhir, SurfaceEvent
+from assay.service.fhir_server import create_fhir_server
 from assay.store.database import Database
 
 # The whole service (run lifecycle + surfaces), on SQLite and, with ASSAY_TEST_POSTGRES_URL, PostgreSQL.
@@ -31,13 +32,9 @@ class FhirServer:
         return f"{self.url}/stores/{store_id}/fhir"
 
 
-def make_app(fhir: EmbeddedFhir, events: list[SurfaceEvent]) -> FastAPI:
-    def surface(store_id: str, request: Request) -> FhirSurface:
-        return FhirSurface(fhir, store_id, base_url_of(request), events.append)
-
-    app = FastAPI()
-    app.include_router(fhir_router(surface), prefix="/stores/{store_id}/fhir")
-    return app
+def make_app(fhir: EmbeddedFhir, events: list[SurfaceEvent], token: str = "") -> FastAPI:
+    """The standalone Assay FHIR server (`assay fhir-server`) over `fhir`, recording to `events`."""
+    return create_fhir_server(fhir=fhir, record=events.append, token=token)
 
 
 def free_port() -> int:

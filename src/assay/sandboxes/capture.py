@@ -52,8 +52,10 @@ def capture(
         if external is not None and not fhir.exists(playground_id, connection):
             # An external server's state is copied once, as an embedded layer: scoring, rescore
             # and the state tar.gz never depend on that server again.
+            # Every resource is read before anything is written: a server error on any type raises
+            # `ExternalFhirFailed` and the whole `complete` rolls back (the task run stays started).
             bundle = {"resourceType": "Bundle", "type": "collection", "entry": [
-                {"resource": resource} for resource in external.snapshot(playground_id)
+                {"resource": resource} for resource in external.snapshot(playground_id, connection)
             ]}  # fmt: skip
             fhir.provision(playground_id, [bundle], conn=connection)
             pointer["fhir"] = {"store_id": playground_id, "seq": 0, "external": external.base_url}

@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
-from assay.sandboxes.fhir.external import configured_external_fhir
+from assay.sandboxes.fhir.external import SPACE_KEY, IsolatedFhir, configured_external_fhir
 from assay.sandboxes.fhir.layers import seeded_resources
 from assay.sandboxes.fhir.store import embedded_fhir
+from assay.sandboxes.provision import close_space
 from assay.store import iso, utcnow
+from assay.store.models import Sandbox
 
 __all__ = ["LOADED_TYPES", "seed", "unsupported_dataset"]
 
@@ -36,12 +39,42 @@ def seed(session: Session, playground_id: str, datasets: Sequence[Mapping[str, A
     """Create the playground's stores inside the caller's transaction and load `datasets` in order.
 
     The FHIR store always exists (empty without `fhir` datasets): it is keyed by the playground id.
-    With `ASSAY_FHIR_URL` set, the resources go to that server instead, namespaced per playground.
+    With `ASSAY_FHIR_URL` set, the resources go to that server instead: into the playground's own
+    space (`ASSAY_FHIR_ISOLATION` other than `tag`) or tagged and namespaced per playground.
     """
     bundles = [dataset.get("data") for dataset in datasets if dataset.get("type") == "fhir"]
     external = configured_external_fhir()
+    if isinstance(external, IsolatedFhir):
+        _seed_space(session, external, playground_id, seeded_resources(bundles, iso(utcnow()) or ""))
+        return
     if external is not None:
         external.provision(playground_id, seeded_resources(bundles, iso(utcnow()) or ""))
         return
     connection = session.connection()
     embedded_fhir(connection.engine).provision(playground_id, bundles, conn=connection)
+
+
+def _seed_space(
+    session: Session, external: IsolatedFhir, playground_id: str, resources: Sequence[dict[str, Any]]
+) -> None:
+    """Open the playground's space, load it, and record it in the `fhir` sandbox row.
+
+    A load that fails closes the space again, and so does a start whose transaction rolls back
+    after this (the task run stays `created`, so `start` can be retried): no space outlives a
+    start that did not commit.
+    """
+    space = external.open(playground_id)
+    recorded = external.record(space)
+    engine = session.connection().engine
+    try:
+        external.load(space, resources)
+    except BaseException:
+        close_space(engine, external, playground_id, recorded)
+        raise
+    sandbox = session.scalars(
+        select(Sandbox).where(Sandbox.playground_id == playground_id, Sandbox.type == "fhir")
+    ).one()
+    sandbox.credentials = {**(sandbox.credentials or {}), SPACE_KEY: recorded}
+    event.listen(
+        session, "after_rollback", lambda _: close_space(engine, external, playground_id, recorded), once=True
+    )

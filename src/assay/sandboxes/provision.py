@@ -6,19 +6,24 @@ listeners that check them arrive with the sandbox surfaces).
 
 from __future__ import annotations
 
+import logging
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import Engine, event, select, update
 from sqlalchemy.orm import Session
 
+from assay.sandboxes.fhir.external import SPACE_KEY, IsolatedFhir, configured_external_fhir, recorded_space
 from assay.sandboxes.fhir.store import embedded_fhir
 from assay.sandboxes.settings import fhir_sandbox_settings
 from assay.store import new_id, utcnow
 from assay.store.models import Playground, Sandbox, TaskRun
 
-__all__ = ["SURFACES", "Access", "describe", "provision", "surface_endpoints", "teardown"]
+__all__ = ["SURFACES", "Access", "close_space", "describe", "provision", "surface_endpoints", "teardown"]
+
+log = logging.getLogger("assay.sandboxes")
 
 SURFACES = ("fhir", "hl7", "x12", "files", "portal", "voice")
 
@@ -111,7 +116,10 @@ def describe(
 def teardown(session: Session, playground_id: str | None) -> None:
     """Mark the playground and its sandboxes torn down: surfaces refuse traffic from now on.
 
-    Two set-based UPDATEs and no reads: this runs inside every `complete`.
+    Two set-based UPDATEs and no reads (this runs inside every `complete`), plus, for a playground
+    with its own space on an external FHIR server, one read of its `fhir` sandbox row and the
+    space's deletion once the transaction has committed — after the capture, which `complete`
+    stored in the same transaction; a rolled-back `complete` leaves the space as it was.
     """
     if playground_id is None:
         return
@@ -129,3 +137,55 @@ def teardown(session: Session, playground_id: str | None) -> None:
         .execution_options(**quiet)
     )
     embedded_fhir(session.connection().engine).forget(playground_id)
+    external = configured_external_fhir()
+    if isinstance(external, IsolatedFhir):
+        _close_after_commit(session, external, playground_id)
+
+
+def _close_after_commit(session: Session, external: IsolatedFhir, playground_id: str) -> None:
+    connection = session.connection()
+    recorded = recorded_space(connection, playground_id)
+    if recorded is None:
+        return
+    if (recorded.get("isolation"), recorded.get("server")) != (external.spaces.isolation, external.base_url):
+        log.warning(
+            "playground %s has a space on %s (%s), not on the configured FHIR server: left in place",
+            playground_id, recorded.get("server"), recorded.get("isolation"),
+        )  # fmt: skip
+        return
+    engine = connection.engine
+    event.listen(
+        session, "after_commit", lambda _: close_space(engine, external, playground_id, recorded), once=True
+    )
+
+
+def close_space(
+    engine: Engine, external: IsolatedFhir, playground_id: str, recorded: Mapping[str, Any]
+) -> None:
+    """Delete a playground's space on the external server; never raises.
+
+    A failure must not fail the `complete` (or cancel, or timeout) that ended the task run — its
+    result is committed by now — so it is logged, and kept as `close_error` beside the space in
+    the `fhir` sandbox row, where an operator can find spaces left on the server.
+    """
+    try:
+        external.close(playground_id, recorded)
+    except Exception as exc:
+        log.warning("could not delete the FHIR space of playground %s: %s", playground_id, exc)
+        _note_close_error(engine, playground_id, recorded, str(exc)[:1000])
+
+
+def _note_close_error(engine: Engine, playground_id: str, recorded: Mapping[str, Any], error: str) -> None:
+    try:
+        with engine.begin() as conn:
+            row = conn.execute(
+                select(Sandbox.id, Sandbox.credentials).where(
+                    Sandbox.playground_id == playground_id, Sandbox.type == "fhir"
+                )
+            ).first()
+            if row is None:
+                return
+            credentials = {**(row.credentials or {}), SPACE_KEY: {**recorded, "close_error": error}}
+            conn.execute(update(Sandbox).where(Sandbox.id == row.id).values(credentials=credentials))
+    except Exception:
+        log.exception("could not record the failed deletion of playground %s's FHIR space", playground_id)

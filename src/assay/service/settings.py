@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assay.sandboxes.fhir.external import external_fhir_settings
 from assay.store import sqlite_url
 from assay.store.tokens import ORG_KEY_PREFIX
 
@@ -51,6 +52,7 @@ class Settings:
         key = values.get("bootstrap_api_key")
         if key and not key.startswith(ORG_KEY_PREFIX):
             raise ValueError(f"ASSAY_BOOTSTRAP_API_KEY must be an org key starting with {ORG_KEY_PREFIX}")
+        external_fhir_settings(env)  # an unknown ASSAY_FHIR_ISOLATION is refused here, by name
         return cls(**{**values, **overrides})
 
 

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from assay.clients.cli.fhir_server import fhir_server
 from assay.clients.cli.serve import keys_app, serve
 from assay.core.errors import AssayError
 from assay.snapshot import open_snapshot
@@ -101,6 +102,7 @@ def _score(value: object) -> str:
 
 
 app.command()(serve)
+app.command("fhir-server")(fhir_server)
 app.add_typer(keys_app, name="keys")
 
 

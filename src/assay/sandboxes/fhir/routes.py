@@ -22,7 +22,7 @@ from assay.sandboxes.fhir import actions
 from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import post_bundle
 from assay.sandboxes.fhir.capability import capability_statement
-from assay.sandboxes.fhir.external import ExternalFhir
+from assay.sandboxes.fhir.external import FhirForwarder
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.store import EmbeddedFhir
 
@@ -60,7 +60,7 @@ class FhirSurface:
     base_url: str
     """The FHIR base, absolute, without a trailing slash."""
     record: Callable[[SurfaceEvent], None] | None = None
-    external: ExternalFhir | None = None
+    external: FhirForwarder | None = None
     """When set (`ASSAY_FHIR_URL`), interactions are forwarded there instead of the embedded store."""
 
 
@@ -125,8 +125,9 @@ async def _run(request: Request, surface: FhirSurface, work: Callable[[bytes], F
 
         def work(raw: bytes) -> FhirResult:
             return external.forward(
-                surface.store_id, surface.base_url, request.method, relative, query, headers, raw
-            )
+                surface.store_id, surface.base_url, request.method, relative, query, headers, raw,
+                engine=surface.fhir.engine,
+            )  # fmt: skip
 
     media_type = _media_type(request)
     return await run_in_threadpool(_handle, surface, request.method, path, raw, lambda: work(raw), media_type)

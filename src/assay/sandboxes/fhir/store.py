@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, insert, select, update
+from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 
 from assay.formats.fhir import FhirStore
 from assay.sandboxes.fhir._db import using
@@ -131,6 +131,19 @@ class EmbeddedFhir:
         """Drop this process's index of a store (its playground was torn down); SQL keeps it all."""
         with self._lock:
             self._indexes.pop(store_id, None)
+
+    def drop(self, store_id: str) -> bool:
+        """Delete store `store_id` with every version it wrote; False when there is none.
+
+        For a standalone FHIR server's `DELETE /stores/{id}` (`service/fhir_server.py`); playground
+        stores are kept (their captures point into them). The dataset layer stays: layers are
+        shared by content hash.
+        """
+        with self.engine.begin() as conn:
+            conn.execute(delete(FhirVersion).where(FhirVersion.store_id == store_id))
+            dropped = conn.execute(delete(FhirStoreRow).where(FhirStoreRow.id == store_id)).rowcount
+        self.forget(store_id)
+        return bool(dropped)
 
     def _index(self, store_id: str, conn: Connection) -> StoreIndex:
         with self._lock:

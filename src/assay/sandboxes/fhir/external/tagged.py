@@ -1,8 +1,8 @@
-"""An external FHIR R4 server behind the sandbox surface (`ASSAY_FHIR_URL`), generic tag strategy.
+"""The generic tag strategy (`ASSAY_FHIR_ISOLATION=tag`, the default): any FHIR R4 server.
 
 Users who already run HAPI, Medplum or the Google Cloud Healthcare API point Assay at it; the agent
-still talks to Assay's FHIR base, which forwards each interaction. Isolation per playground on a
-generic server (the strategy implemented here):
+still talks to Assay's FHIR base, which forwards each interaction. Without a space per playground
+(`isolated.py`), playgrounds share the server and are told apart like this:
 
 - every resource a playground writes carries `meta.tag` `{TAG_SYSTEM}|<playground id>`, and every
   search is ANDed with that `_tag`;
@@ -15,21 +15,19 @@ generic server (the strategy implemented here):
 Known leaks and limits of this fallback (docs/decisions.md): a reference the agent writes to
 another playground's *server* id (`Patient/<other prefix>-x`) resolves, and `_include`/`_history`
 follow it; a JSON Patch may remove the tag or change the id; conditional creates are a search then
-a write, not atomic; ids longer than 64 - len(prefix) characters are refused; resources stay on the
-server after the task run ends. Server-specific strategies (a FHIR store per playground on the
-Google Cloud Healthcare API, a partition on HAPI, a project on Medplum) avoid these leaks and are
-documented, not implemented.
+a write, not atomic; conditional update/delete and type/system `_history` are refused (501: on the
+server they would reach other playgrounds); ids longer than 64 - len(prefix) characters are
+refused; resources stay on the server after the task run ends.
 
-`complete` captures the playground by reading every tagged resource back and storing it as an
-embedded layer, so scoring, `rescore` and the state tar.gz never depend on the server again.
+`complete` captures the playground by reading every tagged resource back (a type the server
+answers with an error fails the capture, `_reading.py`) and storing it as an embedded layer, so
+scoring, `rescore` and the state tar.gz never depend on the server again.
 """
 
 from __future__ import annotations
 
 import copy
-import os
 import re
-import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,16 +35,18 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import httpx
+from sqlalchemy import Connection, Engine
 
 from assay.formats.fhir import search_parameter
-from assay.formats.fhir.parameters import resource_types
 from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import parse_entry
 from assay.sandboxes.fhir.capability import capability_statement
+from assay.sandboxes.fhir.external._reading import read_everything
+from assay.sandboxes.fhir.external.spaces import ExternalFhirFailed
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, rewrite_references
 
-__all__ = ["TAG_SYSTEM", "ExternalFhir", "close_external_clients", "configured_external_fhir"]
+__all__ = ["TAG_SYSTEM", "ExternalFhir", "TaggedFhir"]
 
 TAG_SYSTEM = "https://assay.dev/fhir/playground"
 _LOCAL_REF = re.compile(r"^([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})(/_history/[^/]+)?$")
@@ -92,8 +92,8 @@ def _scope(store_id: str) -> _Scope:
     return _Scope(store_id, "a" + store_id.removeprefix("pg_").lower()[-12:] + "-")
 
 
-class ExternalFhir:
-    """Forwarding to one external FHIR base (no trailing slash)."""
+class TaggedFhir:
+    """Forwarding to one external FHIR base (no trailing slash), playgrounds told apart by tag."""
 
     def __init__(self, base_url: str, client: httpx.Client | None = None):
         self.base_url = base_url.rstrip("/")
@@ -206,38 +206,25 @@ class ExternalFhir:
                 mapped = self._outbound(resource, scope)
                 url = f"{mapped['resourceType']}/{mapped['id']}"
                 entries.append({"resource": mapped, "request": {"method": "PUT", "url": url}})
-            result = self._send(
-                "POST",
-                "",
-                scope,
-                self.base_url,
-                json={"resourceType": "Bundle", "type": "batch", "entry": entries},
-            )
+            bundle = {"resourceType": "Bundle", "type": "batch", "entry": entries}
+            try:
+                result = self._send("POST", "", scope, self.base_url, json=bundle)
+            except FhirError as exc:
+                raise ExternalFhirFailed(
+                    f"the external FHIR server failed to load the datasets: {exc}"
+                ) from None
             if result.status >= 300:
-                raise FhirError(502, f"the external FHIR server refused the dataset load ({result.status})")
-
-    def snapshot(self, store_id: str) -> list[dict[str, Any]]:
-        """Every resource of the playground on the server, mapped back (for the capture)."""
-        scope = _scope(store_id)
-        found: list[dict[str, Any]] = []
-        for kind in sorted(resource_types()):
-            url: str | None = f"{self.base_url}/{kind}?" + urlencode(
-                [("_tag", f"{TAG_SYSTEM}|{scope.code}"), ("_count", "1000")]
-            )
-            while url:
-                response = self.client.get(url)
-                if response.status_code >= 400:
-                    break
-                bundle = response.json()
-                found += [
-                    self._inbound(e["resource"], scope, self.base_url)
-                    for e in bundle.get("entry") or []
-                    if "resource" in e
-                ]
-                url = next(
-                    (link["url"] for link in bundle.get("link") or [] if link.get("relation") == "next"), None
+                raise ExternalFhirFailed(
+                    f"the external FHIR server refused the dataset load ({result.status})",
+                    {"status": result.status},
                 )
-        return found
+
+    def snapshot(self, store_id: str, conn: Connection | None = None) -> list[dict[str, Any]]:
+        """Every resource of the playground on the server, mapped back (for the capture); a type
+        the server answers with an error raises `ExternalFhirFailed` rather than being skipped."""
+        scope = _scope(store_id)
+        found = read_everything(self.client, self.base_url, {}, [("_tag", f"{TAG_SYSTEM}|{scope.code}")])
+        return [self._inbound(resource, scope, self.base_url) for resource in found]
 
     # -- the interactions ----------------------------------------------------------------------
 
@@ -250,8 +237,11 @@ class ExternalFhir:
         query: list[tuple[str, str]],
         headers: dict[str, str],
         raw: bytes,
+        *,
+        engine: Engine | None = None,
     ) -> FhirResult:
-        """One REST interaction on the playground `store_id`; `path` is relative to the FHIR base."""
+        """One REST interaction on the playground `store_id`; `path` is relative to the FHIR base.
+        (`engine` is unused: the tag strategy keeps no state per playground.)"""
         scope = _scope(store_id)
         parts = [p for p in path.strip("/").split("/") if p]
         if not parts:
@@ -360,25 +350,5 @@ class ExternalFhir:
         return self._send("POST", "", scope, base, json={**bundle, "entry": out})
 
 
-_CLIENTS: dict[str, ExternalFhir] = {}
-_CLIENTS_LOCK = threading.Lock()
-
-
-def configured_external_fhir() -> ExternalFhir | None:
-    """The external server `ASSAY_FHIR_URL` names, or None for the embedded store."""
-    url = os.environ.get("ASSAY_FHIR_URL", "").strip()
-    if not url:
-        return None
-    with _CLIENTS_LOCK:
-        if url not in _CLIENTS:
-            _CLIENTS[url] = ExternalFhir(url)
-        return _CLIENTS[url]
-
-
-def close_external_clients() -> None:
-    """Close the HTTP clients of every external server used so far (shutdown, tests)."""
-    with _CLIENTS_LOCK:
-        clients = list(_CLIENTS.values())
-        _CLIENTS.clear()
-    for external in clients:
-        external.client.close()
+ExternalFhir = TaggedFhir
+"""The name this class had before the isolated strategies (kept for imports)."""

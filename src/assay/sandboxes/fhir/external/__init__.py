@@ -1,0 +1,127 @@
+"""An external FHIR R4 server behind the sandbox surface (SPEC §2, §7: `ASSAY_FHIR_URL`).
+
+The agent keeps talking to its task run's Assay FHIR base; each interaction is forwarded to the
+server, and `complete` copies the playground's final state back into an embedded layer (SPEC §6).
+How playgrounds are kept apart on the server is chosen with `ASSAY_FHIR_ISOLATION`:
+
+| value | playground space | `ASSAY_FHIR_URL` | verified against |
+|---|---|---|---|
+| `tag` (default) | shared server, tag + id prefix (`tagged.py`) | any FHIR R4 base | an Assay FHIR server |
+| `assay-store` | a store (`assay fhir-server`) | the server's root | an Assay FHIR server |
+| `hapi-partition` | a HAPI partition | the FHIR root, no tenant | documentation only |
+| `gcp-store` | a Cloud Healthcare FHIR store | the dataset's REST name | documentation only |
+| `medplum-project` | a Medplum project | the FHIR base (`…/fhir/R4`) | documentation only |
+
+`ASSAY_FHIR_AUTHORIZATION` is an `Authorization` header value Assay sends to the server with its
+own calls (space management, seeding, capture) and with forwarded requests — except on Medplum,
+where forwarded requests carry the playground project's own token. It is never shown to agents.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import httpx
+
+from assay.sandboxes.fhir.external.isolated import SPACE_KEY, IsolatedFhir, recorded_space
+from assay.sandboxes.fhir.external.spaces import (
+    AssayStores,
+    ExternalFhirFailed,
+    FhirSpaces,
+    GcpFhirStores,
+    HapiPartitions,
+    MedplumProjects,
+    Space,
+)
+from assay.sandboxes.fhir.external.tagged import TAG_SYSTEM, ExternalFhir, TaggedFhir
+
+__all__ = [
+    "ISOLATIONS",
+    "SPACE_KEY",
+    "TAG_SYSTEM",
+    "AssayStores",
+    "ExternalFhir",
+    "ExternalFhirFailed",
+    "ExternalFhirSettings",
+    "FhirForwarder",
+    "FhirSpaces",
+    "GcpFhirStores",
+    "HapiPartitions",
+    "IsolatedFhir",
+    "MedplumProjects",
+    "Space",
+    "TaggedFhir",
+    "close_external_clients",
+    "configured_external_fhir",
+    "external_fhir_settings",
+    "recorded_space",
+]
+
+FhirForwarder = TaggedFhir | IsolatedFhir
+"""What the FHIR surface forwards to when an external server is configured."""
+
+_SPACES: dict[str, type[AssayStores | HapiPartitions | GcpFhirStores | MedplumProjects]] = {
+    "assay-store": AssayStores,
+    "hapi-partition": HapiPartitions,
+    "gcp-store": GcpFhirStores,
+    "medplum-project": MedplumProjects,
+}
+ISOLATIONS = ("tag", *_SPACES)
+"""The values `ASSAY_FHIR_ISOLATION` takes."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalFhirSettings:
+    url: str
+    isolation: str
+    authorization: str | None
+
+
+def external_fhir_settings(environ: Mapping[str, str] | None = None) -> ExternalFhirSettings | None:
+    """`ASSAY_FHIR_URL` and friends, or None for the embedded store; a `ValueError` naming the
+    variable for an isolation this build does not know (so `assay serve` exits 2 with it)."""
+    env = os.environ if environ is None else environ
+    url = env.get("ASSAY_FHIR_URL", "").strip()
+    isolation = env.get("ASSAY_FHIR_ISOLATION", "").strip() or "tag"
+    if isolation not in ISOLATIONS:
+        raise ValueError(f"ASSAY_FHIR_ISOLATION must be one of {', '.join(ISOLATIONS)}, got {isolation!r}")
+    if not url:
+        return None
+    return ExternalFhirSettings(url.rstrip("/"), isolation, env.get("ASSAY_FHIR_AUTHORIZATION") or None)
+
+
+_FORWARDERS: dict[ExternalFhirSettings, FhirForwarder] = {}
+_FORWARDERS_LOCK = threading.Lock()
+
+
+def _forwarder(settings: ExternalFhirSettings) -> FhirForwarder:
+    headers = {"Accept": "application/fhir+json"}
+    if settings.isolation == "tag":
+        if settings.authorization:
+            headers["Authorization"] = settings.authorization
+        return TaggedFhir(settings.url, httpx.Client(timeout=60, headers=headers))
+    client = httpx.Client(timeout=60, headers=headers)
+    return IsolatedFhir(_SPACES[settings.isolation](settings.url, client, settings.authorization), client)
+
+
+def configured_external_fhir() -> FhirForwarder | None:
+    """The forwarder for the server `ASSAY_FHIR_URL` names (one per process), or None."""
+    settings = external_fhir_settings()
+    if settings is None:
+        return None
+    with _FORWARDERS_LOCK:
+        if settings not in _FORWARDERS:
+            _FORWARDERS[settings] = _forwarder(settings)
+        return _FORWARDERS[settings]
+
+
+def close_external_clients() -> None:
+    """Close the HTTP clients of every external server used so far (shutdown, tests)."""
+    with _FORWARDERS_LOCK:
+        forwarders = list(_FORWARDERS.values())
+        _FORWARDERS.clear()
+    for forwarder in forwarders:
+        forwarder.client.close()

@@ -1,0 +1,83 @@
+"""Reading a playground's whole state back from an external server, for `complete` (SPEC §6).
+
+One search per resource type the server serves (its CapabilityStatement, intersected with R4's
+types), following `next` links. Any answer that is not a searchset — a 4xx or 5xx on one type, a
+metadata call that fails — raises `ExternalFhirFailed`: a capture that silently skipped a type would
+score the agent on a state with resources missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+
+from assay.formats.fhir.parameters import resource_types
+from assay.sandboxes.fhir.external.spaces import ExternalFhirFailed
+
+__all__ = ["read_everything"]
+
+PAGE_SIZE = 1000
+
+
+def _get(client: httpx.Client, url: str, headers: dict[str, str]) -> dict[str, Any]:
+    what = f"GET {url}"
+    try:
+        response = client.get(url, headers=headers)
+    except httpx.HTTPError as exc:
+        raise ExternalFhirFailed(
+            f"capture failed: the external FHIR server did not answer {what}: {exc}"
+        ) from None
+    if response.status_code != 200:
+        body = response.text[:300].replace("\n", " ")
+        raise ExternalFhirFailed(
+            f"capture failed: the external FHIR server answered {response.status_code} to {what}: {body}",
+            {"status": response.status_code, "url": url},
+        )
+    try:
+        found = response.json()
+    except ValueError:
+        raise ExternalFhirFailed(
+            f"capture failed: the external FHIR server answered {what} without JSON"
+        ) from None
+    if not isinstance(found, dict):
+        raise ExternalFhirFailed(f"capture failed: the external FHIR server answered {what} with no object")
+    return found
+
+
+def served_types(client: httpx.Client, base: str, headers: dict[str, str]) -> list[str]:
+    """R4 resource types the server's CapabilityStatement lists (all of R4's when it lists none)."""
+    statement = _get(client, f"{base}/metadata", headers)
+    listed = {
+        str(resource.get("type"))
+        for rest in statement.get("rest") or []
+        if isinstance(rest, dict)
+        for resource in rest.get("resource") or []
+        if isinstance(resource, dict)
+    }
+    known = resource_types()
+    return sorted(known & listed if listed else known)
+
+
+def read_everything(
+    client: httpx.Client, base: str, headers: dict[str, str], params: Sequence[tuple[str, str]] = ()
+) -> list[dict[str, Any]]:
+    """Every resource a search of each served type finds at `base` (with `params` ANDed), as stored."""
+    found: list[dict[str, Any]] = []
+    for kind in served_types(client, base, headers):
+        url: str | None = f"{base}/{kind}?" + urlencode([*params, ("_count", str(PAGE_SIZE))])
+        while url:
+            bundle = _get(client, url, headers)
+            found += [
+                entry["resource"]
+                for entry in bundle.get("entry") or []
+                if isinstance(entry, dict)
+                and isinstance(entry.get("resource"), dict)
+                and (entry.get("search") or {}).get("mode", "match") == "match"
+            ]
+            url = next(
+                (link.get("url") for link in bundle.get("link") or [] if link.get("relation") == "next"), None
+            )
+    return found

@@ -1,0 +1,321 @@
+"""A playground's own space on an external FHIR server: opened at start, closed at teardown.
+
+Each server isolates tenants its own way; `FhirSpaces` is the one seam over them (issue 5):
+
+- `open(playground_id)` creates the space and returns its `Space`: the FHIR base on the server,
+  the headers each FHIR request needs, and what `resume`/`close` will need later (`saved`, JSON,
+  kept in the playground's `fhir` sandbox row, so it survives a restart);
+- `resume(playground_id, saved)` gives the `Space` again without creating anything (another worker,
+  a restart, or a token that expired);
+- `close(playground_id, saved)` deletes the space and everything in it.
+
+`stateless` spaces derive everything from the playground id (`saved` is empty), so forwarding a
+request never needs the database. Names on the server are `assay-<playground id>` so a space can be
+traced back to its playground.
+
+Failures of these management calls raise `ExternalFhirFailed`, naming the server, the call and its
+answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from assay.store.errors import DomainError
+
+__all__ = [
+    "AssayStores",
+    "ExternalFhirFailed",
+    "FhirSpaces",
+    "GcpFhirStores",
+    "HapiPartitions",
+    "MedplumProjects",
+    "Space",
+    "space_name",
+]
+
+_FHIR_JSON = "application/fhir+json"
+
+
+class ExternalFhirFailed(DomainError):
+    """The external FHIR server failed a call Assay itself needed (open, load, capture, close).
+
+    Not an agent's request: those come back as the server's own answer (or a 502 OperationOutcome).
+    The service has no gateway code in SPEC §5's list, so the envelope is `INTERNAL_ERROR` (500)
+    with this message; `status` says which HTTP status fits best should the mapping gain one.
+    """
+
+    status = 502
+
+
+@dataclass(frozen=True, slots=True)
+class Space:
+    """One playground's space on the server."""
+
+    base_url: str
+    """Its FHIR base on the server, without a trailing slash."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Sent with every FHIR request to the space (credentials)."""
+    saved: dict[str, Any] = field(default_factory=dict)
+    """What `resume` and `close` need beyond the playground id; JSON, kept in the sandbox row."""
+
+
+class FhirSpaces(Protocol):
+    """Creating, finding and deleting playground spaces on one server."""
+
+    isolation: str
+    """The `ASSAY_FHIR_ISOLATION` value that selects this implementation."""
+    server_url: str
+    stateless: bool
+    """True when `resume` needs nothing but the playground id."""
+
+    def open(self, playground_id: str) -> Space: ...
+
+    def resume(self, playground_id: str, saved: Mapping[str, Any]) -> Space: ...
+
+    def close(self, playground_id: str, saved: Mapping[str, Any]) -> None: ...
+
+
+def space_name(playground_id: str) -> str:
+    """The name of a playground's space on the server: `assay-<playground id>`."""
+    return f"assay-{playground_id}"
+
+
+def _auth(authorization: str | None) -> dict[str, str]:
+    return {"Authorization": authorization} if authorization else {}
+
+
+def _call(client: httpx.Client, method: str, url: str, what: str, **kwargs: Any) -> httpx.Response:
+    try:
+        return client.request(method, url, **kwargs)
+    except httpx.HTTPError as exc:
+        raise ExternalFhirFailed(
+            f"the external FHIR server failed to {what}: {method} {url}: {exc}"
+        ) from None
+
+
+def _expect(response: httpx.Response, what: str, ok: tuple[int, ...] = (200, 201)) -> httpx.Response:
+    if response.status_code not in ok:
+        body = response.text[:300].replace("\n", " ")
+        raise ExternalFhirFailed(
+            f"the external FHIR server failed to {what}: {response.request.method} {response.request.url} "
+            f"answered {response.status_code}: {body}",
+            {"status": response.status_code, "url": str(response.request.url)},
+        )
+    return response
+
+
+def _parameters(*pairs: tuple[str, str, Any]) -> dict[str, Any]:
+    """A FHIR `Parameters` resource from (name, value[x] key, value) triples."""
+    return {
+        "resourceType": "Parameters",
+        "parameter": [{"name": name, kind: value} for name, kind, value in pairs],
+    }
+
+
+class AssayStores:
+    """A store per playground on an Assay FHIR server (`assay fhir-server`).
+
+    `ASSAY_FHIR_URL` is the server's root (`http://host:8410`). Calls: `PUT /stores/{name}` (201, or
+    200 when it exists), the FHIR base `/stores/{name}/fhir`, `DELETE /stores/{name}` (204; 404
+    when already gone). Run against the real server in `tests/sandboxes/test_external_isolated.py`.
+    """
+
+    isolation = "assay-store"
+    stateless = True
+
+    def __init__(self, server_url: str, client: httpx.Client, authorization: str | None = None):
+        self.server_url = server_url.rstrip("/")
+        self.client = client
+        self.headers = _auth(authorization)
+
+    def _store_url(self, playground_id: str) -> str:
+        return f"{self.server_url}/stores/{space_name(playground_id)}"
+
+    def open(self, playground_id: str) -> Space:
+        url = self._store_url(playground_id)
+        _expect(_call(self.client, "PUT", url, "create a store", headers=self.headers), "create a store")
+        return self.resume(playground_id, {})
+
+    def resume(self, playground_id: str, saved: Mapping[str, Any]) -> Space:
+        return Space(f"{self._store_url(playground_id)}/fhir", dict(self.headers))
+
+    def close(self, playground_id: str, saved: Mapping[str, Any]) -> None:
+        url = self._store_url(playground_id)
+        response = _call(self.client, "DELETE", url, "delete a store", headers=self.headers)
+        _expect(response, "delete a store", (200, 204, 404))
+
+
+class HapiPartitions:
+    """A partition per playground on a HAPI FHIR JPA server with URL-based partitioning.
+
+    `ASSAY_FHIR_URL` is the server's FHIR root without a tenant (`http://hapi:8080/fhir`); the
+    server needs `partitioning.enabled` with the URL tenant mode (`[base]/{partition}/...`).
+    Calls, per HAPI's "Partition Mapping Operations" page: `POST [base]/DEFAULT/$partition-
+    management-create-partition` with `Parameters` `id` (integer) and `name` (code); the FHIR base
+    `[base]/{name}`; `POST [base]/DEFAULT/$partition-management-delete-partition` with `id`. The
+    partition id is derived from the playground id (31 bits of SHA-256), so nothing is stored; a
+    collision makes the create fail loudly. Deleting a partition does not expunge its rows (HAPI's
+    `$expunge` with `expungeEverything` is server-wide on some versions, so it is not sent).
+    Written to HAPI's documentation only: NOT run against a HAPI server (none reachable here).
+    """
+
+    isolation = "hapi-partition"
+    stateless = True
+
+    def __init__(self, server_url: str, client: httpx.Client, authorization: str | None = None):
+        self.server_url = server_url.rstrip("/")
+        self.client = client
+        self.headers = {**_auth(authorization), "Content-Type": _FHIR_JSON, "Accept": _FHIR_JSON}
+
+    @staticmethod
+    def partition_id(playground_id: str) -> int:
+        digest = hashlib.sha256(playground_id.encode()).digest()
+        return int.from_bytes(digest[:4], "big") % (2**31 - 1) + 1
+
+    def _operation(self, name: str, body: dict[str, Any], what: str) -> None:
+        url = f"{self.server_url}/DEFAULT/${name}"
+        _expect(_call(self.client, "POST", url, what, json=body, headers=self.headers), what)
+
+    def open(self, playground_id: str) -> Space:
+        body = _parameters(
+            ("id", "valueInteger", self.partition_id(playground_id)),
+            ("name", "valueCode", space_name(playground_id)),
+            ("description", "valueString", f"Assay playground {playground_id}"),
+        )
+        self._operation("partition-management-create-partition", body, "create a partition")
+        return self.resume(playground_id, {})
+
+    def resume(self, playground_id: str, saved: Mapping[str, Any]) -> Space:
+        headers = {k: v for k, v in self.headers.items() if k == "Authorization"}
+        return Space(f"{self.server_url}/{space_name(playground_id)}", headers)
+
+    def close(self, playground_id: str, saved: Mapping[str, Any]) -> None:
+        body = _parameters(("id", "valueInteger", self.partition_id(playground_id)))
+        self._operation("partition-management-delete-partition", body, "delete a partition")
+
+
+class GcpFhirStores:
+    """A FHIR store per playground in a Google Cloud Healthcare API dataset.
+
+    `ASSAY_FHIR_URL` is the dataset's REST name
+    (`https://healthcare.googleapis.com/v1/projects/P/locations/L/datasets/D`) and
+    `ASSAY_FHIR_AUTHORIZATION` a `Bearer` access token (e.g. `gcloud auth print-access-token`;
+    such tokens expire after about an hour). Calls: `projects.locations.datasets.fhirStores.create`
+    (`POST {dataset}/fhirStores?fhirStoreId={name}` with `version: R4`, `enableUpdateCreate: true`
+    because seeding and creates PUT client ids, `disableReferentialIntegrity: true` because a batch
+    loads resources in any order, as the embedded store does); the FHIR base
+    `{dataset}/fhirStores/{name}/fhir`; `fhirStores.delete` (`DELETE {dataset}/fhirStores/{name}`).
+    An existing store (409) is reused. Written to Google's REST reference only: NOT run against
+    the Cloud Healthcare API (not reachable here).
+    """
+
+    isolation = "gcp-store"
+    stateless = True
+
+    def __init__(self, server_url: str, client: httpx.Client, authorization: str | None = None):
+        self.server_url = server_url.rstrip("/")
+        self.client = client
+        self.headers = _auth(authorization)
+
+    def open(self, playground_id: str) -> Space:
+        body = {"version": "R4", "enableUpdateCreate": True, "disableReferentialIntegrity": True}
+        url = f"{self.server_url}/fhirStores"
+        response = _call(
+            self.client, "POST", url, "create a FHIR store",
+            params={"fhirStoreId": space_name(playground_id)}, json=body, headers=self.headers,
+        )  # fmt: skip
+        _expect(response, "create a FHIR store", (200, 201, 409))
+        return self.resume(playground_id, {})
+
+    def resume(self, playground_id: str, saved: Mapping[str, Any]) -> Space:
+        return Space(f"{self.server_url}/fhirStores/{space_name(playground_id)}/fhir", dict(self.headers))
+
+    def close(self, playground_id: str, saved: Mapping[str, Any]) -> None:
+        url = f"{self.server_url}/fhirStores/{space_name(playground_id)}"
+        response = _call(self.client, "DELETE", url, "delete a FHIR store", headers=self.headers)
+        _expect(response, "delete a FHIR store", (200, 204, 404))
+
+
+class MedplumProjects:
+    """A Medplum project per playground, reached with a client application of that project.
+
+    `ASSAY_FHIR_URL` is the FHIR base (`https://api.medplum.com/fhir/R4`) and
+    `ASSAY_FHIR_AUTHORIZATION` the `Bearer` token of a super admin (it creates and expunges
+    projects). Calls, per Medplum's docs: `POST [base]/Project/$init` (`Parameters` `name`) → the
+    project; `POST /admin/projects/{project}/client` → a `ClientApplication` with its `secret`;
+    `POST /oauth2/token` (`grant_type=client_credentials`) → an access token scoped to that project,
+    used for every FHIR request (the base is shared: the token picks the project); `POST
+    [base]/Project/{project}/$expunge?everything=true` at close. The project id and the client's
+    id and secret are `saved` (in the `fhir` sandbox row, never shown to the agent); `resume` asks
+    for a fresh token. Written to Medplum's documentation only: NOT run against a Medplum server.
+    """
+
+    isolation = "medplum-project"
+    stateless = False
+
+    def __init__(self, server_url: str, client: httpx.Client, authorization: str | None = None):
+        self.server_url = server_url.rstrip("/")
+        self.client = client
+        self.headers = _auth(authorization)
+        parts = urlsplit(self.server_url)
+        root = parts.path.removesuffix("/R4").removesuffix("/fhir")
+        self.root_url = urlunsplit((parts.scheme, parts.netloc, root, "", "")).rstrip("/")
+
+    def open(self, playground_id: str) -> Space:
+        what = "create a project"
+        body = _parameters(("name", "valueString", space_name(playground_id)))
+        response = _call(
+            self.client, "POST", f"{self.server_url}/Project/$init", what,
+            json=body, headers={**self.headers, "Content-Type": _FHIR_JSON},
+        )  # fmt: skip
+        project_id = str(_expect(response, what).json().get("id", ""))
+        if not project_id:
+            raise ExternalFhirFailed(
+                f"the external FHIR server failed to {what}: no Project id in its answer"
+            )
+        try:
+            what = "create a client application"
+            url = f"{self.root_url}/admin/projects/{project_id}/client"
+            body = {"name": space_name(playground_id), "description": f"Assay playground {playground_id}"}
+            application = _expect(
+                _call(self.client, "POST", url, what, json=body, headers=self.headers), what
+            )
+            found = application.json()
+            saved = {
+                "project_id": project_id,
+                "client_id": found.get("id"),
+                "client_secret": found.get("secret"),
+            }
+            return self.resume(playground_id, saved)
+        except ExternalFhirFailed:
+            self.close(playground_id, {"project_id": project_id})
+            raise
+
+    def resume(self, playground_id: str, saved: Mapping[str, Any]) -> Space:
+        what = "issue a project token"
+        form = {
+            "grant_type": "client_credentials",
+            "client_id": str(saved.get("client_id", "")),
+            "client_secret": str(saved.get("client_secret", "")),
+        }
+        response = _call(self.client, "POST", f"{self.root_url}/oauth2/token", what, data=form)
+        token = _expect(response, what).json().get("access_token")
+        if not isinstance(token, str) or not token:
+            raise ExternalFhirFailed(f"the external FHIR server failed to {what}: no access_token")
+        return Space(self.server_url, {"Authorization": f"Bearer {token}"}, dict(saved))
+
+    def close(self, playground_id: str, saved: Mapping[str, Any]) -> None:
+        what = "expunge a project"
+        url = f"{self.server_url}/Project/{saved.get('project_id')}/$expunge"
+        response = _call(
+            self.client, "POST", url, what, params={"everything": "true"},
+            headers={**self.headers, "Content-Type": _FHIR_JSON},
+        )  # fmt: skip
+        _expect(response, what, (200, 202, 204, 404))
