@@ -33,7 +33,7 @@ __all__ = [
     "rewrite_references",
 ]
 
-_CONDITIONAL = re.compile(r"([A-Z][A-Za-z]+)\?(.+)", re.DOTALL)
+_CONDITIONAL = re.compile(r"([A-Z][A-Za-z]+)\?(.*)", re.DOTALL)
 """`[type]?parameters`, relative to the server base (R4 http.html "Conditional References")."""
 
 
@@ -43,17 +43,19 @@ class ConditionalReference:
 
     resource_type: str
     """The type named before `?`; only its shape is checked here, not that R4 defines it."""
+    query: str
+    """Everything after the first `?`, as written (may be empty)."""
     pairs: tuple[tuple[str, str], ...]
     """The query's (name, value) pairs in order, blank values kept."""
 
 
 def parse_conditional_reference(text: str) -> ConditionalReference | None:
     """`Type?query` as a `ConditionalReference`; None for any other reference (`Type/id`, URLs,
-    `urn:`, `#contained`) and for a type with nothing after `?`."""
+    `urn:`, `#contained`, `Patient/1?x`)."""
     found = _CONDITIONAL.fullmatch(text)
     if found is None:
         return None
-    return ConditionalReference(found[1], tuple(parse_qsl(found[2], keep_blank_values=True)))
+    return ConditionalReference(found[1], found[2], tuple(parse_qsl(found[2], keep_blank_values=True)))
 
 
 def rewrite_references(value: Any, mapping: Callable[[str], str | None]) -> Any:
@@ -150,7 +152,7 @@ class _ConditionalResolver:
 
 def _match_one(store: FhirStore, reference: str) -> str | None:
     conditional = parse_conditional_reference(reference)
-    if conditional is None:
+    if conditional is None or not conditional.query:
         return None
     params: dict[str, list[str]] = {}
     for key, value in conditional.pairs:

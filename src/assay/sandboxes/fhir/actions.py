@@ -11,11 +11,11 @@ import copy
 import json
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache, partial
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode
 
 import jsonpatch  # type: ignore[import-untyped]
@@ -36,6 +36,8 @@ __all__ = [
     "DEFAULT_COUNT",
     "MAX_COUNT",
     "FhirResult",
+    "ReferenceResolver",
+    "Searchable",
     "apply_json_patch",
     "conditional_delete",
     "conditional_matches",
@@ -64,6 +66,20 @@ class FhirResult:
     status: int
     body: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
+
+
+ReferenceResolver = Callable[[WriteTransaction, dict[str, Any]], dict[str, Any]]
+"""Rewrites a resource's references inside its write transaction, just before it is written (a
+batch entry's conditional references, `bundles.py`); plain REST writes pass none and keep every
+reference as sent."""
+
+
+def _existing(tx: WriteTransaction, resource_type: str, resource_id: str) -> Current:
+    """The current version (possibly a delete) of a resource the URL names; 404 when never seen."""
+    current = tx.current(resource_type, resource_id)
+    if current is None:
+        raise FhirError(404, f"{resource_type}/{resource_id} is not known")
+    return current
 
 
 def version_headers(resource: dict[str, Any]) -> dict[str, str]:
@@ -407,17 +423,24 @@ def search(
 # -- writes --------------------------------------------------------------------------------------
 
 
+class Searchable(Protocol):
+    """What conditional criteria are matched against: a `WriteTransaction` (the state before it)
+    or a `FhirStore` (a transaction's own writes, `bundles.py`)."""
+
+    def search(self, resource_type: str, params: Mapping[str, Any]) -> list[dict[str, Any]]: ...
+
+
 def conditional_matches(
-    tx: WriteTransaction,
+    tx: Searchable,
     resource_type: str,
     query: str | Sequence[tuple[str, str]],
     what: str = "If-None-Exist",
 ) -> list[dict[str, Any]]:
     """Resources matching a conditional query (`identifier=a|b`, optionally `Type?…`, or pairs).
 
-    The criteria of conditional create, update and delete; control parameters such as `_format`
-    are dropped, and criteria that select nothing at all are refused (400): a conditional write
-    must name what it means.
+    The criteria of conditional create, update and delete and of conditional references; control
+    parameters such as `_format` are dropped, and criteria that select nothing at all are refused
+    (400): a conditional write must name what it means.
     """
     if isinstance(query, str):
         text = query.strip()
@@ -449,6 +472,8 @@ def create(
     resource_type: str,
     body: Any,
     if_none_exist: str | None = None,
+    *,
+    references: ReferenceResolver | None = None,
 ) -> FhirResult:
     check_type(resource_type)
     resource = check_resource(body, resource_type)
@@ -459,6 +484,8 @@ def create(
                 raise FhirError(412, f"If-None-Exist {if_none_exist!r} matches {len(found)} resources")
             if found:
                 return FhirResult(200, found[0], version_headers(found[0]))
+        if references is not None:
+            resource = references(tx, resource)
         stored = tx.put(resource, str(uuid.uuid4()))
     return FhirResult(201, stored, {**version_headers(stored), "Location": _location(base, stored)})
 
@@ -471,12 +498,16 @@ def update(
     resource_id: str,
     body: Any,
     if_match: str | None = None,
+    *,
+    references: ReferenceResolver | None = None,
 ) -> FhirResult:
     check_type(resource_type)
     resource = check_resource(body, resource_type, resource_id)
     with fhir.writing(store_id) as tx:
         current = tx.current(resource_type, resource_id)
         _check_if_match(if_match, current, f"{resource_type}/{resource_id}")
+        if references is not None:
+            resource = references(tx, resource)
         stored = tx.put(resource, resource_id)
     return written(base, stored, current)
 
@@ -489,6 +520,8 @@ def conditional_update(
     pairs: Sequence[tuple[str, str]],
     body: Any,
     if_match: str | None = None,
+    *,
+    references: ReferenceResolver | None = None,
 ) -> FhirResult:
     """`PUT [type]?criteria` (FHIR R4 §3.1.0.4.3): no match creates, one match is updated, more 412.
 
@@ -510,6 +543,8 @@ def conditional_update(
         rid = found[0]["id"] if found else (body_id or str(uuid.uuid4()))
         current = tx.current(resource_type, rid)
         _check_if_match(if_match, current, f"{resource_type}/{rid}")
+        if references is not None:
+            resource = references(tx, resource)
         stored = tx.put(resource, rid)
     return written(base, stored, current)
 
@@ -558,9 +593,7 @@ def patch(
     """JSON Patch (RFC 6902) on the current version; the result must still be a valid resource."""
     check_type(resource_type)
     with fhir.writing(store_id) as tx:
-        current = tx.current(resource_type, resource_id)
-        if current is None:
-            raise FhirError(404, f"{resource_type}/{resource_id} is not known")
+        current = _existing(tx, resource_type, resource_id)
         if current.deleted or current.resource is None:
             raise FhirError(410, f"{resource_type}/{resource_id} was deleted")
         _check_if_match(if_match, current, f"{resource_type}/{resource_id}")
@@ -574,9 +607,7 @@ def delete(
 ) -> FhirResult:
     check_type(resource_type)
     with fhir.writing(store_id) as tx:
-        current = tx.current(resource_type, resource_id)
-        if current is None:
-            raise FhirError(404, f"{resource_type}/{resource_id} is not known")
+        current = _existing(tx, resource_type, resource_id)
         if current.deleted:
             return FhirResult(204)
         _check_if_match(if_match, current, f"{resource_type}/{resource_id}")

@@ -5,20 +5,30 @@ rolls everything back with that entry's status (an `If-Match` mismatch is a 409 
 here). As FHIR says, a POST gets a server-assigned id, and every reference to the entry's
 `urn:uuid:` (or other) fullUrl is rewritten to the new `Type/id`; entries run in FHIR's order
 DELETE, POST, PUT/PATCH, GET and answer in the request's order. A batch runs each entry on its own.
+
+Conditional references (`"reference": "Patient?identifier=urn:mrn|42"`, R4 http.html "Transaction
+Processing Rules") in what a transaction or batch entry writes are resolved to the one matching
+`Type/id` with the store's own search (`conditional_matches`); none or several matches are 412
+naming the entry and the reference, a bad query 400. See `ConditionalReferences` for which state
+is searched. Plain create and update outside bundles keep such references as sent: FHIR defines
+them for transactions only.
 """
 
 from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
+from assay.formats.fhir import FhirStore, is_resource_type
+from assay.formats.fhir.bundles import ConditionalReference, parse_conditional_reference
 from assay.sandboxes.fhir import actions
 from assay.sandboxes.fhir.actions import (
     FhirResult,
+    ReferenceResolver,
     apply_json_patch,
     conditional_matches,
     version_headers,
@@ -28,10 +38,18 @@ from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, parse_etag, rewrite_references
 from assay.sandboxes.fhir.store import EmbeddedFhir, WriteTransaction
 
-__all__ = ["parse_entry", "post_bundle"]
+__all__ = ["ConditionalReferences", "parse_entry", "post_bundle"]
 
+Key = tuple[str, str]
 _STATUS_TEXT = {200: "200 OK", 201: "201 Created", 204: "204 No Content"}
 _ORDER = {"DELETE": 0, "POST": 1, "PUT": 2, "PATCH": 2, "GET": 3, "HEAD": 3}
+_RESULT_CONTROLS = frozenset(
+    {"_count", "_sort", "_offset", "_getpagesoffset", "_include", "_revinclude", "_summary",
+     "_elements", "_total", "_contained", "_containedType", "_format", "_pretty"}
+)  # fmt: skip
+"""Parameters that shape a result page, not which resources match: dropped from a conditional
+reference's query (R4: "none of the parameters that control the return of resources are
+relevant"), so `_count=1` cannot hide a second match."""
 
 
 @dataclass
@@ -96,25 +114,99 @@ def post_bundle(fhir: EmbeddedFhir, store_id: str, base: str, body: Any) -> Fhir
     entries = body.get("entry") or []
     if not isinstance(entries, list):
         raise FhirError(400, "Bundle.entry must be an array")
-    if kind == "batch":
-        return FhirResult(
-            200,
-            {
-                "resourceType": "Bundle",
-                "type": "batch-response",
-                "entry": _batch(fhir, store_id, base, entries),
-            },
-        )
-    if kind == "transaction":
-        return FhirResult(
-            200,
-            {
-                "resourceType": "Bundle",
-                "type": "transaction-response",
-                "entry": _transaction(fhir, store_id, base, entries),
-            },
-        )
-    raise FhirError(422, f"Bundle.type {kind!r}: the FHIR base takes transaction or batch bundles")
+    run = {"batch": _batch, "transaction": _transaction}.get(kind) if isinstance(kind, str) else None
+    if run is None:
+        raise FhirError(422, f"Bundle.type {kind!r}: the FHIR base takes transaction or batch bundles")
+    response = {
+        "resourceType": "Bundle",
+        "type": f"{kind}-response",
+        "entry": run(fhir, store_id, base, entries),
+    }
+    return FhirResult(200, response)
+
+
+# -- conditional references ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Writes:
+    """What a transaction writes, as conditional references see it: its POST and PUT resources
+    (ids assigned, fullUrl references rewritten) and every key it writes or deletes."""
+
+    store: FhirStore
+    replaced: frozenset[Key]
+
+
+@dataclass
+class ConditionalReferences:
+    """Resolves the conditional references of one transaction, or of one batch entry, inside its
+    write transaction (R4 http.html "Transaction Processing Rules"), each text once.
+
+    The state searched is the store before the transaction with the transaction's own writes in
+    place (FHIR processes deletes and creates before the entries that reference them): a resource
+    it deletes or writes no longer matches as it was, and what its POST and PUT entries write
+    matches as sent. PATCH entries do not count (their result is known only when they run), and
+    a PATCH result's references are not resolved: the entry's resource is the patch, and the
+    rest is what was stored (where dataset loading may have left an unresolvable one, SPEC §5.1).
+    A batch entry is its own transaction and sees the store before it, `writes` being None.
+    """
+
+    tx: WriteTransaction
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    """fullUrl → `Type/id` of the transaction's entries, rewritten first."""
+    writes: Callable[[], _Writes] | None = None
+    """Builds the transaction's writes on the first conditional reference (most have none)."""
+    _writes: _Writes | None = field(default=None, init=False, repr=False)
+    _answers: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+
+    def rewrite(self, resource: dict[str, Any], position: int, conditional: bool = True) -> dict[str, Any]:
+        """`resource` with its fullUrl references and, when `conditional`, its conditional
+        references rewritten, in place."""
+        if not conditional:
+            return rewrite_references(resource, self.aliases.get)
+        return rewrite_references(resource, lambda text: self._local(text, position))
+
+    def _local(self, text: str, position: int) -> str | None:
+        if text in self.aliases:
+            return self.aliases[text]
+        conditional = parse_conditional_reference(text)
+        if conditional is None:
+            return None
+        if text not in self._answers:
+            self._answers[text] = self._resolve(
+                conditional, f"entry {position}: conditional reference {text!r}"
+            )
+        return self._answers[text]
+
+    def _resolve(self, conditional: ConditionalReference, label: str) -> str:
+        kind = conditional.resource_type
+        if not is_resource_type(kind):
+            raise FhirError(400, f"{label}: unknown resource type {kind}")
+        pairs = [(k, v) for k, v in conditional.pairs if k.partition(":")[0] not in _RESULT_CONTROLS]
+        if not pairs:
+            raise FhirError(400, f"{label}: no search parameter to match on")
+        if self._writes is None and self.writes is not None:
+            self._writes = self.writes()
+        try:
+            found = conditional_matches(self.tx, kind, pairs)
+            if self._writes is not None:
+                found = [r for r in found if (kind, r["id"]) not in self._writes.replaced]
+                found += conditional_matches(self._writes.store, kind, pairs)
+        except FhirError as error:
+            raise FhirError(error.status, f"{label}: {error.diagnostics}") from None
+        if len(found) != 1:
+            matched = f"{len(found)} {kind} resources" if found else f"no {kind}"
+            raise FhirError(412, f"{label} matches {matched}; it must match exactly one")
+        return f"{kind}/{found[0]['id']}"
+
+
+def _batch_references(position: int) -> ReferenceResolver:
+    """A batch entry's conditional references, resolved against the store before it."""
+
+    def resolve(tx: WriteTransaction, resource: dict[str, Any]) -> dict[str, Any]:
+        return ConditionalReferences(tx).rewrite(copy.deepcopy(resource), position)
+
+    return resolve
 
 
 # -- batch ---------------------------------------------------------------------------------------
@@ -132,8 +224,11 @@ def _batch(fhir: EmbeddedFhir, store_id: str, base: str, raw_entries: list[Any])
 
 
 def _run_alone(fhir: EmbeddedFhir, store_id: str, base: str, e: _Entry) -> FhirResult:
+    references = _batch_references(e.position)
     if e.method == "POST":
-        return actions.create(fhir, store_id, base, e.resource_type, e.resource, e.if_none_exist)
+        return actions.create(
+            fhir, store_id, base, e.resource_type, e.resource, e.if_none_exist, references=references
+        )
     if e.method in ("GET", "HEAD"):
         if e.resource_id is None:
             return actions.search(fhir, store_id, base, e.resource_type, parse_qsl(e.query or ""))
@@ -142,13 +237,22 @@ def _run_alone(fhir: EmbeddedFhir, store_id: str, base: str, e: _Entry) -> FhirR
         criteria = parse_qsl(e.query, keep_blank_values=True)
         if e.method == "PUT":
             return actions.conditional_update(
-                fhir, store_id, base, e.resource_type, criteria, e.resource, e.if_match
+                fhir, store_id, base, e.resource_type, criteria, e.resource, e.if_match, references=references
             )
         return actions.conditional_delete(fhir, store_id, e.resource_type, criteria)
     if e.resource_id is None:
         raise FhirError(400, f"entry {e.position}: {e.method} needs a url Type/id")
     if e.method == "PUT":
-        return actions.update(fhir, store_id, base, e.resource_type, e.resource_id, e.resource, e.if_match)
+        return actions.update(
+            fhir,
+            store_id,
+            base,
+            e.resource_type,
+            e.resource_id,
+            e.resource,
+            e.if_match,
+            references=references,
+        )
     if e.method == "PATCH":
         return actions.patch(fhir, store_id, e.resource_type, e.resource_id, e.resource, e.if_match)
     return actions.delete(fhir, store_id, e.resource_type, e.resource_id, e.if_match)
@@ -169,6 +273,7 @@ def _transaction(
             for e in entries
             if e.full_url and e.position in ids
         }
+        references = ConditionalReferences(tx, urls, lambda: _transaction_writes(entries, ids, reused, urls))
         touched: set[tuple[str, str]] = set()
         for entry in sorted(entries, key=lambda e: _ORDER[e.method]):
             if entry.position in unmatched:  # a conditional DELETE that matched nothing
@@ -180,8 +285,26 @@ def _transaction(
                     400, f"entry {entry.position}: {key[0]}/{key[1]} is written twice in one transaction"
                 )
             touched.add(key)
-            results[entry.position] = _run_in(tx, base, entry, ids, reused, urls.get)
+            results[entry.position] = _run_in(tx, base, entry, ids, reused, references)
     return [_response(results[i], base) for i in range(len(entries))]
+
+
+def _transaction_writes(
+    entries: list[_Entry], ids: dict[int, str], reused: set[int], urls: Mapping[str, str]
+) -> _Writes:
+    """The resources a transaction's POST and PUT entries write and the keys it writes or deletes
+    (a PATCH's key too: its pre-transaction version stands in for the result)."""
+    resources: list[dict[str, Any]] = []
+    replaced: set[Key] = set()
+    for e in entries:
+        rid = ids.get(e.position)
+        if rid is None or e.position in reused or e.method not in ("POST", "PUT", "DELETE"):
+            continue
+        replaced.add((e.resource_type, rid))
+        body = e.resource
+        if e.method != "DELETE" and isinstance(body, dict) and body.get("resourceType") == e.resource_type:
+            resources.append(rewrite_references({**copy.deepcopy(body), "id": rid}, urls.get))
+    return _Writes(FhirStore(resources), frozenset(replaced))
 
 
 def _conditional_target(tx: WriteTransaction, e: _Entry) -> str | None:
@@ -242,7 +365,7 @@ def _run_in(
     e: _Entry,
     ids: dict[int, str],
     reused: set[int],
-    mapped: Callable[[str], str | None],
+    references: ConditionalReferences,
 ) -> FhirResult:
     label = f"entry {e.position}: {e.resource_type}/{ids.get(e.position, e.resource_id)}"
     if e.method in ("GET", "HEAD"):
@@ -282,5 +405,5 @@ def _run_in(
     else:
         by_url = e.method == "PUT" and e.resource_id is not None  # a conditional PUT's id was checked
         resource = copy.deepcopy(check_resource(e.resource, e.resource_type, rid if by_url else None))
-    resource = rewrite_references(resource, mapped)
+    resource = references.rewrite(resource, e.position, conditional=e.method != "PATCH")
     return written(base, tx.put(check_resource(resource, e.resource_type), rid), current)
