@@ -13,6 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
+from assay.formats.fhir import bundles
+from assay.sandboxes.fhir import resources
+
 FHIR = {"Content-Type": "application/fhir+json"}
 BY_MRN = "Patient?identifier=urn:mrn|42"
 Json = dict[str, Any]
@@ -201,3 +204,8 @@ def test_plain_writes_and_patch_results_keep_conditional_references_as_sent(http
         kept = http.post("", json=_bundle("transaction", _post(_observation(reference))))
         assert kept.status_code == 200, reference
         assert kept.json()["entry"][0]["resource"]["subject"]["reference"] == reference
+
+
+def test_the_sandbox_rewriter_is_the_dataset_loaders() -> None:
+    """One walker (the external backend imports it from `resources`, dataset loading from below)."""
+    assert resources.rewrite_references is bundles.rewrite_references

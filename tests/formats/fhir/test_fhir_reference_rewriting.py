@@ -1,0 +1,81 @@
+"""The one reference walker (`rewrite_references`) and the one reading of `Type?params` references
+(`parse_conditional_reference`) that dataset loading (SPEC §5.1) and the FHIR sandbox share."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from assay.formats.fhir.bundles import ConditionalReference, parse_conditional_reference, rewrite_references
+
+_KEYS = st.sampled_from(["reference", "subject", "entry", "contained", "display", "extension"])
+_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8))
+_JSON = st.recursive(
+    _LEAVES,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4),
+    max_leaves=30,
+)
+
+
+def _expected(value: Any, mapping: Any, seen: list[str]) -> Any:
+    """An independent, copying oracle: a node's own `reference` first, then its children."""
+    if isinstance(value, list):
+        return [_expected(item, mapping, seen) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = dict(value)
+    if isinstance(value.get("reference"), str):
+        seen.append(value["reference"])
+        mapped = mapping(value["reference"])
+        out["reference"] = value["reference"] if mapped is None else mapped
+    for key, item in value.items():
+        if isinstance(item, dict | list):
+            out[key] = _expected(item, mapping, seen)
+    return out
+
+
+@settings(max_examples=200, derandomize=True)
+@given(_JSON)
+def test_rewrite_matches_the_oracle_in_document_order(value: Any) -> None:
+    def mapping(text: str) -> str | None:
+        calls.append(text)
+        return None if len(text) % 2 else f"Patient/{len(text)}"
+
+    calls: list[str] = []
+    seen: list[str] = []
+    expected = _expected(copy.deepcopy(value), mapping, seen)
+    calls.clear()
+    original = copy.deepcopy(value)
+    result = rewrite_references(value, mapping)
+    assert result is value
+    assert result == expected
+    assert calls == seen
+    assert rewrite_references(original, lambda _: None) == original
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("Patient?identifier=urn:mrn|42", ConditionalReference("Patient", "identifier=urn:mrn|42",
+                                                               (("identifier", "urn:mrn|42"),))),
+        ("Practitioner?identifier=a&name=", ConditionalReference("Practitioner", "identifier=a&name=",
+                                                                 (("identifier", "a"), ("name", "")))),
+        ("Patient?", ConditionalReference("Patient", "", ())),
+        ("Patient?a=1?b", ConditionalReference("Patient", "a=1?b", (("a", "1?b"),))),
+    ],
+)  # fmt: skip
+def test_conditional_references_parse(text: str, parsed: ConditionalReference) -> None:
+    assert parse_conditional_reference(text) == parsed
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Patient/1", "Patient/1?x=y", "patient?identifier=x", "http://x/fhir/Patient?identifier=x",
+     "urn:uuid:1?x", "#contained?x", "P?x=1", " Patient?x=1", "?x=1"],
+)  # fmt: skip
+def test_other_references_are_not_conditional(text: str) -> None:
+    assert parse_conditional_reference(text) is None
