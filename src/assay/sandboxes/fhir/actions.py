@@ -74,6 +74,13 @@ batch entry's conditional references, `bundles.py`); plain REST writes pass none
 reference as sent."""
 
 
+def _put(
+    tx: WriteTransaction, resource: dict[str, Any], resource_id: str, references: ReferenceResolver | None
+) -> dict[str, Any]:
+    """`tx.put`, after the caller's reference rewriting when it passed one."""
+    return tx.put(resource if references is None else references(tx, resource), resource_id)
+
+
 def _existing(tx: WriteTransaction, resource_type: str, resource_id: str) -> Current:
     """The current version (possibly a delete) of a resource the URL names; 404 when never seen."""
     current = tx.current(resource_type, resource_id)
@@ -484,9 +491,7 @@ def create(
                 raise FhirError(412, f"If-None-Exist {if_none_exist!r} matches {len(found)} resources")
             if found:
                 return FhirResult(200, found[0], version_headers(found[0]))
-        if references is not None:
-            resource = references(tx, resource)
-        stored = tx.put(resource, str(uuid.uuid4()))
+        stored = _put(tx, resource, str(uuid.uuid4()), references)
     return FhirResult(201, stored, {**version_headers(stored), "Location": _location(base, stored)})
 
 
@@ -506,9 +511,7 @@ def update(
     with fhir.writing(store_id) as tx:
         current = tx.current(resource_type, resource_id)
         _check_if_match(if_match, current, f"{resource_type}/{resource_id}")
-        if references is not None:
-            resource = references(tx, resource)
-        stored = tx.put(resource, resource_id)
+        stored = _put(tx, resource, resource_id, references)
     return written(base, stored, current)
 
 
@@ -543,9 +546,7 @@ def conditional_update(
         rid = found[0]["id"] if found else (body_id or str(uuid.uuid4()))
         current = tx.current(resource_type, rid)
         _check_if_match(if_match, current, f"{resource_type}/{rid}")
-        if references is not None:
-            resource = references(tx, resource)
-        stored = tx.put(resource, rid)
+        stored = _put(tx, resource, rid, references)
     return written(base, stored, current)
 
 
