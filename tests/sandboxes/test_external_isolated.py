@@ -1,0 +1,218 @@
+"""`ASSAY_FHIR_ISOLATION=assay-store`: each playground gets its own store on a second Assay FHIR
+server (`assay fhir-server`, built by `create_fhir_server` and run under uvicorn), driven through
+the service's public API exactly as `test_external.py` drives the tag strategy (issue 5)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+from fhirpy import SyncFHIRClient
+from sqlalchemy import select
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+from typer.testing import CliRunner
+
+from assay.clients.cli.app import app as cli
+from assay.sandboxes.fhir.external import SPACE_KEY, close_external_clients
+from assay.service.fhir_server import create_fhir_server
+from assay.service.settings import Settings
+from assay.store.models import Sandbox
+from tests.sandboxes.conftest import serve
+from tests.sandboxes.test_playgrounds import LIZ, _book, _fhir_benchmark
+from tests.service.builders import error, ok
+
+if TYPE_CHECKING:
+    from tests.service.conftest import Server
+
+TOKEN = "second-server-token"
+
+
+@dataclass
+class SecondServer:
+    """The 'external' Assay FHIR server, with faults a test can switch on."""
+
+    url: str
+    faults: set[tuple[str, str]] = field(default_factory=set)
+    """(method, last path segment) pairs answered with a 500 instead of reaching the server."""
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"})
+
+    def store(self, playground_id: str) -> str:
+        return f"/stores/assay-{playground_id}"
+
+
+class _Faulty:
+    def __init__(self, app: Any, faults: set[tuple[str, str]]):
+        self.app, self.faults = app, faults
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (scope["method"], scope["path"].rsplit("/", 1)[-1]) in self.faults:
+            outcome = {
+                "resourceType": "OperationOutcome",
+                "issue": [{"severity": "error", "code": "exception"}],
+            }
+            await JSONResponse(outcome, 500)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+@pytest.fixture(scope="module")
+def second(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecondServer]:
+    database = f"sqlite:///{tmp_path_factory.mktemp('second-fhir') / 'fhir.db'}"
+    faults: set[tuple[str, str]] = set()
+    for url in serve(_Faulty(create_fhir_server(database, token=TOKEN), faults)):  # type: ignore[arg-type]
+        yield SecondServer(url, faults)
+
+
+@pytest.fixture
+def isolated(second: SecondServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[SecondServer]:
+    monkeypatch.setenv("ASSAY_FHIR_URL", second.url)
+    monkeypatch.setenv("ASSAY_FHIR_ISOLATION", "assay-store")
+    monkeypatch.setenv("ASSAY_FHIR_AUTHORIZATION", f"Bearer {TOKEN}")
+    yield second
+    second.faults.clear()
+    close_external_clients()
+
+
+def test_playgrounds_in_stores_of_their_own(
+    server: Server, api: httpx.Client, isolated: SecondServer
+) -> None:
+    run = _fhir_benchmark(api, tasks=2, concurrency=2)
+    first, other = run["task_runs"]
+    token = run["bearer_token"]
+    with server.client(token) as agent, isolated.client() as remote:
+        started = [ok(agent.post(tr["start_url"])) for tr in (first, other)]
+        bases = [server.url + s["endpoints"]["fhir"] for s in started]
+        stores = [isolated.store(s["playground_id"]) for s in started]
+        assert [remote.get(store).status_code for store in stores] == [200, 200]
+        one = SyncFHIRClient(bases[0], authorization=f"Bearer {token}")
+        two = SyncFHIRClient(bases[1], authorization=f"Bearer {token}")
+
+        appointment_id = _book(one)
+        found = one.resources("Appointment").search(patient=f"Patient/{LIZ}", status="booked").fetch_all()
+        assert [a.id for a in found] == [appointment_id]
+        assert two.resources("Appointment").fetch_all() == []
+        on_server = remote.get(f"{stores[0]}/fhir/Appointment/{appointment_id}").json()
+        assert on_server["id"] == appointment_id and "tag" not in on_server.get(
+            "meta", {}
+        )  # ids kept, no tag
+
+        # Conditional update and delete, and type/system history: forwarded (the tag strategy 501s).
+        liz = agent.get(f"{bases[0]}/Patient/{LIZ}").json()
+        updated = agent.put(f"{bases[0]}/Patient", params={"_id": LIZ}, json={**liz, "gender": "other"})
+        assert updated.status_code == 200, updated.text
+        assert agent.get(f"{bases[1]}/Patient/{LIZ}").json()["gender"] == "female"
+        created = agent.post(
+            f"{bases[0]}/Patient",
+            json={"resourceType": "Patient", "identifier": [{"system": "urn:t", "value": "1"}]},
+        )
+        assert created.status_code == 201 and created.headers["Location"].startswith(f"{bases[0]}/Patient/")
+        paged = agent.get(f"{bases[0]}/Patient", params={"_count": "1"})
+        [next_url] = [link["url"] for link in ok(paged)["link"] if link["relation"] == "next"]
+        assert next_url.startswith(f"{bases[0]}/Patient?") and ok(agent.get(next_url))["entry"]
+        assert agent.delete(f"{bases[0]}/Patient", params={"identifier": "urn:t|1"}).status_code in (200, 204)
+        assert ok(agent.get(f"{bases[0]}/Patient", params={"identifier": "urn:t|1"}))["total"] == 0
+        history = agent.get(f"{bases[0]}/Patient/_history")
+        assert ok(history)["type"] == "history" and history.json()["total"] >= 3
+        system = agent.get(f"{bases[0]}/_history")
+        assert {e["resource"]["resourceType"] for e in ok(system)["entry"] if "resource" in e} >= {
+            "Appointment"
+        }
+        for response in (updated, created, paged, history, system):
+            assert isolated.url not in response.text  # the agent never sees the server
+        assert all(e["fullUrl"].startswith(bases[0]) for e in history.json()["entry"])
+        assert agent.get(f"{bases[0]}/Patient/$everything").status_code == 404  # no $operations
+
+        scores = [ok(agent.post(tr["complete_url"]))["score"] for tr in (first, other)]
+        assert scores == [1.0, 0.5]
+        assert agent.get(f"{bases[0]}/Patient").status_code == 409
+        assert [remote.get(store).status_code for store in stores] == [404, 404]  # deleted at teardown
+
+    state = api.get(f"/task-runs/{first['id']}/state")
+    with tarfile.open(fileobj=io.BytesIO(state.content)) as archive:
+        names = archive.getnames()
+        liz_file = archive.extractfile(f"snapshot/fhir/Patient/{LIZ}.json")
+        assert liz_file is not None and json.load(liz_file)["gender"] == "other"
+    assert f"snapshot/fhir/Appointment/{appointment_id}.json" in names
+    assert ok(api.post(f"/task-runs/{first['id']}/rescore"))["score"] == 1.0
+
+
+def test_a_server_error_during_capture_fails_complete_and_keeps_the_run_completable(
+    server: Server, api: httpx.Client, isolated: SecondServer
+) -> None:
+    run = _fhir_benchmark(api)
+    [task_run] = run["task_runs"]
+    with server.client(run["bearer_token"]) as agent, isolated.client() as remote:
+        started = ok(agent.post(task_run["start_url"]))
+        _book(
+            SyncFHIRClient(
+                server.url + started["endpoints"]["fhir"], authorization=f"Bearer {run['bearer_token']}"
+            )
+        )
+        isolated.faults.add(("GET", "Observation"))
+        failed = agent.post(task_run["complete_url"])
+        error(failed, 500, "INTERNAL_ERROR")
+        message = failed.json()["error"]["message"]
+        assert "capture failed" in message and "answered 500" in message and "/Observation?" in message
+        record = ok(api.get(f"/task-runs/{task_run['id']}"))
+        assert (record["phase"], record["status"], record["criterion_runs"]) == ("started", "active", [])
+        assert remote.get(isolated.store(started["playground_id"])).status_code == 200
+
+        isolated.faults.clear()
+        completed = ok(agent.post(task_run["complete_url"]))
+        assert (completed["score"], completed["verdict"]) == (1.0, "pass")
+        assert remote.get(isolated.store(started["playground_id"])).status_code == 404
+
+
+def test_a_failing_store_deletion_does_not_fail_complete(
+    server: Server, api: httpx.Client, isolated: SecondServer
+) -> None:
+    run = _fhir_benchmark(api)
+    [task_run] = run["task_runs"]
+    with server.client(run["bearer_token"]) as agent, isolated.client() as remote:
+        started = ok(agent.post(task_run["start_url"]))
+        store = isolated.store(started["playground_id"])
+        isolated.faults.add(("DELETE", store.rsplit("/", 1)[-1]))
+        assert ok(agent.post(task_run["complete_url"]))["score"] == 0.5
+        assert remote.get(store).status_code == 200  # left on the server, and noted:
+    with server.database.transaction() as session:
+        credentials = session.scalars(
+            select(Sandbox.credentials).where(
+                Sandbox.playground_id == started["playground_id"], Sandbox.type == "fhir"
+            )
+        ).one()
+    assert "500" in credentials[SPACE_KEY]["close_error"]
+
+
+def test_the_fhir_server_manages_stores(isolated: SecondServer) -> None:
+    with isolated.client() as remote:
+        assert remote.put("/stores/demo-1").status_code == 201
+        assert ok(remote.put("/stores/demo-1"))["fhir_base"] == f"{isolated.url}/stores/demo-1/fhir"
+        created = remote.post("/stores/demo-1/fhir/Patient", json={"resourceType": "Patient"})
+        assert created.status_code == 201
+        assert remote.delete("/stores/demo-1").status_code == 204
+        error(remote.delete("/stores/demo-1"), 404, "NOT_FOUND")
+        gone = remote.get("/stores/demo-1/fhir/Patient")
+        assert gone.status_code == 404 and gone.json()["resourceType"] == "OperationOutcome"
+        error(remote.put("/stores/no%20spaces"), 422, "VALIDATION_ERROR")
+    error(httpx.put(f"{isolated.url}/stores/demo-2"), 401, "UNAUTHORIZED")
+
+
+def test_an_unknown_isolation_is_refused_when_settings_are_read(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="ASSAY_FHIR_ISOLATION must be one of tag, assay-store"):
+        Settings.from_env({"ASSAY_FHIR_ISOLATION": "per-tenant"})
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ASSAY_")}
+    result = CliRunner().invoke(
+        cli, ["serve", "--data-dir", str(tmp_path)], env={**env, "ASSAY_FHIR_ISOLATION": "per-tenant"}
+    )
+    assert result.exit_code == 2 and "ASSAY_FHIR_ISOLATION" in result.output

@@ -1,0 +1,207 @@
+"""REQUEST-SHAPE tests, not verification: the calls each `FhirSpaces` implementation sends, checked
+against an httpx `MockTransport` that answers like the documentation says the server answers. No
+HAPI, Google Cloud Healthcare API or Medplum server was reachable when these were written; only
+`AssayStores` is verified against a real server (`test_external_isolated.py`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from urllib.parse import parse_qs
+
+import httpx
+import pytest
+
+from assay.sandboxes.fhir.external import (
+    GcpFhirStores,
+    HapiPartitions,
+    IsolatedFhir,
+    MedplumProjects,
+    TaggedFhir,
+)
+from assay.sandboxes.fhir.outcomes import FhirError
+
+Answer = Callable[[httpx.Request], httpx.Response]
+ASSAY_BASE = "http://assay.invalid/v1/task-runs/tr_1/fhir"
+
+
+def _recording(answer: Answer) -> tuple[httpx.Client, list[httpx.Request]]:
+    sent: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return answer(request)
+
+    return httpx.Client(transport=httpx.MockTransport(handle)), sent
+
+
+def _shape(request: httpx.Request) -> tuple[str, str, object]:
+    body: object = None
+    if request.content:
+        text = request.content.decode()
+        body = json.loads(text) if text.startswith("{") else parse_qs(text)
+    return request.method, str(request.url), body
+
+
+def test_hapi_partitions_request_shape() -> None:
+    client, sent = _recording(lambda request: httpx.Response(200, json={"resourceType": "Parameters"}))
+    spaces = HapiPartitions("http://hapi.invalid/fhir/", client, "Bearer admin")
+    space = spaces.open("pg_A")
+    spaces.close("pg_A", space.saved)
+    number = HapiPartitions.partition_id("pg_A")
+    assert 0 < number < 2**31 and number == HapiPartitions.partition_id("pg_A")
+    assert [_shape(r) for r in sent] == [
+        ("POST", "http://hapi.invalid/fhir/DEFAULT/$partition-management-create-partition", {
+            "resourceType": "Parameters", "parameter": [
+                {"name": "id", "valueInteger": number},
+                {"name": "name", "valueCode": "assay-pg_A"},
+                {"name": "description", "valueString": "Assay playground pg_A"},
+            ]}),
+        ("POST", "http://hapi.invalid/fhir/DEFAULT/$partition-management-delete-partition", {
+            "resourceType": "Parameters", "parameter": [{"name": "id", "valueInteger": number}]}),
+    ]  # fmt: skip
+    assert space.base_url == "http://hapi.invalid/fhir/assay-pg_A" and space.saved == {}
+    assert all(r.headers["Authorization"] == "Bearer admin" for r in sent)
+
+
+def test_gcp_fhir_stores_request_shape() -> None:
+    dataset = "https://healthcare.invalid/v1/projects/p/locations/l/datasets/d"
+    client, sent = _recording(lambda request: httpx.Response(200, json={}))
+    spaces = GcpFhirStores(dataset, client, "Bearer ya29.x")
+    space = spaces.open("pg_A")
+    spaces.close("pg_A", space.saved)
+    assert [_shape(r) for r in sent] == [
+        ("POST", f"{dataset}/fhirStores?fhirStoreId=assay-pg_A",
+         {"version": "R4", "enableUpdateCreate": True, "disableReferentialIntegrity": True}),
+        ("DELETE", f"{dataset}/fhirStores/assay-pg_A", None),
+    ]  # fmt: skip
+    assert space.base_url == f"{dataset}/fhirStores/assay-pg_A/fhir"
+    assert space.headers == {"Authorization": "Bearer ya29.x"}
+
+
+def _medplum(request: httpx.Request) -> httpx.Response:
+    path = request.url.path
+    if path.endswith("/Project/$init"):
+        return httpx.Response(201, json={"resourceType": "Project", "id": "proj-1"})
+    if path.endswith("/client"):
+        return httpx.Response(201, json={"resourceType": "ClientApplication", "id": "cli-1", "secret": "s"})
+    if path == "/oauth2/token":
+        return httpx.Response(
+            200, json={"access_token": f"tok-{len(request.content)}", "token_type": "Bearer"}
+        )
+    return httpx.Response(202, json={"resourceType": "OperationOutcome"})
+
+
+def test_medplum_projects_request_shape() -> None:
+    client, sent = _recording(_medplum)
+    spaces = MedplumProjects("https://medplum.invalid/fhir/R4", client, "Bearer super")
+    space = spaces.open("pg_A")
+    spaces.close("pg_A", space.saved)
+    shapes = [_shape(r) for r in sent]
+    assert shapes[0] == (
+        "POST", "https://medplum.invalid/fhir/R4/Project/$init",
+        {"resourceType": "Parameters", "parameter": [{"name": "name", "valueString": "assay-pg_A"}]},
+    )  # fmt: skip
+    assert shapes[1][:2] == ("POST", "https://medplum.invalid/admin/projects/proj-1/client")
+    assert shapes[2] == (
+        "POST", "https://medplum.invalid/oauth2/token",
+        {"grant_type": ["client_credentials"], "client_id": ["cli-1"], "client_secret": ["s"]},
+    )  # fmt: skip
+    assert shapes[3] == (
+        "POST",
+        "https://medplum.invalid/fhir/R4/Project/proj-1/$expunge?everything=true",
+        None,
+    )
+    assert [r.headers.get("Authorization") for r in sent] == [
+        "Bearer super",
+        "Bearer super",
+        None,
+        "Bearer super",
+    ]
+    assert space.base_url == "https://medplum.invalid/fhir/R4" and space.headers["Authorization"].startswith(
+        "Bearer tok-"
+    )
+    assert space.saved == {"project_id": "proj-1", "client_id": "cli-1", "client_secret": "s"}
+
+
+def test_medplum_token_refused_is_renewed_once() -> None:
+    tokens = iter(["old", "new"])
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/oauth2/token":
+            return httpx.Response(200, json={"access_token": next(tokens)})
+        if request.headers["Authorization"] == "Bearer old":
+            return httpx.Response(401, json={"resourceType": "OperationOutcome"})
+        return httpx.Response(200, json={"resourceType": "Patient", "id": "x"})
+
+    client, sent = _recording(answer)
+    fhir = IsolatedFhir(MedplumProjects("https://medplum.invalid/fhir/R4", client), client)
+    saved = {"project_id": "p", "client_id": "c", "client_secret": "s"}
+    fhir._remember("pg_A", fhir.spaces.resume("pg_A", saved))
+    result = fhir.forward("pg_A", ASSAY_BASE, "GET", "Patient/x", [], {}, b"")
+    fhir_requests = [r.headers["Authorization"] for r in sent if r.url.path.endswith("/Patient/x")]
+    assert result.status == 200 and fhir_requests == ["Bearer old", "Bearer new"]
+
+
+def test_isolated_forwarding_maps_urls_both_ways() -> None:
+    hapi = "http://hapi.invalid/fhir/assay-pg_A"
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = {
+            "resourceType": "Bundle", "type": "searchset",
+            "link": [{"relation": "next", "url": f"{hapi}/Patient?_getpagesoffset=1"}],
+            "entry": [{"fullUrl": f"{hapi}/Patient/x", "resource": {"resourceType": "Patient", "id": "x",
+                       "link": [{"other": {"reference": f"{hapi}/Patient/y"}}]}}],
+        }  # fmt: skip
+        return httpx.Response(
+            201, json=body, headers={"Location": f"{hapi}/Patient/x/_history/1", "ETag": 'W/"1"'}
+        )
+
+    client, sent = _recording(answer)
+    fhir = IsolatedFhir(HapiPartitions("http://hapi.invalid/fhir", client), client)
+    body = {"resourceType": "Patient", "link": [{"other": {"reference": f"{ASSAY_BASE}/Patient/y"}}]}
+    result = fhir.forward(
+        "pg_A", ASSAY_BASE, "POST", "Patient", [], {"if-none-exist": "x=1"}, json.dumps(body).encode()
+    )
+    [request] = sent
+    assert (request.method, str(request.url)) == ("POST", f"{hapi}/Patient")
+    assert json.loads(request.content)["link"][0]["other"]["reference"] == f"{hapi}/Patient/y"
+    assert request.headers["If-None-Exist"] == "x=1"
+    assert result.headers == {"Location": f"{ASSAY_BASE}/Patient/x/_history/1", "ETag": 'W/"1"'}
+    assert result.body is not None and hapi not in json.dumps(result.body)
+    assert result.body["link"][0]["url"] == f"{ASSAY_BASE}/Patient?_getpagesoffset=1"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("GET", "Patient/$everything", b""),
+        ("POST", "$expunge", b"{}"),
+        ("GET", "Project", b""),
+        ("GET", "Patient/x/_history/1/extra", b""),
+        ("POST", "", b'{"resourceType": "Bundle", "type": "batch", "entry": [{"request": {"method": "POST", "url": "Patient/$expunge"}}]}'),
+        ("POST", "", b'{"resourceType": "Bundle", "type": "batch", "entry": [{"request": {"method": "GET", "url": "Project"}}]}'),
+    ],
+)  # fmt: skip
+def test_isolated_forwarding_refuses_what_the_surface_does_not_serve(
+    method: str, path: str, body: bytes
+) -> None:
+    """Operations (`$…`) and non-R4 types never reach the server, which Assay calls as an admin."""
+    client, sent = _recording(lambda request: httpx.Response(200, json={}))
+    fhir = IsolatedFhir(HapiPartitions("http://hapi.invalid/fhir", client), client)
+    with pytest.raises(FhirError) as refused:
+        fhir.forward("pg_A", ASSAY_BASE, method, path, [], {}, body)
+    assert refused.value.status == 404 and sent == []
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("PUT", "Patient"), ("DELETE", "Patient"), ("GET", "Patient/_history"), ("GET", "_history")],
+)
+def test_the_tag_strategy_refuses_what_would_cross_playgrounds(method: str, path: str) -> None:
+    client, sent = _recording(lambda request: httpx.Response(200, json={}))
+    with pytest.raises(FhirError) as refused:
+        TaggedFhir("http://fhir.invalid", client).forward(
+            "pg_A", ASSAY_BASE, method, path, [("_id", "x")], {}, b"{}"
+        )
+    assert refused.value.status == 501 and sent == []
