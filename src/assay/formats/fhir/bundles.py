@@ -118,19 +118,36 @@ def resources_from_bundle(
         loaded.pop(key, None)
         loaded[key] = resource
     resources = list(loaded.values())
-    conditional: set[str] = set()
-
-    def local_name(reference: str) -> str | None:
-        if reference in aliases:
-            return aliases[reference]
-        if "?" in reference:
-            conditional.add(reference)
-        return None
-
-    rewrite_references(resources, local_name)
-    if conditional:
-        rewrite_references(resources, _ConditionalResolver(FhirStore([*existing, *resources]), conditional))
+    names = _LocalNames(aliases)
+    pending: list[dict[str, Any]] = []
+    for resource in resources:
+        met = names.met
+        rewrite_references(resource, names)
+        if names.met > met:
+            pending.append(resource)
+    if pending:
+        rewrite_references(
+            pending, _ConditionalResolver(FhirStore([*existing, *resources]), names.conditional)
+        )
     return resources
+
+
+class _LocalNames:
+    """The first pass's mapping: fullUrl aliases become `Type/id`; conditional references are
+    noted (`met` counts them, so the caller knows which resources the second pass must walk)."""
+
+    def __init__(self, aliases: dict[str, str]):
+        self.aliases = aliases
+        self.conditional: set[str] = set()
+        self.met = 0
+
+    def __call__(self, reference: str) -> str | None:
+        if reference in self.aliases:
+            return self.aliases[reference]
+        if "?" in reference:
+            self.conditional.add(reference)
+            self.met += 1
+        return None
 
 
 class _ConditionalResolver:
