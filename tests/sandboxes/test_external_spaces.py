@@ -205,3 +205,13 @@ def test_the_tag_strategy_refuses_what_would_cross_playgrounds(method: str, path
             "pg_A", ASSAY_BASE, method, path, [("_id", "x")], {}, b"{}"
         )
     assert refused.value.status == 501 and sent == []
+
+
+def test_the_agents_content_type_replaces_the_default() -> None:
+    client, sent = _recording(lambda request: httpx.Response(200, json={"resourceType": "Bundle"}))
+    fhir = IsolatedFhir(HapiPartitions("http://hapi.invalid/fhir", client), client)
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    fhir.forward("pg_A", ASSAY_BASE, "POST", "Patient/_search", [], form, b"name=x")
+    [request] = sent
+    assert request.headers.get_list("content-type") == ["application/x-www-form-urlencoded"]
+    assert request.content == b"name=x"

@@ -253,12 +253,12 @@ class IsolatedFhir:
 
     @staticmethod
     def _headers(space: Space, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-        return {
-            "Accept": "application/fhir+json",
-            "Content-Type": "application/fhir+json",
-            **space.headers,
-            **(extra or {}),
-        }
+        """Headers of one request to the space, by lower-case name (so the agent's `content-type`
+        replaces the default instead of being sent beside it)."""
+        merged = {"accept": "application/fhir+json", "content-type": "application/fhir+json"}
+        for headers in (space.headers, extra or {}):
+            merged.update({name.lower(): value for name, value in headers.items()})
+        return merged
 
     def forward(
         self,
