@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from assay.service.catalog.routes import router as catalog_router
 from assay.service.catalog.task_routes import router as task_router
 from assay.service.errors import install_error_handlers
-from assay.service.limits import BodySizeLimit, RateLimiter, json_depth_limit
+from assay.service.limits import BodySizeLimit, RateLimiter, json_body_limit
 from assay.service.runs.routes import router as runs_router
 from assay.service.runs.sweeper import Sweeper
 from assay.service.runs.v1_routes import router as v1_router
@@ -72,7 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
-    body_checks = [Depends(json_depth_limit)]
+    body_checks = [Depends(json_body_limit)]
     app.include_router(catalog_router, dependencies=body_checks)
     app.include_router(task_router, dependencies=body_checks)
     app.include_router(runs_router, dependencies=body_checks)

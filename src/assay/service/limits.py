@@ -16,9 +16,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from assay.sandboxes.json_depth import MAX_JSON_DEPTH, nested_deeper_than
 from assay.service.errors import envelope
-from assay.store.errors import BadRequest
+from assay.store.errors import BadRequest, Invalid
+from assay.store.json_values import strict_json_problem
 
-__all__ = ["BodySizeLimit", "RateLimiter", "json_depth_limit"]
+__all__ = ["BodySizeLimit", "RateLimiter", "json_body_limit"]
 
 
 class RateLimiter:
@@ -62,14 +63,20 @@ class BodySizeLimit:
         await envelope(413, "BAD_REQUEST", message)(scope, receive, send)
 
 
-async def json_depth_limit(request: Request) -> None:
-    """A router dependency: a JSON body nested past `MAX_JSON_DEPTH` is a 400 `BAD_REQUEST`.
+async def json_body_limit(request: Request) -> None:
+    """A router dependency: a JSON body nested past `MAX_JSON_DEPTH` is a 400 `BAD_REQUEST`; one
+    that is not strict JSON (NaN, Infinity, a number that overflows, a lone surrogate escape:
+    `store.json_values`) is a 422 `VALIDATION_ERROR` naming the key, like any value the database
+    cannot hold.
 
     FastAPI has parsed the body before dependencies run (`request.json()` is cached, so this costs
     one walk, no second parse), and they run before the body is validated, stored or echoed. A body
     that does not parse at all is FastAPI's to report; the FHIR routes check their own bodies.
+    Non-strict JSON used to be stored (SQLite), refused by PostgreSQL as "too large", or crash the
+    response (`agent: {"a": NaN}` on `POST /v1/benchmark-runs` dropped the connection).
     """
-    if not await request.body():
+    raw = await request.body()
+    if not raw:
         return
     try:
         value = await request.json()
@@ -77,3 +84,7 @@ async def json_depth_limit(request: Request) -> None:
         return
     if nested_deeper_than(value):
         raise BadRequest(f"request body is nested more than {MAX_JSON_DEPTH} levels deep")
+    problem = strict_json_problem(raw, value)
+    if problem:
+        where, reason = problem
+        raise Invalid({where or "body": [reason]})
