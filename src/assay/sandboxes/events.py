@@ -3,8 +3,11 @@
 `record_event` appends one `sandbox_events` row with the next per-sandbox `seq`. It runs in its
 own short transaction after the request's own work committed, so a failed or refused request is
 logged too and never holds the playground's write lock. Bodies are stored as JSON when they are
-JSON (so `GET /sandboxes/{id}/events` shows objects), as text otherwise or when nested past
-`MAX_JSON_DEPTH`; past `MAX_BODY` bytes the text is cut and `truncated` is set.
+JSON (so `GET /sandboxes/{id}/events` shows objects), as text otherwise, when nested past
+`MAX_JSON_DEPTH`, or when not strict JSON (`store.json_values`: a NaN or a lone surrogate stored as
+JSON made PostgreSQL refuse the row and the event list answer 500); past `MAX_BODY` bytes the text
+is cut and `truncated` is set. A NUL in the request path is written `\\x00` (PostgreSQL text holds
+no NUL; the insert failed after the FHIR work was done).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from sqlalchemy import Engine, func, insert, select
 
 from assay.sandboxes.json_depth import nested_deeper_than
 from assay.store import new_id, utcnow
+from assay.store.json_values import strict_json_problem
 from assay.store.models import Sandbox, SandboxEvent
 
 __all__ = ["MAX_BODY", "record_event", "stored_body"]
@@ -33,7 +37,8 @@ def stored_body(raw: bytes) -> tuple[Any, bool]:
         value = json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: absurdly deep JSON
         return raw.decode("utf-8", errors="replace"), False
-    if nested_deeper_than(value):  # the surfaces refused it (400); listing events must not recurse
+    if nested_deeper_than(value) or strict_json_problem(raw, value):
+        # The surfaces refused it (400); listing events must not recurse, nor fail to encode it.
         return raw.decode("utf-8", errors="replace"), False
     return value, False
 
@@ -59,7 +64,7 @@ def record_event(
         "sandbox_id": sandbox_id,
         "type": type,
         "method": method,
-        "path": path,
+        "path": None if path is None else path.replace("\x00", "\\x00"),
         "status": status,
         "request": request_body,
         "response": response_body,

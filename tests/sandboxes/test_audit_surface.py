@@ -1,0 +1,100 @@
+"""Audit of the FHIR surface, the event log and captured state against SPEC §1.1, §5, §5.2 and §6,
+driven through the real server: each test pins a discrepancy or a 500 found by driving it.
+
+JSON that Python's `json` reads but RFC 8259 does not allow (NaN, Infinity, numbers that overflow to
+infinity, lone UTF-16 surrogates) used to be stored: afterwards the event list and the state tar.gz
+answered 500 on both backends, and on PostgreSQL the event insert failed *after* the FHIR write had
+committed, so the agent got a 422 for a resource that was in fact created.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.service.builders import make_benchmark, ok, start_run
+from tests.service.conftest import Server
+
+Json = dict[str, Any]
+NOT_STRICT_JSON = [
+    pytest.param(b'{"resourceType": "Patient", "active": NaN}', id="NaN"),
+    pytest.param(b'{"resourceType": "Patient", "active": -Infinity}', id="Infinity"),
+    pytest.param(b'{"resourceType": "Patient", "multipleBirthInteger": 1e999}', id="overflow"),
+    pytest.param(b'{"resourceType": "Patient", "name": [{"family": "\\ud800"}]}', id="lone-surrogate"),
+]
+
+
+@contextmanager
+def _started(server: Server, api: httpx.Client) -> Iterator[tuple[httpx.Client, str, Json]]:
+    """An agent client with a started task run (no datasets); its FHIR base path and task run."""
+    catalog = make_benchmark(api, [[]])
+    run = start_run(api, catalog.benchmark_id)
+    [task_run] = run.task_runs
+    with server.client(run.token) as agent:
+        started = ok(agent.post(task_run["start_url"]))
+        yield agent, started["endpoints"]["fhir"], task_run
+
+
+def _outcome(response: httpx.Response, status: int) -> Json:
+    assert response.status_code == status, response.text
+    body: Json = response.json()
+    assert body["resourceType"] == "OperationOutcome" and body["issue"], body
+    return body
+
+
+@pytest.mark.parametrize("body", NOT_STRICT_JSON)
+def test_fhir_writes_refuse_json_that_is_not_strict(server: Server, api: httpx.Client, body: bytes) -> None:
+    with _started(server, api) as (agent, base, task_run):
+        headers = {"Content-Type": "application/fhir+json"}
+        _outcome(agent.post(f"{base}/Patient", content=body, headers=headers), 400)
+        _outcome(agent.put(f"{base}/Patient/p1", content=body.replace(b"{", b'{"id": "p1", ', 1)), 400)
+        bundle = b'{"resourceType": "Bundle", "type": "batch", "entry": [{"resource": %s, ' % body
+        bundle += b'"request": {"method": "POST", "url": "Patient"}}]}'
+        _outcome(agent.post(base, content=bundle, headers=headers), 400)
+        assert ok(agent.get(f"{base}/Patient"))["total"] == 0
+        ok(agent.post(task_run["complete_url"]))
+    events = ok(api.get(f"/task-runs/{task_run['id']}/events", params={"limit": 100}))["data"]
+    assert [e["status"] for e in events] == [400, 400, 400, 200]
+    state = api.get(f"/task-runs/{task_run['id']}/state")
+    assert state.status_code == 200, state.text
+
+
+def test_event_bodies_that_are_not_strict_json_are_kept_as_text(server: Server, api: httpx.Client) -> None:
+    """A `_search` form body is not JSON at all; a NaN one is kept verbatim rather than breaking the list."""
+    with _started(server, api) as (agent, base, task_run):
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        ok(agent.post(f"{base}/Patient/_search", content=b"name=NaN&_count=1", headers=form))
+        agent.post(f"{base}/Patient", content=b'{"resourceType": "Patient", "a": NaN}')
+    events = ok(api.get(f"/task-runs/{task_run['id']}/events", params={"limit": 100}))["data"]
+    assert [e["request"] for e in events] == ["name=NaN&_count=1", '{"resourceType": "Patient", "a": NaN}']
+
+
+def test_a_nul_in_the_path_is_an_operation_outcome_and_an_event(server: Server, api: httpx.Client) -> None:
+    """PostgreSQL text holds no NUL: recording `/Patient/a%00b` failed after the FHIR work was done
+    and the agent got a 422 envelope for a plain 404 read."""
+    with _started(server, api) as (agent, base, task_run):
+        _outcome(agent.get(f"{base}/Patient/a%00b"), 404)
+        _outcome(agent.put(f"{base}/Patient/a%00b", json={"resourceType": "Patient", "id": "a\x00b"}), 422)
+    events = ok(api.get(f"/task-runs/{task_run['id']}/events", params={"limit": 100}))["data"]
+    assert [(e["method"], e["status"]) for e in events] == [("GET", 404), ("PUT", 422)]
+    assert events[0]["path"].endswith("/fhir/Patient/a\\x00b")
+
+
+def test_strict_json_check_leaves_ordinary_unicode_and_numbers_alone(
+    server: Server, api: httpx.Client
+) -> None:
+    body = {
+        "resourceType": "Patient",
+        "name": [{"family": "Müller 😀 NaN Infinity"}],
+        "multipleBirthInteger": 2,
+    }
+    with _started(server, api) as (agent, base, _):
+        created = ok(agent.post(f"{base}/Patient", content=json.dumps(body).encode()), 201)
+        assert created["name"] == body["name"]
+        raw = '{"resourceType": "Patient", "name": [{"family": "\\ud83d\\ude00"}], "x": 1e300}'
+        assert ok(agent.post(f"{base}/Patient", content=raw.encode()), 201)["name"][0]["family"] == "😀"
