@@ -9,7 +9,9 @@ committed, so the agent got a 422 for a resource that was in fact created.
 
 from __future__ import annotations
 
+import io
 import json
+import tarfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -17,6 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
+from assay.sandboxes.fhir.outcomes import FhirError
+from assay.sandboxes.fhir.store import embedded_fhir
 from tests.service.builders import make_benchmark, ok, start_run
 from tests.service.conftest import Server
 
@@ -83,6 +87,31 @@ def test_a_nul_in_the_path_is_an_operation_outcome_and_an_event(server: Server, 
     events = ok(api.get(f"/task-runs/{task_run['id']}/events", params={"limit": 100}))["data"]
     assert [(e["method"], e["status"]) for e in events] == [("GET", 404), ("PUT", 422)]
     assert events[0]["path"].endswith("/fhir/Patient/a\\x00b")
+
+
+def _state_ids(api: httpx.Client, task_run_id: str) -> set[str]:
+    state = api.get(f"/task-runs/{task_run_id}/state")
+    assert state.status_code == 200, state.text
+    with tarfile.open(fileobj=io.BytesIO(state.content)) as archive:
+        return {
+            name.rsplit("/", 1)[1].removesuffix(".json") for name in archive.getnames() if "/fhir/" in name
+        }
+
+
+def test_a_write_that_races_complete_is_refused_or_captured(server: Server, api: httpx.Client) -> None:
+    """SPEC §1.1: once a task run ends its surfaces refuse traffic, so the captured state is final.
+    A write that had passed the surface's open check before `complete` committed still landed after
+    the capture (201 to the agent, absent from the score). The store now re-checks under its lock."""
+    with _started(server, api) as (agent, base, task_run):
+        created = ok(agent.post(f"{base}/Patient", json={"resourceType": "Patient"}), 201)
+        ok(agent.post(task_run["complete_url"]))
+    playground_id = ok(api.get(f"/task-runs/{task_run['id']}"))["playground_id"]
+    fhir = embedded_fhir(server.database.engine)
+    # The write the surface let through just before complete committed:
+    with pytest.raises(FhirError) as refused, fhir.writing(playground_id) as tx:
+        tx.put({"resourceType": "Patient"}, "late")
+    assert refused.value.status == 409
+    assert _state_ids(api, task_run["id"]) == {created["id"]}
 
 
 def test_strict_json_check_leaves_ordinary_unicode_and_numbers_alone(

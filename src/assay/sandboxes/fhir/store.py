@@ -250,6 +250,7 @@ class EmbeddedFhir:
             ).rowcount
             if not locked:
                 raise FhirError(404, f"no FHIR store {store_id}")
+            _refuse_if_torn_down(conn, store_id)
             index = self._index(store_id, conn)
             with index.lock:
                 index.refresh(conn)
@@ -268,9 +269,15 @@ class EmbeddedFhir:
     # -- captures ------------------------------------------------------------------------------
 
     def capture(self, store_id: str, conn: Connection | None = None) -> int:
-        """The store's current sequence number: with the store id, a pointer to its final state."""
+        """The store's current sequence number: with the store id, a pointer to its final state.
+
+        The store row is locked (PostgreSQL; SQLite's write lock is already held), so a write in
+        flight commits first and is captured, and a later one finds the playground torn down.
+        """
         with using(self.engine, conn) as db:
-            seq = db.execute(select(FhirStoreRow.seq).where(FhirStoreRow.id == store_id)).scalar()
+            seq = db.execute(
+                select(FhirStoreRow.seq).where(FhirStoreRow.id == store_id).with_for_update()
+            ).scalar()
         if seq is None:
             raise FhirError(404, f"no FHIR store {store_id}")
         return int(seq)
@@ -292,6 +299,23 @@ class EmbeddedFhir:
         pinned = StoreIndex(store_id, layer)
         pinned.apply(rows, seq)
         return pinned.search_index
+
+
+def _refuse_if_torn_down(conn: Connection, store_id: str) -> None:
+    """409 when the store's playground was torn down (SPEC §1.1: once a task run ends its surfaces
+    refuse traffic, so the captured state is final).
+
+    The surface checks the task run before it calls the store, in a transaction of its own; a write
+    that passed that check while `complete` ran still landed after the capture, answered 2xx and
+    was never scored. Run with the store row locked, in a statement of its own (so PostgreSQL's
+    READ COMMITTED reads what a `complete` that held the lock committed). A store without a
+    playground sandbox row (one provisioned directly) has nothing to check.
+    """
+    status = conn.execute(
+        select(Sandbox.status).where(Sandbox.playground_id == store_id, Sandbox.type == "fhir")
+    ).scalar()
+    if status is not None and status != "active":
+        raise FhirError(409, f"playground {store_id} is {status}: its task run ended, so it takes no writes")
 
 
 STRICT_KEY = "strict_validation"
