@@ -114,6 +114,19 @@ def test_a_write_that_races_complete_is_refused_or_captured(server: Server, api:
     assert _state_ids(api, task_run["id"]) == {created["id"]}
 
 
+def test_fhir_surface_answers_unknown_paths_and_methods_with_operation_outcome(
+    server: Server, api: httpx.Client
+) -> None:
+    """SPEC §5.2: FHIR errors are OperationOutcome; unrouted paths under the base were the §5 envelope
+    (a FHIR client cannot read it) and were missing from the event log."""
+    with _started(server, api) as (agent, base, task_run):
+        _outcome(agent.get(f"{base}/Patient/x/y/z"), 404)
+        _outcome(agent.get(f"{base}/Patient/..%2F..%2Fsecret"), 404)
+        _outcome(agent.request("PATCH", f"{base}/metadata"), 405)
+    events = ok(api.get(f"/task-runs/{task_run['id']}/events", params={"limit": 100}))["data"]
+    assert [(e["method"], e["status"]) for e in events] == [("GET", 404), ("GET", 404), ("PATCH", 405)]
+
+
 def test_strict_json_check_leaves_ordinary_unicode_and_numbers_alone(
     server: Server, api: httpx.Client
 ) -> None:

@@ -16,14 +16,16 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from fastapi import APIRouter, Depends, Request, Response
+from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
+from starlette.routing import BaseRoute
 
 from assay.sandboxes.fhir import actions
 from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import post_bundle
 from assay.sandboxes.fhir.capability import capability_statement
 from assay.sandboxes.fhir.external import FhirForwarder
-from assay.sandboxes.fhir.outcomes import FhirError
+from assay.sandboxes.fhir.outcomes import FhirError, operation_outcome
 from assay.sandboxes.fhir.store import EmbeddedFhir
 from assay.store.json_values import strict_json_problem
 
@@ -112,9 +114,13 @@ def _too_large(raw: bytes, relative: str) -> Callable[[bytes], FhirResult] | Non
     return refuse
 
 
+def _event_path(request: Request) -> str:
+    return request.url.path + (f"?{request.url.query}" if request.url.query else "")
+
+
 async def _run(request: Request, surface: FhirSurface, work: Callable[[bytes], FhirResult]) -> Response:
     raw = await request.body()
-    path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    path = _event_path(request)
     relative = request.url.path[len(urlsplit(surface.base_url).path) :]
     refused = _too_large(raw, relative)
     external = surface.external
@@ -146,6 +152,25 @@ def _json(raw: bytes) -> Any:
     return value
 
 
+_EVERY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+def _unrouted(request: Request, routes: list[BaseRoute], base_url: str) -> FhirResult:
+    """404, or 405 with `Allow` when another method has an interaction at this path: as an
+    OperationOutcome (SPEC §5.2), not the API's envelope, which a FHIR client cannot read."""
+    relative = request.url.path[len(urlsplit(base_url).path) :]
+    allowed: set[str] = set()
+    for route in routes:
+        if isinstance(route, APIRoute) and route.path_regex.match(relative):
+            allowed |= route.methods or set()
+    where = f"{request.method} {request.url.path}"
+    if allowed:
+        methods = ", ".join(sorted(allowed))
+        outcome = operation_outcome(f"{where}: this path takes {methods}", "not-supported")
+        return FhirResult(405, outcome, {"Allow": methods})
+    return FhirResult(404, operation_outcome(f"{where}: no FHIR interaction at this path", "not-found"))
+
+
 def _if_match(request: Request) -> str | None:
     return request.headers.get("if-match")
 
@@ -162,9 +187,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
     @router.post("")
     @router.post("/")
     async def bundle(request: Request, s: FhirSurface = resolved) -> Response:
-        return await _run(
-            request, s, lambda raw: post_bundle(s.fhir, s.store_id, s.base_url, _json(raw))
-        )
+        return await _run(request, s, lambda raw: post_bundle(s.fhir, s.store_id, s.base_url, _json(raw)))
 
     @router.get("/_history")
     async def system_history(request: Request, s: FhirSurface = resolved) -> Response:
@@ -221,9 +244,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
         return await _run(
             request,
             s,
-            lambda raw: actions.create(
-                s.fhir, s.store_id, s.base_url, resource_type, _json(raw), condition
-            ),
+            lambda raw: actions.create(s.fhir, s.store_id, s.base_url, resource_type, _json(raw), condition),
         )
 
     @router.get("/{resource_type}/{resource_id}")
@@ -282,6 +303,19 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
         condition = _if_match(request)
         return await _run(
             request, s, lambda _: actions.delete(s.fhir, s.store_id, resource_type, resource_id, condition)
+        )
+
+    interactions = list(router.routes)
+
+    @router.api_route("/{unrouted:path}", methods=_EVERY_METHOD, include_in_schema=False)
+    async def unrouted(request: Request, s: FhirSurface = resolved) -> Response:
+        """Anything no route above takes; answered here (never forwarded to an external server)
+        and recorded like every other request to the surface."""
+        raw = await request.body()
+        result = _unrouted(request, interactions, s.base_url)
+        media_type = _media_type(request)
+        return await run_in_threadpool(
+            _handle, s, request.method, _event_path(request), raw, lambda: result, media_type
         )
 
     return router
