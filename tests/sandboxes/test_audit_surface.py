@@ -21,7 +21,7 @@ import pytest
 
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.store import embedded_fhir
-from tests.service.builders import make_benchmark, ok, start_run
+from tests.service.builders import error, make_benchmark, ok, start_run
 from tests.service.conftest import Server
 
 Json = dict[str, Any]
@@ -87,6 +87,20 @@ def test_a_nul_in_the_path_is_an_operation_outcome_and_an_event(server: Server, 
     events = ok(api.get(f"/task-runs/{task_run['id']}/events", params={"limit": 100}))["data"]
     assert [(e["method"], e["status"]) for e in events] == [("GET", 404), ("PUT", 422)]
     assert events[0]["path"].endswith("/fhir/Patient/a\\x00b")
+
+
+def test_a_failed_start_repeats_its_reason(server: Server, api: httpx.Client) -> None:
+    """SPEC §1.1: start of a failed task run is a 409 with the reason, the second time too."""
+    dataset = ok(api.post("/datasets", json={"name": "turns", "type": "voice", "data": {"turns": []}}), 201)
+    environment = ok(api.post("/environments", json={"name": "env", "dataset_ids": [dataset["id"]]}), 201)
+    benchmark = ok(api.post("/benchmarks", json={"name": "voice", "environment_id": environment["id"]}), 201)
+    ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "call"}), 201)
+    run = start_run(api, benchmark["id"])
+    [task_run] = run.task_runs
+    with server.client(run.token) as agent:
+        first = error(agent.post(task_run["start_url"]), 409, "CONFLICT")
+        again = error(agent.post(task_run["start_url"]), 409, "CONFLICT")
+    assert first == again == {"reason": "dataset type voice is not supported"}
 
 
 def _state_ids(api: httpx.Client, task_run_id: str) -> set[str]:

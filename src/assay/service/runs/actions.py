@@ -217,8 +217,9 @@ def start_task_run(
     settle(session, benchmark_run, task_runs, now)
     if states.is_running((task_run.phase, task_run.status)):
         return Started(task_run, _access(session, task_run, host, sftp_port, mllp_port))
-    if task_run.status == "failed":
-        raise Conflict(f"task run {task_run.id} failed: {task_run.failure_reason}")
+    if task_run.status == "failed":  # the same 409 as the start that failed, reason included
+        reason = task_run.failure_reason or "provisioning failed"
+        raise Conflict(f"task run {task_run.id} failed: {reason}", {"reason": reason})
     states.next_state(states.TASK_RUN, (task_run.phase, task_run.status), "start", f"task run {task_run.id}")
     running = [tr.id for tr in task_runs if states.is_running((tr.phase, tr.status))]
     if len(running) >= benchmark_run.concurrency:
