@@ -30,6 +30,7 @@ from assay.store.models import (
     BenchmarkRun,
     BenchmarkVersion,
     CriterionRun,
+    Environment,
     Playground,
     Solver,
     TaskRun,
@@ -227,6 +228,7 @@ def start_task_run(
             f"concurrency limit {benchmark_run.concurrency} reached: {', '.join(running)} started",
             {"started_task_run_ids": running},
         )
+    _held = _hold_environment_rows(session, benchmark_run)
     datasets = datasets_for(session, benchmark_run, task_run)
     problem = (
         _scenario_problem(task_run)
@@ -249,6 +251,23 @@ def start_task_run(
     )
     benchmark_run.started_at = benchmark_run.started_at or now
     return Started(task_run, _access(session, task_run, host, sftp_port, mllp_port))
+
+
+def _hold_environment_rows(session: Session, benchmark_run: BenchmarkRun) -> list[object]:
+    """The rows that say which environment the run uses (its frozen version, or the draft's
+    benchmark and environment), loaded once and held by the caller for the rest of `start`.
+
+    The datasets, the settings check and provisioning each look them up with `session.get`; the
+    session's identity map keeps rows only while something references them, so each lookup after
+    the previous one let go re-selected the row (4 reads of the version per start, or 3 of the
+    benchmark and of the environment).
+    """
+    if benchmark_run.version_id:
+        return [session.get(BenchmarkVersion, benchmark_run.version_id)]
+    benchmark = session.get(Benchmark, benchmark_run.benchmark_id)
+    if benchmark is None or not benchmark.environment_id:
+        return [benchmark]
+    return [benchmark, session.get(Environment, benchmark.environment_id)]
 
 
 def _access(session: Session, task_run: TaskRun, host: str, sftp_port: int, mllp_port: int) -> Access:
