@@ -361,3 +361,22 @@ def test_plain_writes_and_patch_results_keep_conditional_references_as_sent(http
 def test_the_sandbox_rewriter_is_the_dataset_loaders() -> None:
     """One walker (the external backend imports it from `resources`, dataset loading from below)."""
     assert resources.rewrite_references is bundles.rewrite_references
+
+
+def test_an_upsert_and_a_reference_by_identifier_in_one_transaction(http: httpx.Client) -> None:
+    """The v2-style bundle: a conditional PUT creates the Patient the Observation names by MRN."""
+    upsert = {
+        "resource": _patient("Doe", "v2"),
+        "request": {"method": "PUT", "url": "Patient?identifier=urn:mrn|v2"},
+    }
+    response = http.post(
+        "", json=_bundle("transaction", _post(_observation("Patient?identifier=urn:mrn|v2")), upsert)
+    )
+    assert response.status_code == 200, response.text
+    observation, patient = (e["resource"] for e in response.json()["entry"])
+    assert observation["subject"]["reference"] == f"Patient/{patient['id']}"
+    again = http.post(
+        "", json=_bundle("transaction", _post(_observation("Patient?identifier=urn:mrn|v2")), upsert)
+    )
+    assert [e["response"]["status"] for e in again.json()["entry"]] == ["201 Created", "200 OK"]
+    assert again.json()["entry"][0]["resource"]["subject"]["reference"] == f"Patient/{patient['id']}"
