@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 from fhirpy import SyncFHIRClient
-from sqlalchemy import select
+from sqlalchemy import create_engine, select
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 from typer.testing import CliRunner
 
 from assay.clients.cli.app import app as cli
 from assay.sandboxes.fhir.external import SPACE_KEY, close_external_clients
+from assay.sandboxes.fhir.tables import FhirStoreRow
 from assay.service.fhir_server import create_fhir_server
 from assay.service.settings import Settings
 from assay.store.models import Sandbox
@@ -41,6 +42,7 @@ class SecondServer:
     """The 'external' Assay FHIR server, with faults a test can switch on."""
 
     url: str
+    database: str
     faults: set[tuple[str, str]] = field(default_factory=set)
     """(method, last path segment) pairs answered with a 500 instead of reaching the server."""
 
@@ -49,6 +51,14 @@ class SecondServer:
 
     def store(self, playground_id: str) -> str:
         return f"/stores/assay-{playground_id}"
+
+    def store_ids(self) -> set[str]:
+        engine = create_engine(self.database)
+        try:
+            with engine.connect() as conn:
+                return set(conn.execute(select(FhirStoreRow.id)).scalars())
+        finally:
+            engine.dispose()
 
 
 class _Faulty:
@@ -71,7 +81,7 @@ def second(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecondServer]:
     database = f"sqlite:///{tmp_path_factory.mktemp('second-fhir') / 'fhir.db'}"
     faults: set[tuple[str, str]] = set()
     for url in serve(_Faulty(create_fhir_server(database, token=TOKEN), faults)):  # type: ignore[arg-type]
-        yield SecondServer(url, faults)
+        yield SecondServer(url, database, faults)
 
 
 @pytest.fixture
@@ -172,6 +182,28 @@ def test_a_server_error_during_capture_fails_complete_and_keeps_the_run_completa
         completed = ok(agent.post(task_run["complete_url"]))
         assert (completed["score"], completed["verdict"]) == (1.0, "pass")
         assert remote.get(isolated.store(started["playground_id"])).status_code == 404
+
+
+def test_a_failed_dataset_load_deletes_the_store_and_start_can_be_retried(
+    server: Server, api: httpx.Client, isolated: SecondServer
+) -> None:
+    run = _fhir_benchmark(api)
+    [task_run] = run["task_runs"]
+    before = isolated.store_ids()
+    with server.client(run["bearer_token"]) as agent:
+        isolated.faults.add(("POST", "fhir"))  # the seeding batch to the store's base
+        failed = agent.post(task_run["start_url"])
+        error(failed, 500, "INTERNAL_ERROR")
+        assert "failed to load the playground's datasets" in failed.json()["error"]["message"]
+        assert ok(api.get(f"/task-runs/{task_run['id']}"))["status"] == "active"
+        assert ok(api.get(f"/task-runs/{task_run['id']}"))["phase"] == "created"
+        assert isolated.store_ids() == before  # opened, then closed again
+
+        isolated.faults.clear()
+        started = ok(agent.post(task_run["start_url"]))
+        assert isolated.store_ids() == before | {f"assay-{started['playground_id']}"}
+        assert ok(agent.post(task_run["complete_url"]))["score"] == 0.5
+    assert isolated.store_ids() == before
 
 
 def test_a_failing_store_deletion_does_not_fail_complete(
