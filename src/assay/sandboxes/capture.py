@@ -9,6 +9,7 @@ plus the changes since loading, never a copy (SPEC §6).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from assay.core.state import FileRecord, Hl7Record, PortalRow, SearchParams, VoiceTurn, X12Record
 from assay.formats.fhir import FhirStore
-from assay.sandboxes.fhir.external import configured_external_fhir
+from assay.sandboxes.fhir.external import ExternalFhirFailed, configured_external_fhir
 from assay.sandboxes.fhir.store import embedded_fhir
 from assay.snapshot import write_snapshot
 from assay.store import iso, utcnow
@@ -25,6 +26,8 @@ from assay.store import iso, utcnow
 __all__ = ["CAPTURE_FORMAT", "CapturedState", "capture", "materialize", "state_of"]
 
 CAPTURE_FORMAT = 1
+
+log = logging.getLogger("assay.sandboxes")
 
 
 def capture(
@@ -54,8 +57,13 @@ def capture(
             # and the state tar.gz never depend on that server again.
             # Every resource is read before anything is written: a server error on any type raises
             # `ExternalFhirFailed` and the whole `complete` rolls back (the task run stays started).
+            try:
+                resources = external.snapshot(playground_id, connection)
+            except ExternalFhirFailed as exc:  # the API answers 500 without logging a DomainError
+                log.warning("capture of playground %s failed: %s", playground_id, exc.message)
+                raise
             bundle = {"resourceType": "Bundle", "type": "collection", "entry": [
-                {"resource": resource} for resource in external.snapshot(playground_id, connection)
+                {"resource": resource} for resource in resources
             ]}  # fmt: skip
             fhir.provision(playground_id, [bundle], conn=connection)
             pointer["fhir"] = {"store_id": playground_id, "seq": 0, "external": external.base_url}

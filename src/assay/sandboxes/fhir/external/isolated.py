@@ -93,7 +93,7 @@ def _route(method: str, parts: Sequence[str]) -> None:
     """404 unless (method, path) is an interaction of the embedded REST surface (SPEC §5.2)."""
     allowed = False
     if not parts:
-        allowed = method in ("POST", "GET")  # GET: servers that page on the base (HAPI `_getpages`)
+        allowed = method == "POST"
     elif parts[0] in ("metadata", "_history"):
         allowed = method == "GET" and len(parts) == 1
     else:
