@@ -101,9 +101,14 @@ class StoreIndex:
             return None
         return Current(str(base.get("meta", {}).get("versionId", "1")), False, base, 1)
 
-    def refresh(self, conn: Connection) -> None:
-        """Apply the versions written since `seq` (by any worker)."""
-        latest = conn.execute(select(FhirStoreRow.seq).where(FhirStoreRow.id == self.store_id)).scalar()
+    def refresh(self, conn: Connection, upto: int | None = None) -> None:
+        """Apply the versions written since `seq` (by any worker), up to the store's current
+        sequence or, when given, up to `upto` (a capture's; then the store row is not read)."""
+        latest = (
+            upto
+            if upto is not None
+            else conn.execute(select(FhirStoreRow.seq).where(FhirStoreRow.id == self.store_id)).scalar()
+        )
         if latest is None or latest <= self.seq:
             return
         rows = conn.execute(

@@ -283,11 +283,20 @@ class EmbeddedFhir:
         return int(seq)
 
     def state_at(self, store_id: str, seq: int, conn: Connection | None = None) -> FhirStore:
-        """A search index over the store as of sequence `seq` (a capture)."""
-        with self.reading(store_id, conn) as index:
-            if index.seq == seq:
-                return index.search_index
-            layer = index.layer
+        """A search index over the store as of sequence `seq` (a capture).
+
+        The process's index is brought up to `seq` (never past it) without reading the store row:
+        the caller knows the sequence, and `complete` has just read it in `capture`. An index
+        already past `seq` (a write after the capture) is not used; the state is rebuilt.
+        """
+        with using(self.engine, conn) as db:
+            index = self._index(store_id, db)
+            with index.lock:
+                if index.seq < seq:
+                    index.refresh(db, upto=seq)
+                if index.seq == seq:
+                    return index.search_index
+                layer = index.layer
         with using(self.engine, conn) as db:
             rows = version_rows(
                 db.execute(
