@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from assay.sandboxes.fhir.external import (
+    ExternalFhirFailed,
     GcpFhirStores,
     HapiPartitions,
     IsolatedFhir,
@@ -215,3 +216,31 @@ def test_the_agents_content_type_replaces_the_default() -> None:
     [request] = sent
     assert request.headers.get_list("content-type") == ["application/x-www-form-urlencoded"]
     assert request.content == b"name=x"
+
+
+def test_a_medplum_capture_reads_with_a_fresh_token_and_fails_on_any_error() -> None:
+    tokens = iter(["t1", "t2", "t3"])
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/oauth2/token":
+            return httpx.Response(200, json={"access_token": next(tokens)})
+        if request.url.path.endswith("/metadata"):
+            resources = [{"type": "Patient"}, {"type": "Project"}, {"type": "Observation"}]
+            return httpx.Response(
+                200, json={"resourceType": "CapabilityStatement", "rest": [{"resource": resources}]}
+            )
+        if request.url.path.endswith("/Patient"):
+            entry = [{"resource": {"resourceType": "Patient", "id": "x"}, "search": {"mode": "match"}}]
+            return httpx.Response(200, json={"resourceType": "Bundle", "entry": entry})
+        return httpx.Response(403, json={"resourceType": "OperationOutcome"})
+
+    client, sent = _recording(answer)
+    fhir = IsolatedFhir(MedplumProjects("https://medplum.invalid/fhir/R4", client), client)
+    fhir._remember("pg_A", fhir.spaces.resume("pg_A", {"client_id": "c", "client_secret": "s"}))
+    with pytest.raises(
+        ExternalFhirFailed, match=r"answered 403 to GET https://medplum.invalid/fhir/R4/Observation\?"
+    ):
+        fhir.snapshot("pg_A")
+    searched = [r for r in sent if r.url.path != "/oauth2/token"]
+    assert [r.url.path.rsplit("/", 1)[-1] for r in searched] == ["metadata", "Observation"]  # Project: not R4
+    assert {r.headers["Authorization"] for r in searched} == {"Bearer t2"}
