@@ -7,7 +7,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
+import subprocess
+import sys
 import tarfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +31,7 @@ from assay.sandboxes.fhir.tables import FhirStoreRow
 from assay.service.fhir_server import create_fhir_server
 from assay.service.settings import Settings
 from assay.store.models import Sandbox
-from tests.sandboxes.conftest import serve
+from tests.sandboxes.conftest import free_port, serve
 from tests.sandboxes.test_playgrounds import LIZ, _book, _fhir_benchmark
 from tests.service.builders import error, ok
 
@@ -248,3 +252,33 @@ def test_an_unknown_isolation_is_refused_when_settings_are_read(tmp_path: Path) 
         cli, ["serve", "--data-dir", str(tmp_path)], env={**env, "ASSAY_FHIR_ISOLATION": "per-tenant"}
     )
     assert result.exit_code == 2 and "ASSAY_FHIR_ISOLATION" in result.output
+
+
+def test_assay_fhir_server_command_serves_stores(tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ASSAY_")}
+    port = free_port()
+    command = [str(Path(sys.executable).parent / "assay"), "fhir-server", "--port", str(port)]
+    database = f"sqlite:///{tmp_path / 'fhir.db'}"
+    process = subprocess.Popen(
+        [*command, "--database-url", database],
+        stderr=subprocess.PIPE,
+        env={**env, "ASSAY_FHIR_SERVER_TOKEN": TOKEN, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        created = None
+        for _ in range(200):
+            try:
+                created = httpx.put(f"http://127.0.0.1:{port}/stores/cli", headers=headers)
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        assert created is not None and created.status_code == 201, created
+        metadata = httpx.get(f"http://127.0.0.1:{port}/stores/cli/fhir/metadata", headers=headers)
+        assert metadata.json()["resourceType"] == "CapabilityStatement"
+        assert httpx.get(f"http://127.0.0.1:{port}/stores/cli").status_code == 401
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 0, stderr
+    assert f"http://127.0.0.1:{port}/stores/{{id}}/fhir" in stderr.decode()
