@@ -9,6 +9,7 @@ score the agent on a state with resources missing.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlencode
 
@@ -20,6 +21,8 @@ from assay.sandboxes.fhir.external.spaces import ExternalFhirFailed
 __all__ = ["read_everything"]
 
 PAGE_SIZE = 1000
+READERS = 8
+"""Searches in flight at once during a capture (httpx clients are thread-safe)."""
 
 
 def _get(client: httpx.Client, url: str, headers: dict[str, str]) -> dict[str, Any]:
@@ -61,23 +64,33 @@ def served_types(client: httpx.Client, base: str, headers: dict[str, str]) -> li
     return sorted(known & listed if listed else known)
 
 
+def _read_type(
+    client: httpx.Client, base: str, headers: dict[str, str], kind: str, params: Sequence[tuple[str, str]]
+) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    url: str | None = f"{base}/{kind}?" + urlencode([*params, ("_count", str(PAGE_SIZE))])
+    while url:
+        bundle = _get(client, url, headers)
+        found += [
+            entry["resource"]
+            for entry in bundle.get("entry") or []
+            if isinstance(entry, dict)
+            and isinstance(entry.get("resource"), dict)
+            and (entry.get("search") or {}).get("mode", "match") == "match"
+        ]
+        url = next(
+            (link.get("url") for link in bundle.get("link") or [] if link.get("relation") == "next"), None
+        )
+    return found
+
+
 def read_everything(
     client: httpx.Client, base: str, headers: dict[str, str], params: Sequence[tuple[str, str]] = ()
 ) -> list[dict[str, Any]]:
-    """Every resource a search of each served type finds at `base` (with `params` ANDed), as stored."""
-    found: list[dict[str, Any]] = []
-    for kind in served_types(client, base, headers):
-        url: str | None = f"{base}/{kind}?" + urlencode([*params, ("_count", str(PAGE_SIZE))])
-        while url:
-            bundle = _get(client, url, headers)
-            found += [
-                entry["resource"]
-                for entry in bundle.get("entry") or []
-                if isinstance(entry, dict)
-                and isinstance(entry.get("resource"), dict)
-                and (entry.get("search") or {}).get("mode", "match") == "match"
-            ]
-            url = next(
-                (link.get("url") for link in bundle.get("link") or [] if link.get("relation") == "next"), None
-            )
-    return found
+    """Every resource a search of each served type finds at `base` (with `params` ANDed), as stored,
+    in type order. `READERS` types are read at once: ~146 sequential searches cost 146 round trips,
+    seconds per `complete` on a server across a network."""
+    kinds = served_types(client, base, headers)
+    with ThreadPoolExecutor(max_workers=READERS) as pool:
+        pages = list(pool.map(lambda kind: _read_type(client, base, headers, kind, params), kinds))
+    return [resource for page in pages for resource in page]
