@@ -154,3 +154,33 @@ def test_strict_json_check_leaves_ordinary_unicode_and_numbers_alone(
         assert created["name"] == body["name"]
         raw = '{"resourceType": "Patient", "name": [{"family": "\\ud83d\\ude00"}], "x": 1e300}'
         assert ok(agent.post(f"{base}/Patient", content=raw.encode()), 201)["name"][0]["family"] == "😀"
+
+
+@pytest.mark.parametrize(
+    "media_type", ["application/fhir+xml", "text/plain", "application/x-www-form-urlencoded"]
+)
+def test_a_body_in_a_format_the_surface_does_not_read_is_415(
+    server: Server, api: httpx.Client, media_type: str
+) -> None:
+    """FHIR's HTTP rules: 415 for a body format the server does not support. A JSON resource sent as
+    `text/plain` (or by `curl -d`, form-encoded) was stored as if it were JSON, an XML one was
+    "not valid JSON" (400), and a JSON body to `_search` was read as one odd parameter name."""
+    patient = b'{"resourceType": "Patient", "id": "p1"}'
+    with _started(server, api) as (agent, base, _):
+        headers = {"Content-Type": media_type}
+        for method, path in (("POST", "/Patient"), ("PUT", "/Patient/p1"), ("PUT", "/Patient?_id=p1")):
+            _outcome(agent.request(method, f"{base}{path}", content=patient, headers=headers), 415)
+        _outcome(agent.post(base, content=b'{"resourceType": "Bundle"}', headers=headers), 415)
+        assert ok(agent.get(f"{base}/Patient"))["total"] == 0
+        searched = agent.post(f"{base}/Patient/_search", json={"name": "x"})
+        assert _outcome(searched, 415)["issue"][0]["diagnostics"].endswith("not application/json")
+        fine = [
+            {"Content-Type": "application/fhir+json; charset=utf-8"},
+            {"Content-Type": "application/json"},
+            {},
+        ]
+        statuses = [
+            agent.put(f"{base}/Patient/p1", content=patient, headers=sent).status_code for sent in fine
+        ]
+        assert statuses == [201, 200, 200]
+        ok(agent.post(f"{base}/Patient/_search", content=b"_id=p1"))

@@ -114,15 +114,43 @@ def _too_large(raw: bytes, relative: str) -> Callable[[bytes], FhirResult] | Non
     return refuse
 
 
+_FORM = "application/x-www-form-urlencoded"
+
+
+def _unreadable(request: Request, reads: str | None) -> Callable[[bytes], FhirResult] | None:
+    """415 when the declared `Content-Type` is not what the interaction reads: `"json"` (a resource
+    or a bundle: `application/fhir+json`, `application/json`, any `…+json`) or `"form"` (`_search`).
+    FHIR's HTTP rules answer 415 for a body format the server does not support; before, a JSON
+    body sent as `text/plain` or form-encoded (`curl -d`) was stored, and XML was "not valid
+    JSON". A body without a `Content-Type` is read as the interaction's format."""
+    declared = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if reads is None or not declared:
+        return None
+    if reads == "json" and (declared.endswith("/json") or declared.endswith("+json")):
+        return None
+    if reads == "form" and declared == _FORM:
+        return None
+    wanted = f"{FHIR_JSON} or application/json" if reads == "json" else _FORM
+
+    def refuse(_: bytes) -> FhirResult:
+        raise FhirError(415, f"{request.method} here reads {wanted}, not {declared}", "not-supported")
+
+    return refuse
+
+
 def _event_path(request: Request) -> str:
     return request.url.path + (f"?{request.url.query}" if request.url.query else "")
 
 
-async def _run(request: Request, surface: FhirSurface, work: Callable[[bytes], FhirResult]) -> Response:
+async def _run(
+    request: Request, surface: FhirSurface, work: Callable[[bytes], FhirResult], reads: str | None = None
+) -> Response:
+    """Run `work` on the body in the thread pool and record the event; `reads` is the body format
+    the interaction takes (`"json"`, `"form"`, None for none), refused with 415 before any work."""
     raw = await request.body()
     path = _event_path(request)
     relative = request.url.path[len(urlsplit(surface.base_url).path) :]
-    refused = _too_large(raw, relative)
+    refused = _too_large(raw, relative) or _unreadable(request, reads)
     external = surface.external
     if refused is not None:
         work = refused
@@ -187,7 +215,9 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
     @router.post("")
     @router.post("/")
     async def bundle(request: Request, s: FhirSurface = resolved) -> Response:
-        return await _run(request, s, lambda raw: post_bundle(s.fhir, s.store_id, s.base_url, _json(raw)))
+        return await _run(
+            request, s, lambda raw: post_bundle(s.fhir, s.store_id, s.base_url, _json(raw)), "json"
+        )
 
     @router.get("/_history")
     async def system_history(request: Request, s: FhirSurface = resolved) -> Response:
@@ -213,6 +243,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
             lambda raw: actions.conditional_update(
                 s.fhir, s.store_id, s.base_url, resource_type, pairs, _json(raw), condition
             ),
+            "json",
         )
 
     @router.delete("/{resource_type}")
@@ -236,7 +267,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
             pairs = list(request.query_params.multi_items()) + form
             return actions.search(s.fhir, s.store_id, s.base_url, resource_type, pairs)
 
-        return await _run(request, s, work)
+        return await _run(request, s, work, "form")
 
     @router.post("/{resource_type}")
     async def create(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
@@ -245,6 +276,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
             request,
             s,
             lambda raw: actions.create(s.fhir, s.store_id, s.base_url, resource_type, _json(raw), condition),
+            "json",
         )
 
     @router.get("/{resource_type}/{resource_id}")
@@ -280,6 +312,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
             lambda raw: actions.update(
                 s.fhir, s.store_id, s.base_url, resource_type, resource_id, _json(raw), condition
             ),
+            "json",
         )
 
     @router.patch("/{resource_type}/{resource_id}")
