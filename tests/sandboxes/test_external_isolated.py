@@ -26,7 +26,7 @@ from starlette.types import Receive, Scope, Send
 from typer.testing import CliRunner
 
 from assay.clients.cli.app import app as cli
-from assay.sandboxes.fhir.external import SPACE_KEY, close_external_clients
+from assay.sandboxes.fhir.external import SPACE_KEY, IsolatedFhir, MedplumProjects, close_external_clients
 from assay.sandboxes.fhir.tables import FhirStoreRow
 from assay.service.fhir_server import create_fhir_server
 from assay.service.settings import Settings
@@ -113,6 +113,7 @@ def test_playgrounds_in_stores_of_their_own(
         two = SyncFHIRClient(bases[1], authorization=f"Bearer {token}")
 
         appointment_id = _book(one)
+        close_external_clients()  # as after a restart: the stores are found again from the playground ids
         found = one.resources("Appointment").search(patient=f"Patient/{LIZ}", status="booked").fetch_all()
         assert [a.id for a in found] == [appointment_id]
         assert two.resources("Appointment").fetch_all() == []
@@ -208,6 +209,41 @@ def test_a_failed_dataset_load_deletes_the_store_and_start_can_be_retried(
         assert isolated.store_ids() == before | {f"assay-{started['playground_id']}"}
         assert ok(agent.post(task_run["complete_url"]))["score"] == 0.5
     assert isolated.store_ids() == before
+
+
+def test_a_stateful_space_is_resumed_from_the_sandbox_row(
+    server: Server, api: httpx.Client, isolated: SecondServer
+) -> None:
+    """What a Medplum project needs after a restart (its server-assigned ids) is read back from the
+    playground's `fhir` sandbox row; here the row of a real playground, the server a mock."""
+    run = _fhir_benchmark(api)
+    [task_run] = run["task_runs"]
+    with server.client(run["bearer_token"]) as agent:
+        playground_id = ok(agent.post(task_run["start_url"]))["playground_id"]
+        where = (Sandbox.playground_id == playground_id, Sandbox.type == "fhir")
+        with server.database.transaction() as session:
+            sandbox = session.scalars(select(Sandbox).where(*where)).one()
+            assert sandbox.credentials[SPACE_KEY] == {
+                "isolation": "assay-store",
+                "server": isolated.url,
+                "saved": {},
+            }
+            saved = {"project_id": "p", "client_id": "cli-7", "client_secret": "s"}
+            sandbox.credentials = {SPACE_KEY: {"isolation": "medplum-project", "server": "x", "saved": saved}}
+        forms: list[bytes] = []
+
+        def token(request: httpx.Request) -> httpx.Response:
+            forms.append(request.content)
+            return httpx.Response(200, json={"access_token": "t"})
+
+        client = httpx.Client(transport=httpx.MockTransport(token))
+        medplum = IsolatedFhir(MedplumProjects("https://medplum.invalid/fhir/R4", client), client)
+        space = medplum.space(playground_id, engine=server.database.engine)
+        assert space.headers == {"Authorization": "Bearer t"} and b"client_id=cli-7" in forms[0]
+        with server.database.transaction() as session:  # the row as seed wrote it, for teardown
+            recorded = {"isolation": "assay-store", "server": isolated.url, "saved": {}}
+            session.scalars(select(Sandbox).where(*where)).one().credentials = {SPACE_KEY: recorded}
+        assert ok(agent.post(task_run["complete_url"]))["score"] == 0.5
 
 
 def test_a_failing_store_deletion_does_not_fail_complete(
