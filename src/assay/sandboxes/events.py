@@ -13,9 +13,11 @@ no NUL; the insert failed after the FHIR work was done).
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, func, insert, select
+from sqlalchemy import Engine, Row, insert, select
+from ulid import ULID
 
 from assay.sandboxes.json_depth import nested_deeper_than
 from assay.store import new_id, utcnow
@@ -59,7 +61,6 @@ def record_event(
     request_body, request_cut = stored_body(request)
     response_body, response_cut = stored_body(response)
     row = {
-        "id": new_id("evt_"),
         "org_id": org_id,
         "sandbox_id": sandbox_id,
         "type": type,
@@ -69,14 +70,37 @@ def record_event(
         "request": request_body,
         "response": response_body,
         "truncated": request_cut or response_cut,
-        "created_at": utcnow(),
     }
     with engine.begin() as conn:
         # Appends to one sandbox take turns on its row (PostgreSQL; SQLite's BEGIN IMMEDIATE already
         # serializes): racing on max(seq) + 1 instead made busy agents' requests fail with 409.
         conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
         last = conn.execute(
-            select(func.max(SandboxEvent.seq)).where(SandboxEvent.sandbox_id == sandbox_id)
-        ).scalar()
-        conn.execute(insert(SandboxEvent), [{**row, "seq": (last or 0) + 1}])
-    return str(row["id"])
+            select(SandboxEvent.seq, SandboxEvent.created_at, SandboxEvent.id)
+            .where(SandboxEvent.sandbox_id == sandbox_id)
+            .order_by(SandboxEvent.seq.desc())
+            .limit(1)
+        ).first()
+        ident, created_at = _listed_after(last)
+        conn.execute(
+            insert(SandboxEvent),
+            [{**row, "id": ident, "created_at": created_at, "seq": (last.seq if last else 0) + 1}],
+        )
+    return ident
+
+
+def _listed_after(last: Row[int, datetime, str] | None) -> tuple[str, datetime]:
+    """(id, created_at) of the next event, taken under the sandbox's lock and never before `last`.
+
+    Event lists page by (`created_at`, `id`) (SPEC §5), so that order must be `seq` order. Taken
+    before the lock, concurrent requests were listed out of order; a worker whose clock runs behind
+    another's, or two workers in the same millisecond (ids are monotonic per process only), still
+    could be. So `created_at` never goes back, and on a tie the id is made to sort after `last`'s.
+    """
+    ident, created_at = new_id("evt_"), utcnow()
+    if last is None:
+        return ident, created_at
+    created_at = max(created_at, last.created_at)
+    if created_at == last.created_at and ident <= last.id:
+        ident = "evt_" + str(ULID.from_int(int(ULID.from_str(last.id.removeprefix("evt_"))) + 1))
+    return ident, created_at

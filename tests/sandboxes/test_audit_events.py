@@ -1,0 +1,53 @@
+"""The event log lists a sandbox's events in the order they were appended (SPEC §1.1 `seq`; §5: event
+lists oldest first). Lists page by (`created_at`, `id`), but `record_event` took both before waiting
+for the sandbox's lock, so concurrent requests (or a worker whose clock runs behind) were listed out
+of `seq` order: 57 concurrent FHIR requests on SQLite came back as seq 1, 2, 4, 3, …"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import httpx
+import pytest
+
+from assay.sandboxes import events
+from assay.sandboxes.events import record_event
+from assay.store import utcnow
+from tests.service.builders import make_benchmark, ok, org_id_of, start_run
+from tests.service.conftest import Server
+
+
+def _fhir_sandbox(server: Server, api: httpx.Client) -> tuple[str, str]:
+    """(org id, fhir sandbox id) of a freshly started task run."""
+    run = start_run(api, make_benchmark(api, [[]]).benchmark_id)
+    with server.client(run.token) as agent:
+        playground_id = ok(agent.post(run.task_runs[0]["start_url"]))["playground_id"]
+    playground = ok(api.get(f"/playgrounds/{playground_id}"))
+    [fhir] = [box for box in playground["sandboxes"] if box["type"] == "fhir"]
+    return org_id_of(server, server.org_key), fhir["id"]
+
+
+def test_events_list_in_seq_order_when_clocks_disagree(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    org_id, sandbox_id = _fhir_sandbox(server, api)
+    start = utcnow()
+    clocks = iter([start + timedelta(seconds=5), start, start, start - timedelta(seconds=1)])
+    monkeypatch.setattr(events, "utcnow", lambda: next(clocks))
+    for n in range(4):
+        record_event(
+            server.database.engine, org_id=org_id, sandbox_id=sandbox_id, type="fhir_request",
+            method="GET", path=f"/e{n}", status=200,
+        )  # fmt: skip
+    listed = ok(api.get(f"/sandboxes/{sandbox_id}/events", params={"limit": 100}))["data"]
+    assert [(e["seq"], e["path"]) for e in listed] == [(n + 1, f"/e{n}") for n in range(4)]
+    stamps = [e["created_at"] for e in listed]
+    assert stamps == sorted(stamps)
+    paged, cursor = [], None
+    while True:
+        page = ok(api.get(f"/sandboxes/{sandbox_id}/events", params={"limit": 1, "cursor": cursor or ""}))
+        paged += [e["seq"] for e in page["data"]]
+        cursor = page["_meta"]["next"]
+        if not cursor:
+            break
+    assert paged == [1, 2, 3, 4]
