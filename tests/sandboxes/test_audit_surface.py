@@ -137,8 +137,11 @@ def test_fhir_surface_answers_unknown_paths_and_methods_with_operation_outcome(
         _outcome(agent.get(f"{base}/Patient/x/y/z"), 404)
         _outcome(agent.get(f"{base}/Patient/..%2F..%2Fsecret"), 404)
         _outcome(agent.request("PATCH", f"{base}/metadata"), 405)
+        at_base = agent.get(base)  # the base itself takes only POST (transaction, batch)
+        assert _outcome(at_base, 405) and at_base.headers["allow"] == "POST"
     events = ok(api.get(f"/task-runs/{task_run['id']}/events", params={"limit": 100}))["data"]
-    assert [(e["method"], e["status"]) for e in events] == [("GET", 404), ("GET", 404), ("PATCH", 405)]
+    statuses = [(e["method"], e["status"]) for e in events]
+    assert statuses == [("GET", 404), ("GET", 404), ("PATCH", 405), ("GET", 405)]
 
 
 def test_strict_json_check_leaves_ordinary_unicode_and_numbers_alone(

@@ -340,6 +340,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
 
     interactions = list(router.routes)
 
+    @router.api_route("", methods=_EVERY_METHOD, include_in_schema=False)
     @router.api_route("/{unrouted:path}", methods=_EVERY_METHOD, include_in_schema=False)
     async def unrouted(request: Request, s: FhirSurface = resolved) -> Response:
         """Anything no route above takes; answered here (never forwarded to an external server)
