@@ -187,3 +187,32 @@ def test_a_body_in_a_format_the_surface_does_not_read_is_415(
         ]
         assert statuses == [201, 200, 200]
         ok(agent.post(f"{base}/Patient/_search", content=b"_id=p1"))
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"resource": {"resourceType": "Patient", "id": "x" * 65}},
+        {"fullUrl": "urn:uuid:" + "0" * 70, "resource": {"resourceType": "Patient"}},
+        {"resource": {"resourceType": "P" * 65, "id": "p1"}},
+    ],
+    ids=["long-id", "long-urn-uuid", "long-type"],
+)
+def test_a_dataset_the_store_cannot_hold_fails_the_start(
+    server: Server, api: httpx.Client, entry: Json
+) -> None:
+    """SPEC §1.1: a task run is `failed` when provisioning fails, and start returns 409 with the
+    reason. A resource id or type over the store's 64 characters (FHIR ids are 1-64) made start
+    answer 422 "a value is too large" on PostgreSQL with the task run left `created` (every retry
+    the same), and loaded on SQLite."""
+    bundle = {"resourceType": "Bundle", "type": "collection", "entry": [entry]}
+    dataset = ok(api.post("/datasets", json={"name": "long", "type": "fhir", "data": bundle}), 201)
+    environment = ok(api.post("/environments", json={"name": "env", "dataset_ids": [dataset["id"]]}), 201)
+    benchmark = ok(api.post("/benchmarks", json={"name": "long", "environment_id": environment["id"]}), 201)
+    ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "t"}), 201)
+    run = start_run(api, benchmark["id"])
+    [task_run] = run.task_runs
+    with server.client(run.token) as agent:
+        reason = error(agent.post(task_run["start_url"]), 409, "CONFLICT")["reason"]
+    assert "longer than 64 characters" in reason and dataset["id"] not in reason
+    assert ok(api.get(f"/task-runs/{task_run['id']}"))["status"] == "failed"

@@ -28,12 +28,32 @@ from assay.sandboxes.fhir._db import using
 from assay.sandboxes.fhir.tables import FhirLayer, FhirLayerResource
 from assay.store.ids import iso, utcnow
 
-__all__ = ["Layer", "LayerCache", "layer_hash", "seeded_resources"]
+__all__ = ["MAX_KEY_LENGTH", "Layer", "LayerCache", "LayerNotLoadable", "layer_hash", "seeded_resources"]
 
 Key = tuple[str, str]
 _INSERT_CHUNK = 2000
 MAX_LAYERS = 16
 """Layers one process keeps parsed; indexes that use an evicted layer keep their reference."""
+MAX_KEY_LENGTH = 64
+"""The longest resource type and id the store's key columns hold (FHIR ids are 1-64 characters)."""
+
+
+class LayerNotLoadable(ValueError):
+    """A dataset resource the store cannot hold; `start` fails the task run with this reason (409,
+    SPEC §1.1) instead of PostgreSQL refusing the insert as "too long" (a 422 that left the task
+    run `created`) while SQLite quietly kept it."""
+
+
+def _check_keys(resources: Sequence[dict[str, Any]]) -> None:
+    for resource in resources:
+        for what in ("resourceType", "id"):
+            value = str(resource[what])
+            if len(value) > MAX_KEY_LENGTH:
+                shown = value if len(value) <= 80 else value[:77] + "..."
+                raise LayerNotLoadable(
+                    f"a dataset resource's {what} is longer than {MAX_KEY_LENGTH} characters "
+                    f"(FHIR ids are 1-{MAX_KEY_LENGTH}): {shown}"
+                )
 
 
 def layer_hash(bundles: Sequence[Any]) -> str:
@@ -99,6 +119,7 @@ class LayerCache:
                 return key
             now = utcnow()
             resources = list(cached.by_key.values()) if cached else seeded_resources(bundles, iso(now) or "")
+            _check_keys(resources)
             rows = [
                 {
                     "layer_hash": key,

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from assay import sandboxes
 from assay.sandboxes import Access
+from assay.sandboxes.fhir.layers import LayerNotLoadable
 from assay.service.catalog import repository as catalog
 from assay.service.catalog.publish import freeze_task
 from assay.service.runs import states
@@ -241,7 +242,12 @@ def start_task_run(
         return Started(task_run, None, problem)
     playground = sandboxes.provision(session, org_id=task_run.org_id, task_run_id=task_run.id)
     task_run.playground_id = playground.id
-    sandboxes.seed(session, playground.id, datasets)
+    try:
+        sandboxes.seed(session, playground.id, datasets)
+    except LayerNotLoadable as unloadable:  # checked before anything is loaded; the playground goes
+        end_task_run(session, task_run, "fail", now, reason=str(unloadable))
+        finalize_if_done(benchmark_run, task_runs, now)
+        return Started(task_run, None, str(unloadable))
     task_run.phase, task_run.status = states.STARTED
     task_run.started_at = now
     task_run.deadline_at = now + timedelta(seconds=task_run.timeout_seconds)
