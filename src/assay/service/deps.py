@@ -28,6 +28,7 @@ __all__ = [
     "RunCreator",
     "SessionDep",
     "SettingsDep",
+    "limit_rate",
     "public_host",
 ]
 
@@ -50,7 +51,13 @@ SettingsDep = Annotated[Settings, Depends(_settings)]
 def _caller(
     request: Request, session: SessionDep, authorization: Annotated[str | None, Header()] = None
 ) -> Caller:
-    caller = authenticate(session, authorization)
+    return limit_rate(request, authenticate(session, authorization))
+
+
+def limit_rate(request: Request, caller: Caller) -> Caller:
+    """Take one request from `caller`'s token bucket (SPEC §5, off unless `ASSAY_RATE_LIMIT`);
+    429 `RATE_LIMITED` when it is empty. Every route that resolves a token calls it, the sandbox
+    surfaces included."""
     limiter: RateLimiter | None = request.app.state.rate_limiter
     if limiter is not None:
         wait = limiter.acquire(caller.key_id or caller.benchmark_run_id or caller.org_id)

@@ -23,6 +23,7 @@ from assay.sandboxes.fhir import FhirSurface, SurfaceEvent, base_url_of, fhir_ro
 from assay.sandboxes.fhir.external import configured_external_fhir
 from assay.sandboxes.fhir.store import embedded_fhir
 from assay.service.auth.actions import authenticate
+from assay.service.deps import limit_rate
 from assay.service.runs import repository as repo
 from assay.store import Caller, Conflict, Database, Forbidden, NotFound, utcnow
 from assay.store.models import Sandbox, TaskRun
@@ -30,8 +31,8 @@ from assay.store.models import Sandbox, TaskRun
 __all__ = ["benchmark_run_fhir", "sandbox_routers", "task_run_fhir"]
 
 
-def _run_caller(session: Session, authorization: str | None) -> Caller:
-    caller = authenticate(session, authorization)
+def _run_caller(request: Request, session: Session, authorization: str | None) -> Caller:
+    caller = limit_rate(request, authenticate(session, authorization))
     if caller.kind != "run":
         raise Forbidden("sandbox surfaces need the run token of the benchmark run")
     return caller
@@ -79,7 +80,7 @@ def task_run_fhir(
 ) -> FhirSurface:
     database: Database = request.app.state.database
     with database.transaction() as session:
-        task_run = repo.get_task_run(session, _run_caller(session, authorization), task_run_id)
+        task_run = repo.get_task_run(session, _run_caller(request, session, authorization), task_run_id)
         where = _open(session, task_run)
     return _surface(request, database, task_run, where)
 
@@ -89,7 +90,7 @@ def benchmark_run_fhir(
 ) -> FhirSurface:
     database: Database = request.app.state.database
     with database.transaction() as session:
-        caller = _run_caller(session, authorization)
+        caller = _run_caller(request, session, authorization)
         if caller.benchmark_run_id != benchmark_run_id:
             raise NotFound.of("benchmark run", benchmark_run_id)
         started = [
