@@ -216,3 +216,48 @@ def test_a_dataset_the_store_cannot_hold_fails_the_start(
         reason = error(agent.post(task_run["start_url"]), 409, "CONFLICT")["reason"]
     assert "longer than 64 characters" in reason and dataset["id"] not in reason
     assert ok(api.get(f"/task-runs/{task_run['id']}"))["status"] == "failed"
+
+
+def test_ids_that_name_no_snapshot_file_are_refused(server: Server, api: httpx.Client) -> None:
+    """`.` and `..` match FHIR's id pattern, but SPEC §6 stores a resource as
+    `fhir/<type>/<id>.json`: after an agent wrote `PUT Patient/%2E%2E`, `GET /task-runs/{id}/state`
+    answered 500 ("unsafe path in snapshot") for that run, for good."""
+    with _started(server, api) as (agent, base, task_run):
+        for ident in (".", ".."):
+            encoded = ident.replace(".", "%2E")
+            _outcome(
+                agent.put(f"{base}/Patient/{encoded}", json={"resourceType": "Patient", "id": ident}), 422
+            )
+        entry = {
+            "resource": {"resourceType": "Patient", "id": ".."},
+            "request": {"method": "PUT", "url": "Patient/.."},
+        }
+        bundle = {"resourceType": "Bundle", "type": "transaction", "entry": [entry]}
+        _outcome(agent.post(base, json=bundle), 422)
+        ok(agent.post(task_run["complete_url"]))
+    assert _state_ids(api, task_run["id"]) == set()
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [
+        {"resourceType": "Patient", "id": ".."},
+        {"resourceType": "Patient", "id": "a/b"},
+        {"resourceType": "../Patient", "id": "p1"},
+    ],
+    ids=["dot-dot", "slash", "type-path"],
+)
+def test_dataset_resources_that_name_no_snapshot_file_fail_the_start(
+    server: Server, api: httpx.Client, resource: Json
+) -> None:
+    """Datasets keep their ids (SPEC §5.1), but one that is no file name (`..`, `a/b`) made the state
+    tar.gz answer 500 or land in a folder `assay verify` does not read; start fails instead (409)."""
+    bundle = {"resourceType": "Bundle", "type": "collection", "entry": [{"resource": resource}]}
+    dataset = ok(api.post("/datasets", json={"name": "paths", "type": "fhir", "data": bundle}), 201)
+    environment = ok(api.post("/environments", json={"name": "env", "dataset_ids": [dataset["id"]]}), 201)
+    benchmark = ok(api.post("/benchmarks", json={"name": "paths", "environment_id": environment["id"]}), 201)
+    ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "t"}), 201)
+    run = start_run(api, benchmark["id"])
+    with server.client(run.token) as agent:
+        reason = error(agent.post(run.task_runs[0]["start_url"]), 409, "CONFLICT")["reason"]
+    assert "file name" in reason

@@ -45,14 +45,22 @@ class LayerNotLoadable(ValueError):
 
 
 def _check_keys(resources: Sequence[dict[str, Any]]) -> None:
+    """Every type and id must fit the store's key columns and name one file of a snapshot
+    (`fhir/<type>/<id>.json`, SPEC §6): `..` made the state tar.gz answer 500, `a/b` put the
+    resource in a folder `assay verify` does not read."""
     for resource in resources:
         for what in ("resourceType", "id"):
             value = str(resource[what])
+            shown = value if len(value) <= 80 else value[:77] + "..."
             if len(value) > MAX_KEY_LENGTH:
-                shown = value if len(value) <= 80 else value[:77] + "..."
                 raise LayerNotLoadable(
                     f"a dataset resource's {what} is longer than {MAX_KEY_LENGTH} characters "
                     f"(FHIR ids are 1-{MAX_KEY_LENGTH}): {shown}"
+                )
+            if value in ("", ".", "..") or any(char in value for char in "/\\\x00"):
+                raise LayerNotLoadable(
+                    f"a dataset resource's {what} {shown!r} is not a file name, and a captured "
+                    "resource is the file fhir/<type>/<id>.json (SPEC §6)"
                 )
 
 

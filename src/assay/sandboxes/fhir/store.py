@@ -36,6 +36,9 @@ from assay.store.models import Sandbox
 __all__ = ["STRICT_KEY", "EmbeddedFhir", "WriteTransaction", "embedded_fhir", "is_strict"]
 
 Key = tuple[str, str]
+_NO_FILE_NAME = frozenset({".", ".."})
+"""Ids FHIR's pattern allows (`[A-Za-z0-9-.]{1,64}`) that no snapshot file can be named after:
+written, they made every `GET /task-runs/{id}/state` of that run answer 500."""
 MAX_INDEXES = 256
 """Store indexes one process keeps (least recently used first out; a store torn down in another
 worker is never `forget`-ed here, so the bound is what keeps memory flat)."""
@@ -77,6 +80,12 @@ class WriteTransaction:
         passes here, so a strict store validates here once (422 rolls the whole write back).
         """
         kind = resource["resourceType"]
+        if resource_id in _NO_FILE_NAME:
+            raise FhirError(
+                422,
+                f"id {resource_id!r} cannot be stored: a captured resource is the file "
+                f"fhir/{kind}/<id>.json (SPEC §6), and {resource_id!r} names no file",
+            )
         before = self.current(kind, resource_id)
         version = next_version(before.version_id if before else None, before.versions if before else 0)
         stored = stamp(resource, resource_id, version, self.now)
