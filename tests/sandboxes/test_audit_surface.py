@@ -18,9 +18,11 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import insert, select, update
 
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.store import embedded_fhir
+from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
 from tests.service.builders import error, make_benchmark, ok, start_run
 from tests.service.conftest import Server
 
@@ -261,3 +263,27 @@ def test_dataset_resources_that_name_no_snapshot_file_fail_the_start(
     with server.client(run.token) as agent:
         reason = error(agent.post(run.task_runs[0]["start_url"]), 409, "CONFLICT")["reason"]
     assert "file name" in reason
+
+
+def test_a_capture_that_cannot_be_written_as_a_snapshot_is_409(server: Server, api: httpx.Client) -> None:
+    """Defence for captures stored before `..` was refused: the state route answers 409 with the
+    reason instead of 500. The version row is written straight into the store's tables."""
+    with _started(server, api) as (agent, base, task_run):
+        ok(agent.post(f"{base}/Patient", json={"resourceType": "Patient"}), 201)
+        playground_id = ok(api.get(f"/task-runs/{task_run['id']}"))["playground_id"]
+        with server.database.engine.begin() as conn:
+            seq = conn.execute(select(FhirStoreRow.seq).where(FhirStoreRow.id == playground_id)).scalar_one()
+            body = json.dumps({"resourceType": "Patient", "id": ".."})
+            row = {"store_id": playground_id, "seq": seq + 1, "resource_type": "Patient", "resource_id": ".."}
+            row |= {
+                "version_id": "1",
+                "last_updated": "2026-01-01T00:00:00.000Z",
+                "deleted": False,
+                "body": body,
+            }
+            conn.execute(insert(FhirVersion), [row])
+            conn.execute(update(FhirStoreRow).where(FhirStoreRow.id == playground_id).values(seq=seq + 1))
+        ok(agent.post(task_run["complete_url"]))
+    refused = api.get(f"/task-runs/{task_run['id']}/state")
+    error(refused, 409, "CONFLICT")
+    assert "cannot be written as a snapshot" in refused.json()["error"]["message"]

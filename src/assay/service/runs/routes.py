@@ -13,6 +13,7 @@ from fastapi import APIRouter, Query, Response
 from sqlalchemy import select
 
 from assay import sandboxes
+from assay.core.errors import SnapshotError
 from assay.service.deps import OrgCaller, PageDep, SessionDep
 from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import list_json
@@ -109,7 +110,14 @@ def get_task_run_state(task_run_id: str, session: SessionDep, caller: OrgCaller)
     if task_run.capture is None:
         raise Conflict(f"task run {task_run.id} is {task_run.status} and has no captured state")
     with tempfile.TemporaryDirectory(prefix="assay-state-") as folder:
-        data = archive_snapshot(sandboxes.materialize(task_run.capture, Path(folder) / "snapshot", session))
+        try:
+            data = archive_snapshot(
+                sandboxes.materialize(task_run.capture, Path(folder) / "snapshot", session)
+            )
+        except SnapshotError as unwritable:  # e.g. a resource id `..` stored before writes refused it
+            raise Conflict(
+                f"the captured state of task run {task_run.id} cannot be written as a snapshot: {unwritable}"
+            ) from None
     headers = {"Content-Disposition": f'attachment; filename="{task_run.id}.tar.gz"'}
     return Response(data, media_type="application/gzip", headers=headers)
 
