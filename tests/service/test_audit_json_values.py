@@ -50,6 +50,13 @@ def test_problems_are_named_by_their_dotted_path() -> None:
     assert not_strict_json({"a": "Müller 😀", "b": 1e308, "c": [None, True]}) is None
 
 
+def test_a_long_mantissa_with_a_short_exponent_is_walked() -> None:
+    """301 digits times 1e10 overflows with no three-digit exponent and no 309-digit run."""
+    raw = b'{"a": 1' + b"0" * 300 + b"e10}"
+    assert might_not_be_strict(raw)
+    assert strict_json_problem(raw, json.loads(raw)) is not None
+
+
 def test_ordinary_bodies_skip_the_walk() -> None:
     assert not might_not_be_strict(b'{"id": "4e123456", "value": 12.5e2, "sha": "9e999"}')
     assert might_not_be_strict(b'{"value": 1e400}') and might_not_be_strict(b"[-Infinity]")

@@ -21,12 +21,13 @@ from typing import Any
 __all__ = ["might_not_be_strict", "not_strict_json", "strict_json_problem"]
 
 _SUSPECTS = re.compile(
-    rb"NaN|Infinity|\\u[dD][89a-fA-F]|[:,\[]\s*-?[0-9.]+[eE]\+?[0-9]{3}|[:,\[]\s*-?[0-9]{309}"
+    rb"NaN|Infinity|\\u[dD][89a-fA-F]|[:,\[]\s*-?[0-9.]+[eE]\+?[0-9]{3}|[:,\[]\s*-?[0-9]{200}"
 )
 """Every non-strict body contains one of these: the two literals, a surrogate escape, or a number
-(where JSON puts one: after `:`, `,` or `[`) with a three-digit exponent or a 309-digit integer
-part, the shortest ways past `sys.float_info.max`. Ids and hex digests inside strings (`…4e123…`)
-do not trigger the walk."""
+(where JSON puts one: after `:`, `,` or `[`) with a three-digit exponent or a 200-digit integer
+part. A number overflows past `sys.float_info.max` (~1.8e308) only with an exponent of 100 or more
+or, with a two-digit exponent (at most 99), an integer part of more than 200 digits. Ids and hex
+digests inside strings (`…4e123…`) do not trigger the walk."""
 
 
 def might_not_be_strict(raw: bytes) -> bool:
