@@ -66,7 +66,9 @@ class _Entry:
 
 
 def parse_entry(position: int, entry: Any, base: str) -> _Entry:
-    """One transaction/batch entry's request, or 400 (404 for an unknown type) naming the entry."""
+    """One transaction/batch entry's request, or an error naming the entry: 400 for a malformed
+    request, 422 when a POST or PUT writes a resource of no R4 type (SPEC §5.2 invalid resource),
+    else 404 when the url names an unknown type (what that request alone answers)."""
     where = f"entry {position}"
     if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict):
         raise FhirError(400, f"{where}: every entry needs a request {{method, url}}")
@@ -81,6 +83,11 @@ def parse_entry(position: int, entry: Any, base: str) -> _Entry:
     parts = [p for p in path.strip("/").split("/") if p]
     if not parts:
         raise FhirError(400, f"{where}: request url {url!r} names no resource type")
+    resource = entry.get("resource")
+    if method in ("POST", "PUT") and isinstance(resource, dict):
+        kind = resource.get("resourceType")
+        if not isinstance(kind, str) or not is_resource_type(kind):
+            raise FhirError(422, f"{where}: unknown resourceType {kind!r}")
     check_type(parts[0])
     conditions = {key: request.get(key) for key in ("ifNoneExist", "ifMatch")}
     for key, condition in conditions.items():
@@ -89,7 +96,7 @@ def parse_entry(position: int, entry: Any, base: str) -> _Entry:
     full_url = entry.get("fullUrl") if isinstance(entry.get("fullUrl"), str) else None
     return _Entry(
         position, method, parts[0], parts[1] if len(parts) > 1 else None, query or None,
-        entry.get("resource"), full_url, conditions["ifNoneExist"], conditions["ifMatch"],
+        resource, full_url, conditions["ifNoneExist"], conditions["ifMatch"],
     )  # fmt: skip
 
 
