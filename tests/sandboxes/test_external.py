@@ -14,7 +14,7 @@ import httpx
 import pytest
 from fhirpy import SyncFHIRClient
 
-from assay.sandboxes.fhir.external import TAG_SYSTEM, ExternalFhir, close_external_clients
+from assay.sandboxes.fhir.external import TAG_SYSTEM, ExternalFhir, ForwardedRequest, close_external_clients
 from assay.sandboxes.fhir.outcomes import FhirError
 from tests.sandboxes.test_playgrounds import LIZ, _book, _fhir_benchmark
 from tests.service.builders import ok
@@ -144,6 +144,6 @@ def test_bad_bodies_are_refused_before_forwarding(path: str, body: bytes, status
 
     server = ExternalFhir("http://fhir.invalid", httpx.Client(transport=httpx.MockTransport(answer)))
     with pytest.raises(FhirError) as refused:
-        server.forward("pg_x", "http://assay.invalid/fhir", "POST", path, [], {}, body)
+        server.forward(ForwardedRequest("pg_x", "http://assay.invalid/fhir", "POST", path, body=body))
     assert refused.value.status == status
     assert sent == []

@@ -14,6 +14,8 @@ import pytest
 
 from assay.sandboxes.fhir.external import (
     ExternalFhirFailed,
+    FhirForwarder,
+    ForwardedRequest,
     GcpFhirStores,
     HapiPartitions,
     IsolatedFhir,
@@ -139,7 +141,7 @@ def test_medplum_token_refused_is_renewed_once() -> None:
     fhir = IsolatedFhir(MedplumProjects("https://medplum.invalid/fhir/R4", client), client)
     saved = {"project_id": "p", "client_id": "c", "client_secret": "s"}
     fhir._remember("pg_A", fhir.spaces.resume("pg_A", saved))
-    result = fhir.forward("pg_A", ASSAY_BASE, "GET", "Patient/x", [], {}, b"")
+    result = fhir.forward(ForwardedRequest("pg_A", ASSAY_BASE, "GET", "Patient/x"))
     fhir_requests = [r.headers["Authorization"] for r in sent if r.url.path.endswith("/Patient/x")]
     assert result.status == 200 and fhir_requests == ["Bearer old", "Bearer new"]
 
@@ -161,8 +163,9 @@ def test_isolated_forwarding_maps_urls_both_ways() -> None:
     client, sent = _recording(answer)
     fhir = IsolatedFhir(HapiPartitions("http://hapi.invalid/fhir", client), client)
     body = {"resourceType": "Patient", "link": [{"other": {"reference": f"{ASSAY_BASE}/Patient/y"}}]}
+    headers = {"if-none-exist": "x=1"}
     result = fhir.forward(
-        "pg_A", ASSAY_BASE, "POST", "Patient", [], {"if-none-exist": "x=1"}, json.dumps(body).encode()
+        ForwardedRequest("pg_A", ASSAY_BASE, "POST", "Patient", (), headers, json.dumps(body).encode())
     )
     [request] = sent
     assert (request.method, str(request.url)) == ("POST", f"{hapi}/Patient")
@@ -191,7 +194,7 @@ def test_isolated_forwarding_refuses_what_the_surface_does_not_serve(
     client, sent = _recording(lambda request: httpx.Response(200, json={}))
     fhir = IsolatedFhir(HapiPartitions("http://hapi.invalid/fhir", client), client)
     with pytest.raises(FhirError) as refused:
-        fhir.forward("pg_A", ASSAY_BASE, method, path, [], {}, body)
+        fhir.forward(ForwardedRequest("pg_A", ASSAY_BASE, method, path, body=body))
     assert refused.value.status == 404 and sent == []
 
 
@@ -203,7 +206,7 @@ def test_the_tag_strategy_refuses_what_would_cross_playgrounds(method: str, path
     client, sent = _recording(lambda request: httpx.Response(200, json={}))
     with pytest.raises(FhirError) as refused:
         TaggedFhir("http://fhir.invalid", client).forward(
-            "pg_A", ASSAY_BASE, method, path, [("_id", "x")], {}, b"{}"
+            ForwardedRequest("pg_A", ASSAY_BASE, method, path, (("_id", "x"),), body=b"{}")
         )
     assert refused.value.status == 501 and sent == []
 
@@ -212,7 +215,7 @@ def test_the_agents_content_type_replaces_the_default() -> None:
     client, sent = _recording(lambda request: httpx.Response(200, json={"resourceType": "Bundle"}))
     fhir = IsolatedFhir(HapiPartitions("http://hapi.invalid/fhir", client), client)
     form = {"content-type": "application/x-www-form-urlencoded"}
-    fhir.forward("pg_A", ASSAY_BASE, "POST", "Patient/_search", [], form, b"name=x")
+    fhir.forward(ForwardedRequest("pg_A", ASSAY_BASE, "POST", "Patient/_search", (), form, b"name=x"))
     [request] = sent
     assert request.headers.get_list("content-type") == ["application/x-www-form-urlencoded"]
     assert request.content == b"name=x"
@@ -244,3 +247,19 @@ def test_a_medplum_capture_reads_with_a_fresh_token_and_fails_on_any_error() -> 
     searched = [r for r in sent if r.url.path != "/oauth2/token"]
     assert [r.url.path.rsplit("/", 1)[-1] for r in searched] == ["metadata", "Observation"]  # Project: not R4
     assert {r.headers["Authorization"] for r in searched} == {"Bearer t2"}
+
+
+def test_both_strategies_take_one_forwarded_request() -> None:
+    """The surface builds one `ForwardedRequest` and depends only on `FhirForwarder`: either
+    strategy takes the same request (here a read) and sends it to its own place on the server."""
+    client, sent = _recording(lambda request: httpx.Response(200, json={"resourceType": "Patient"}))
+    forwarders: list[FhirForwarder] = [
+        TaggedFhir("http://hapi.invalid/fhir", client),
+        IsolatedFhir(HapiPartitions("http://hapi.invalid/fhir", client), client),
+    ]
+    read = ForwardedRequest("pg_A", ASSAY_BASE, "GET", "Patient/x")
+    assert [forwarder.forward(read).status for forwarder in forwarders] == [200, 200]
+    assert [str(request.url) for request in sent] == [
+        "http://hapi.invalid/fhir/Patient/aa-x",
+        "http://hapi.invalid/fhir/assay-pg_A/Patient/x",
+    ]

@@ -24,7 +24,7 @@ from assay.sandboxes.fhir import actions
 from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import post_bundle
 from assay.sandboxes.fhir.capability import capability_statement
-from assay.sandboxes.fhir.external import FhirForwarder
+from assay.sandboxes.fhir.external import FhirForwarder, ForwardedRequest
 from assay.sandboxes.fhir.outcomes import FhirError, operation_outcome
 from assay.sandboxes.fhir.store import EmbeddedFhir
 from assay.store.json_values import strict_json_problem
@@ -156,13 +156,13 @@ async def _run(
         work = refused
     elif external is not None:
         headers = {key.lower(): value for key, value in request.headers.items()}
-        query = list(request.query_params.multi_items())
+        query = tuple(request.query_params.multi_items())
 
         def work(raw: bytes) -> FhirResult:
-            return external.forward(
-                surface.store_id, surface.base_url, request.method, relative, query, headers, raw,
-                engine=surface.fhir.engine,
-            )  # fmt: skip
+            forwarded = ForwardedRequest(
+                surface.store_id, surface.base_url, request.method, relative, query, headers, raw
+            )
+            return external.forward(forwarded, engine=surface.fhir.engine)
 
     media_type = _media_type(request)
     return await run_in_threadpool(_handle, surface, request.method, path, raw, lambda: work(raw), media_type)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from assay.sandboxes.fhir.external.forwarding import FhirForwarder, ForwardedRequest
 from assay.sandboxes.fhir.external.isolated import SPACE_KEY, IsolatedFhir, recorded_space
 from assay.sandboxes.fhir.external.spaces import (
     AssayStores,
@@ -43,11 +44,13 @@ __all__ = [
     "SPACE_KEY",
     "TAG_SYSTEM",
     "AssayStores",
+    "ExternalBackend",
     "ExternalFhir",
     "ExternalFhirFailed",
     "ExternalFhirSettings",
     "FhirForwarder",
     "FhirSpaces",
+    "ForwardedRequest",
     "GcpFhirStores",
     "HapiPartitions",
     "IsolatedFhir",
@@ -60,8 +63,9 @@ __all__ = [
     "recorded_space",
 ]
 
-FhirForwarder = TaggedFhir | IsolatedFhir
-"""What the FHIR surface forwards to when an external server is configured."""
+ExternalBackend = TaggedFhir | IsolatedFhir
+"""The configured strategy: seeding and teardown tell the two apart; the FHIR surface sees only
+the `FhirForwarder` interface both implement."""
 
 _SPACES: dict[str, type[AssayStores | HapiPartitions | GcpFhirStores | MedplumProjects]] = {
     "assay-store": AssayStores,
@@ -93,11 +97,11 @@ def external_fhir_settings(environ: Mapping[str, str] | None = None) -> External
     return ExternalFhirSettings(url.rstrip("/"), isolation, env.get("ASSAY_FHIR_AUTHORIZATION") or None)
 
 
-_FORWARDERS: dict[ExternalFhirSettings, FhirForwarder] = {}
+_FORWARDERS: dict[ExternalFhirSettings, ExternalBackend] = {}
 _FORWARDERS_LOCK = threading.Lock()
 
 
-def _forwarder(settings: ExternalFhirSettings) -> FhirForwarder:
+def _forwarder(settings: ExternalFhirSettings) -> ExternalBackend:
     headers = {"Accept": "application/fhir+json"}
     if settings.isolation == "tag":
         if settings.authorization:
@@ -107,7 +111,7 @@ def _forwarder(settings: ExternalFhirSettings) -> FhirForwarder:
     return IsolatedFhir(_SPACES[settings.isolation](settings.url, client, settings.authorization), client)
 
 
-def configured_external_fhir() -> FhirForwarder | None:
+def configured_external_fhir() -> ExternalBackend | None:
     """The forwarder for the server `ASSAY_FHIR_URL` names (one per process), or None."""
     settings = external_fhir_settings()
     if settings is None:

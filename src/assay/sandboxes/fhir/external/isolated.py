@@ -34,6 +34,7 @@ from sqlalchemy import Connection, Engine, select
 from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import parse_entry
 from assay.sandboxes.fhir.external._reading import read_everything
+from assay.sandboxes.fhir.external.forwarding import ForwardedRequest
 from assay.sandboxes.fhir.external.spaces import ExternalFhirFailed, FhirSpaces, Space
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_type
@@ -262,20 +263,9 @@ class IsolatedFhir:
             merged.update({name.lower(): value for name, value in headers.items()})
         return merged
 
-    def forward(
-        self,
-        store_id: str,
-        base: str,
-        method: str,
-        path: str,
-        query: list[tuple[str, str]],
-        headers: dict[str, str],
-        raw: bytes,
-        *,
-        engine: Engine | None = None,
-    ) -> FhirResult:
-        """One REST interaction on playground `store_id`'s space; `path` is relative to the FHIR base."""
-        parts = [p for p in path.strip("/").split("/") if p]
+    def forward(self, request: ForwardedRequest, *, engine: Engine | None = None) -> FhirResult:
+        """One REST interaction on playground `request.store_id`'s space."""
+        method, raw, base, parts = request.method, request.body, request.base, request.parts
         _route(method, parts)
         body: Any = None
         if raw and method in ("POST", "PUT", "PATCH") and parts[-1:] != ["_search"]:
@@ -283,12 +273,12 @@ class IsolatedFhir:
             if not parts:
                 body = _bundle_out(body, base)
         try:
-            space = self.space(store_id, engine=engine)
+            space = self.space(request.store_id, engine=engine)
         except ExternalFhirFailed as exc:
             raise FhirError(502, exc.message) from None
         content = raw if body is None else json.dumps(_rebase(body, base, space.base_url)).encode()
-        sent = {k: v for k, v in headers.items() if k in _REQUEST_HEADERS}
-        response = self._send(store_id, space, method, parts, query, sent, content)
+        sent = {k: v for k, v in request.headers.items() if k in _REQUEST_HEADERS}
+        response = self._send(request.store_id, space, method, parts, list(request.query), sent, content)
         return self._inbound(response, space, base)
 
     def _send(

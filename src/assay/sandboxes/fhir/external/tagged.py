@@ -42,6 +42,7 @@ from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import parse_entry
 from assay.sandboxes.fhir.capability import capability_statement
 from assay.sandboxes.fhir.external._reading import read_everything
+from assay.sandboxes.fhir.external.forwarding import ForwardedRequest
 from assay.sandboxes.fhir.external.spaces import ExternalFhirFailed
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, rewrite_references
@@ -228,22 +229,13 @@ class TaggedFhir:
 
     # -- the interactions ----------------------------------------------------------------------
 
-    def forward(
-        self,
-        store_id: str,
-        base: str,
-        method: str,
-        path: str,
-        query: list[tuple[str, str]],
-        headers: dict[str, str],
-        raw: bytes,
-        *,
-        engine: Engine | None = None,
-    ) -> FhirResult:
-        """One REST interaction on the playground `store_id`; `path` is relative to the FHIR base.
-        (`engine` is unused: the tag strategy keeps no state per playground.)"""
-        scope = _scope(store_id)
-        parts = [p for p in path.strip("/").split("/") if p]
+    def forward(self, request: ForwardedRequest, *, engine: Engine | None = None) -> FhirResult:
+        """One REST interaction on the playground `request.store_id`. (`engine` is unused: the tag
+        strategy keeps no state per playground.)"""
+        scope = _scope(request.store_id)
+        base, method, path, raw = request.base, request.method, request.path, request.body
+        query, headers = list(request.query), request.headers
+        parts = request.parts
         if not parts:
             if method != "POST":
                 raise FhirError(404, "the FHIR base takes POST of a transaction or batch bundle")

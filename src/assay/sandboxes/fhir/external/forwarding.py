@@ -1,0 +1,61 @@
+"""What the FHIR surface hands an external backend: one request, and the one interface both
+isolation strategies (`tagged.py`, `isolated.py`) implement (issue 5).
+
+The surface (`sandboxes/fhir/routes.py`) builds a `ForwardedRequest` from the agent's HTTP request
+and calls `FhirForwarder.forward`; it never needs to know how playgrounds are kept apart on the
+server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import httpx
+    from sqlalchemy import Connection, Engine
+
+    from assay.sandboxes.fhir.actions import FhirResult
+
+__all__ = ["FhirForwarder", "ForwardedRequest"]
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardedRequest:
+    """One agent request to a playground's FHIR base, as the surface received it."""
+
+    store_id: str
+    """The playground whose FHIR state the request reads or writes."""
+    base: str
+    """The agent's FHIR base on Assay, absolute, without a trailing slash (URLs are mapped to it)."""
+    method: str
+    path: str
+    """Relative to `base` (`""` for the base itself, `Patient/x`)."""
+    query: tuple[tuple[str, str], ...] = ()
+    """The query string's pairs, in order, repeats kept."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """The request's headers by lower-case name."""
+    body: bytes = b""
+
+    @property
+    def parts(self) -> list[str]:
+        """The non-empty segments of `path` (`[]` for the base)."""
+        return [part for part in self.path.strip("/").split("/") if part]
+
+
+class FhirForwarder(Protocol):
+    """An external FHIR server behind the surface (`TaggedFhir`, `IsolatedFhir`)."""
+
+    base_url: str
+    """The server's URL (`ASSAY_FHIR_URL`), recorded in a capture's pointer."""
+    client: httpx.Client
+
+    def forward(self, request: ForwardedRequest, *, engine: Engine | None = None) -> FhirResult:
+        """The server's answer to `request`, mapped back to the agent's base; a `FhirError` for
+        what is refused before anything is sent. `engine` finds a playground's recorded space."""
+        ...
+
+    def snapshot(self, store_id: str, conn: Connection | None = None) -> list[dict[str, Any]]:
+        """Every resource of the playground on the server (for the capture, SPEC §6)."""
+        ...
