@@ -156,14 +156,31 @@ def _history_entry(base: str, row: VersionRow, first: bool) -> dict[str, Any]:
     return entry
 
 
-def history(fhir: EmbeddedFhir, store_id: str, base: str, resource_type: str, resource_id: str) -> FhirResult:
+def history(
+    fhir: EmbeddedFhir,
+    store_id: str,
+    base: str,
+    resource_type: str,
+    resource_id: str,
+    pairs: Sequence[tuple[str, str]] = (),
+) -> FhirResult:
+    """Instance history (`GET [type]/[id]/_history`), newest first, the seeded version included.
+
+    Paged and filtered like type and system history (`_count`, `_offset`, `_since`, `next`); the
+    oldest version is the one written by create (`POST`, 201).
+    """
     check_type(resource_type)
+    request = _history_request(pairs)
     rows = fhir.history(store_id, resource_type, resource_id)
     if not rows:
         raise FhirError(404, f"{resource_type}/{resource_id} is not known")
-    entries = [_history_entry(base, row, i == len(rows) - 1) for i, row in enumerate(reversed(rows))]
-    bundle = {"resourceType": "Bundle", "type": "history", "total": len(entries), "entry": entries}
-    return FhirResult(200, bundle)
+    versions = [(row, i == 0) for i, row in enumerate(rows)][::-1]
+    if request.since is not None:
+        versions = [(row, first) for row, first in versions if _written_since(row, request.since)]
+    page = versions[request.offset : request.offset + request.count]
+    entries = [_history_entry(base, row, first) for row, first in page]
+    path = f"{base}/{resource_type}/{resource_id}/_history"
+    return _history_bundle(path, pairs, request, len(versions), entries)
 
 
 def _instant(name: str, value: str) -> datetime:
@@ -172,6 +189,70 @@ def _instant(name: str, value: str) -> datetime:
     except ValueError:
         raise FhirError(400, f"{name} must be a FHIR instant, got {value!r}") from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _written_since(row: VersionRow, since: datetime) -> bool:
+    """Whether a version's `lastUpdated` is at or after `since`; a seeded version without a
+    readable one was not written since anything."""
+    try:
+        return _instant("lastUpdated", row.last_updated) >= since
+    except FhirError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class _HistoryRequest:
+    """The parameters every history interaction takes (instance, type and system)."""
+
+    count: int = DEFAULT_COUNT
+    offset: int = 0
+    since: datetime | None = None
+
+
+def _history_request(pairs: Sequence[tuple[str, str]]) -> _HistoryRequest:
+    """`_count` (default 50, max 1000), `_offset` and `_since`; 400 for any other parameter."""
+    count, offset, since = DEFAULT_COUNT, 0, None
+    for name, value in pairs:
+        if name == "_count":
+            count = min(_nonnegative(name, value), MAX_COUNT)
+        elif name in ("_offset", "_getpagesoffset"):
+            offset = _nonnegative(name, value)
+        elif name == "_since":
+            since = _instant(name, value)
+        elif name not in _IGNORED:
+            raise FhirError(400, f"_history takes _count, _offset and _since, not {name!r}")
+    return _HistoryRequest(count, offset, since)
+
+
+def _history_bundle(
+    path: str,
+    pairs: Sequence[tuple[str, str]],
+    request: _HistoryRequest,
+    total: int,
+    entries: list[dict[str, Any]],
+) -> FhirResult:
+    links = _page_links(path, pairs, request.count, request.offset, total)
+    bundle = {"resourceType": "Bundle", "type": "history", "total": total, "link": links, "entry": entries}
+    return FhirResult(200, bundle)
+
+
+def _page_links(
+    path: str, pairs: Sequence[tuple[str, str]], count: int, offset: int, total: int
+) -> list[dict[str, str]]:
+    """`self`, and `next` / `previous` where there is such a page, of a searchset or history
+    Bundle: the request's own parameters with `_count` and `_offset` set for that page."""
+    kept = [(k, v) for k, v in pairs if k not in ("_count", "_offset", "_getpagesoffset")]
+
+    def link(relation: str, at: int) -> dict[str, str]:
+        query = urlencode([*kept, ("_count", str(count)), ("_offset", str(at))])
+        return {"relation": relation, "url": f"{path}?{query}"}
+
+    links = [link("self", offset)]
+    if count and offset + count < total:
+        links.append(link("next", offset + count))
+    if offset > 0 and count:
+        links.append(link("previous", max(0, offset - count)))
+    return links
 
 
 def store_history(
@@ -186,35 +267,13 @@ def store_history(
     """
     if resource_type is not None:
         check_type(resource_type)
-    count, offset, since = DEFAULT_COUNT, 0, None
-    for name, value in pairs:
-        if name == "_count":
-            count = min(_nonnegative(name, value), MAX_COUNT)
-        elif name in ("_offset", "_getpagesoffset"):
-            offset = _nonnegative(name, value)
-        elif name == "_since":
-            since = _instant(name, value)
-        elif name not in _IGNORED:
-            raise FhirError(400, f"_history takes _count, _offset and _since, not {name!r}")
+    request = _history_request(pairs)
+    since = request.since
     after = None if since is None else since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-    total, rows = fhir.store_history(store_id, resource_type, after, offset, count)
+    total, rows = fhir.store_history(store_id, resource_type, after, request.offset, request.count)
     entries = [_history_entry(base, row, row.version_id == "1") for row in rows]
     path = f"{base}/{resource_type}/_history" if resource_type else f"{base}/_history"
-    kept = [(k, v) for k, v in pairs if k not in ("_count", "_offset", "_getpagesoffset")]
-
-    def link(relation: str, at: int) -> dict[str, str]:
-        return {
-            "relation": relation,
-            "url": f"{path}?{urlencode([*kept, ('_count', str(count)), ('_offset', str(at))])}",
-        }
-
-    links = [link("self", offset)]
-    if count and offset + count < total:
-        links.append(link("next", offset + count))
-    if offset > 0 and count:
-        links.append(link("previous", max(0, offset - count)))
-    bundle = {"resourceType": "Bundle", "type": "history", "total": total, "link": links, "entry": entries}
-    return FhirResult(200, bundle)
+    return _history_bundle(path, pairs, request, total, entries)
 
 
 # -- search --------------------------------------------------------------------------------------
@@ -406,17 +465,7 @@ def search(
         {"fullUrl": f"{base}/{r['resourceType']}/{r['id']}", "resource": r, "search": {"mode": "include"}}
         for r in included
     ]
-    kept = [(k, v) for k, v in pairs if k not in ("_count", "_offset", "_getpagesoffset")]
-
-    def link(relation: str, offset: int) -> dict[str, str]:
-        query = urlencode([*kept, ("_count", str(request.count)), ("_offset", str(offset))])
-        return {"relation": relation, "url": f"{base}/{resource_type}?{query}"}
-
-    links = [link("self", request.offset)]
-    if request.count and request.offset + request.count < len(matches):
-        links.append(link("next", request.offset + request.count))
-    if request.offset > 0 and request.count:
-        links.append(link("previous", max(0, request.offset - request.count)))
+    links = _page_links(f"{base}/{resource_type}", pairs, request.count, request.offset, len(matches))
     bundle = {
         "resourceType": "Bundle",
         "type": "searchset",
