@@ -13,6 +13,7 @@ import sys
 import tarfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,6 +99,34 @@ def isolated(second: SecondServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     close_external_clients()
 
 
+@dataclass(frozen=True)
+class StartedRun:
+    """One task run of a one-task FHIR benchmark, started by its agent."""
+
+    agent: httpx.Client
+    task_run: dict[str, Any]
+    playground_id: str
+    base: str
+    """The agent's FHIR base (absolute)."""
+    token: str
+
+    def fhir(self) -> SyncFHIRClient:
+        return SyncFHIRClient(self.base, authorization=f"Bearer {self.token}")
+
+    def complete(self) -> httpx.Response:
+        return self.agent.post(self.task_run["complete_url"])
+
+
+@contextmanager
+def _started(server: Server, api: httpx.Client) -> Iterator[StartedRun]:
+    run = _fhir_benchmark(api)
+    [task_run] = run["task_runs"]
+    with server.client(run["bearer_token"]) as agent:
+        started = ok(agent.post(task_run["start_url"]))
+        base = server.url + started["endpoints"]["fhir"]
+        yield StartedRun(agent, task_run, started["playground_id"], base, run["bearer_token"])
+
+
 def test_playgrounds_in_stores_of_their_own(
     server: Server, api: httpx.Client, isolated: SecondServer
 ) -> None:
@@ -165,28 +194,21 @@ def test_playgrounds_in_stores_of_their_own(
 def test_a_server_error_during_capture_fails_complete_and_keeps_the_run_completable(
     server: Server, api: httpx.Client, isolated: SecondServer
 ) -> None:
-    run = _fhir_benchmark(api)
-    [task_run] = run["task_runs"]
-    with server.client(run["bearer_token"]) as agent, isolated.client() as remote:
-        started = ok(agent.post(task_run["start_url"]))
-        _book(
-            SyncFHIRClient(
-                server.url + started["endpoints"]["fhir"], authorization=f"Bearer {run['bearer_token']}"
-            )
-        )
+    with _started(server, api) as run, isolated.client() as remote:
+        _book(run.fhir())
         isolated.faults.add(("GET", "Observation"))
-        failed = agent.post(task_run["complete_url"])
+        failed = run.complete()
         error(failed, 500, "INTERNAL_ERROR")
         message = failed.json()["error"]["message"]
         assert "capture failed" in message and "answered 500" in message and "/Observation?" in message
-        record = ok(api.get(f"/task-runs/{task_run['id']}"))
+        record = ok(api.get(f"/task-runs/{run.task_run['id']}"))
         assert (record["phase"], record["status"], record["criterion_runs"]) == ("started", "active", [])
-        assert remote.get(isolated.store(started["playground_id"])).status_code == 200
+        assert remote.get(isolated.store(run.playground_id)).status_code == 200
 
         isolated.faults.clear()
-        completed = ok(agent.post(task_run["complete_url"]))
+        completed = ok(run.complete())
         assert (completed["score"], completed["verdict"]) == (1.0, "pass")
-        assert remote.get(isolated.store(started["playground_id"])).status_code == 404
+        assert remote.get(isolated.store(run.playground_id)).status_code == 404
 
 
 def test_a_failed_dataset_load_deletes_the_store_and_start_can_be_retried(
@@ -216,13 +238,12 @@ def test_a_stateful_space_is_resumed_from_the_sandbox_row(
 ) -> None:
     """What a Medplum project needs after a restart (its server-assigned ids) is read back from the
     playground's `fhir` sandbox row; here the row of a real playground, the server a mock."""
-    run = _fhir_benchmark(api)
-    [task_run] = run["task_runs"]
-    with server.client(run["bearer_token"]) as agent:
-        playground_id = ok(agent.post(task_run["start_url"]))["playground_id"]
+    with _started(server, api) as run:
+        playground_id = run.playground_id
         where = (Sandbox.playground_id == playground_id, Sandbox.type == "fhir")
         with server.database.transaction() as session:
             sandbox = session.scalars(select(Sandbox).where(*where)).one()
+            assert sandbox.credentials is not None
             assert sandbox.credentials[SPACE_KEY] == {
                 "isolation": "assay-store",
                 "server": isolated.url,
@@ -243,24 +264,21 @@ def test_a_stateful_space_is_resumed_from_the_sandbox_row(
         with server.database.transaction() as session:  # the row as seed wrote it, for teardown
             recorded = {"isolation": "assay-store", "server": isolated.url, "saved": {}}
             session.scalars(select(Sandbox).where(*where)).one().credentials = {SPACE_KEY: recorded}
-        assert ok(agent.post(task_run["complete_url"]))["score"] == 0.5
+        assert ok(run.complete())["score"] == 0.5
 
 
 def test_a_failing_store_deletion_does_not_fail_complete(
     server: Server, api: httpx.Client, isolated: SecondServer
 ) -> None:
-    run = _fhir_benchmark(api)
-    [task_run] = run["task_runs"]
-    with server.client(run["bearer_token"]) as agent, isolated.client() as remote:
-        started = ok(agent.post(task_run["start_url"]))
-        store = isolated.store(started["playground_id"])
+    with _started(server, api) as run, isolated.client() as remote:
+        store = isolated.store(run.playground_id)
         isolated.faults.add(("DELETE", store.rsplit("/", 1)[-1]))
-        assert ok(agent.post(task_run["complete_url"]))["score"] == 0.5
+        assert ok(run.complete())["score"] == 0.5
         assert remote.get(store).status_code == 200  # left on the server, and noted:
     with server.database.transaction() as session:
         credentials = session.scalars(
             select(Sandbox.credentials).where(
-                Sandbox.playground_id == started["playground_id"], Sandbox.type == "fhir"
+                Sandbox.playground_id == run.playground_id, Sandbox.type == "fhir"
             )
         ).one()
     assert "500" in credentials[SPACE_KEY]["close_error"]

@@ -91,24 +91,34 @@ def _auth(authorization: str | None) -> dict[str, str]:
     return {"Authorization": authorization} if authorization else {}
 
 
-def _call(client: httpx.Client, method: str, url: str, what: str, **kwargs: Any) -> httpx.Response:
-    try:
-        return client.request(method, url, **kwargs)
-    except httpx.HTTPError as exc:
-        raise ExternalFhirFailed(
-            f"the external FHIR server failed to {what}: {method} {url}: {exc}"
-        ) from None
+class _ServerSpaces:
+    """What each `FhirSpaces` below starts from: the server, the HTTP client and Assay's own
+    credentials (`ASSAY_FHIR_AUTHORIZATION`), and one way to make a management call."""
 
+    def __init__(self, server_url: str, client: httpx.Client, authorization: str | None = None):
+        self.server_url = server_url.rstrip("/")
+        self.client = client
+        self.headers = _auth(authorization)
 
-def _expect(response: httpx.Response, what: str, ok: tuple[int, ...] = (200, 201)) -> httpx.Response:
-    if response.status_code not in ok:
-        body = response.text[:300].replace("\n", " ")
-        raise ExternalFhirFailed(
-            f"the external FHIR server failed to {what}: {response.request.method} {response.request.url} "
-            f"answered {response.status_code}: {body}",
-            {"status": response.status_code, "url": str(response.request.url)},
-        )
-    return response
+    def _request(
+        self, method: str, url: str, what: str, ok: tuple[int, ...] = (200, 201), **kwargs: Any
+    ) -> httpx.Response:
+        """`method url` (`kwargs` as httpx takes them), answered with a status in `ok`; anything else,
+        a network error included, is `ExternalFhirFailed` naming `what`, the call and the answer."""
+        try:
+            response = self.client.request(method, url, **kwargs)
+        except httpx.HTTPError as exc:
+            raise ExternalFhirFailed(
+                f"the external FHIR server failed to {what}: {method} {url}: {exc}"
+            ) from None
+        if response.status_code not in ok:
+            body = response.text[:300].replace("\n", " ")
+            raise ExternalFhirFailed(
+                f"the external FHIR server failed to {what}: {method} {response.request.url} "
+                f"answered {response.status_code}: {body}",
+                {"status": response.status_code, "url": str(response.request.url)},
+            )
+        return response
 
 
 def _parameters(*pairs: tuple[str, str, Any]) -> dict[str, Any]:
@@ -119,7 +129,7 @@ def _parameters(*pairs: tuple[str, str, Any]) -> dict[str, Any]:
     }
 
 
-class AssayStores:
+class AssayStores(_ServerSpaces):
     """A store per playground on an Assay FHIR server (`assay fhir-server`).
 
     `ASSAY_FHIR_URL` is the server's root (`http://host:8410`). Calls: `PUT /stores/{name}` (201, or
@@ -130,17 +140,11 @@ class AssayStores:
     isolation = "assay-store"
     stateless = True
 
-    def __init__(self, server_url: str, client: httpx.Client, authorization: str | None = None):
-        self.server_url = server_url.rstrip("/")
-        self.client = client
-        self.headers = _auth(authorization)
-
     def _store_url(self, playground_id: str) -> str:
         return f"{self.server_url}/stores/{space_name(playground_id)}"
 
     def open(self, playground_id: str) -> Space:
-        url = self._store_url(playground_id)
-        _expect(_call(self.client, "PUT", url, "create a store", headers=self.headers), "create a store")
+        self._request("PUT", self._store_url(playground_id), "create a store", headers=self.headers)
         return self.resume(playground_id, {})
 
     def resume(self, playground_id: str, saved: Mapping[str, Any]) -> Space:
@@ -148,11 +152,10 @@ class AssayStores:
 
     def close(self, playground_id: str, saved: Mapping[str, Any]) -> None:
         url = self._store_url(playground_id)
-        response = _call(self.client, "DELETE", url, "delete a store", headers=self.headers)
-        _expect(response, "delete a store", (200, 204, 404))
+        self._request("DELETE", url, "delete a store", (200, 204, 404), headers=self.headers)
 
 
-class HapiPartitions:
+class HapiPartitions(_ServerSpaces):
     """A partition per playground on a HAPI FHIR JPA server with URL-based partitioning.
 
     `ASSAY_FHIR_URL` is the server's FHIR root without a tenant (`http://hapi:8080/fhir`); the
@@ -170,9 +173,8 @@ class HapiPartitions:
     stateless = True
 
     def __init__(self, server_url: str, client: httpx.Client, authorization: str | None = None):
-        self.server_url = server_url.rstrip("/")
-        self.client = client
-        self.headers = {**_auth(authorization), "Content-Type": _FHIR_JSON, "Accept": _FHIR_JSON}
+        super().__init__(server_url, client, authorization)
+        self.headers = {**self.headers, "Content-Type": _FHIR_JSON, "Accept": _FHIR_JSON}
 
     @staticmethod
     def partition_id(playground_id: str) -> int:
@@ -180,8 +182,7 @@ class HapiPartitions:
         return int.from_bytes(digest[:4], "big") % (2**31 - 1) + 1
 
     def _operation(self, name: str, body: dict[str, Any], what: str) -> None:
-        url = f"{self.server_url}/DEFAULT/${name}"
-        _expect(_call(self.client, "POST", url, what, json=body, headers=self.headers), what)
+        self._request("POST", f"{self.server_url}/DEFAULT/${name}", what, json=body, headers=self.headers)
 
     def open(self, playground_id: str) -> Space:
         body = _parameters(
@@ -201,7 +202,7 @@ class HapiPartitions:
         self._operation("partition-management-delete-partition", body, "delete a partition")
 
 
-class GcpFhirStores:
+class GcpFhirStores(_ServerSpaces):
     """A FHIR store per playground in a Google Cloud Healthcare API dataset.
 
     `ASSAY_FHIR_URL` is the dataset's REST name
@@ -219,19 +220,12 @@ class GcpFhirStores:
     isolation = "gcp-store"
     stateless = True
 
-    def __init__(self, server_url: str, client: httpx.Client, authorization: str | None = None):
-        self.server_url = server_url.rstrip("/")
-        self.client = client
-        self.headers = _auth(authorization)
-
     def open(self, playground_id: str) -> Space:
         body = {"version": "R4", "enableUpdateCreate": True, "disableReferentialIntegrity": True}
-        url = f"{self.server_url}/fhirStores"
-        response = _call(
-            self.client, "POST", url, "create a FHIR store",
+        self._request(
+            "POST", f"{self.server_url}/fhirStores", "create a FHIR store", (200, 201, 409),
             params={"fhirStoreId": space_name(playground_id)}, json=body, headers=self.headers,
         )  # fmt: skip
-        _expect(response, "create a FHIR store", (200, 201, 409))
         return self.resume(playground_id, {})
 
     def resume(self, playground_id: str, saved: Mapping[str, Any]) -> Space:
@@ -239,11 +233,10 @@ class GcpFhirStores:
 
     def close(self, playground_id: str, saved: Mapping[str, Any]) -> None:
         url = f"{self.server_url}/fhirStores/{space_name(playground_id)}"
-        response = _call(self.client, "DELETE", url, "delete a FHIR store", headers=self.headers)
-        _expect(response, "delete a FHIR store", (200, 204, 404))
+        self._request("DELETE", url, "delete a FHIR store", (200, 204, 404), headers=self.headers)
 
 
-class MedplumProjects:
+class MedplumProjects(_ServerSpaces):
     """A Medplum project per playground, reached with a client application of that project.
 
     `ASSAY_FHIR_URL` is the FHIR base (`https://api.medplum.com/fhir/R4`) and
@@ -261,9 +254,7 @@ class MedplumProjects:
     stateless = False
 
     def __init__(self, server_url: str, client: httpx.Client, authorization: str | None = None):
-        self.server_url = server_url.rstrip("/")
-        self.client = client
-        self.headers = _auth(authorization)
+        super().__init__(server_url, client, authorization)
         parts = urlsplit(self.server_url)
         root = parts.path.removesuffix("/R4").removesuffix("/fhir")
         self.root_url = urlunsplit((parts.scheme, parts.netloc, root, "", "")).rstrip("/")
@@ -271,11 +262,11 @@ class MedplumProjects:
     def open(self, playground_id: str) -> Space:
         what = "create a project"
         body = _parameters(("name", "valueString", space_name(playground_id)))
-        response = _call(
-            self.client, "POST", f"{self.server_url}/Project/$init", what,
+        response = self._request(
+            "POST", f"{self.server_url}/Project/$init", what,
             json=body, headers={**self.headers, "Content-Type": _FHIR_JSON},
         )  # fmt: skip
-        project_id = str(_expect(response, what).json().get("id", ""))
+        project_id = str(response.json().get("id", ""))
         if not project_id:
             raise ExternalFhirFailed(
                 f"the external FHIR server failed to {what}: no Project id in its answer"
@@ -284,10 +275,7 @@ class MedplumProjects:
             what = "create a client application"
             url = f"{self.root_url}/admin/projects/{project_id}/client"
             body = {"name": space_name(playground_id), "description": f"Assay playground {playground_id}"}
-            application = _expect(
-                _call(self.client, "POST", url, what, json=body, headers=self.headers), what
-            )
-            found = application.json()
+            found = self._request("POST", url, what, json=body, headers=self.headers).json()
             saved = {
                 "project_id": project_id,
                 "client_id": found.get("id"),
@@ -305,8 +293,8 @@ class MedplumProjects:
             "client_id": str(saved.get("client_id", "")),
             "client_secret": str(saved.get("client_secret", "")),
         }
-        response = _call(self.client, "POST", f"{self.root_url}/oauth2/token", what, data=form)
-        token = _expect(response, what).json().get("access_token")
+        response = self._request("POST", f"{self.root_url}/oauth2/token", what, data=form)
+        token = response.json().get("access_token")
         if not isinstance(token, str) or not token:
             raise ExternalFhirFailed(f"the external FHIR server failed to {what}: no access_token")
         return Space(self.server_url, {"Authorization": f"Bearer {token}"}, dict(saved))
@@ -314,8 +302,7 @@ class MedplumProjects:
     def close(self, playground_id: str, saved: Mapping[str, Any]) -> None:
         what = "expunge a project"
         url = f"{self.server_url}/Project/{saved.get('project_id')}/$expunge"
-        response = _call(
-            self.client, "POST", url, what, params={"everything": "true"},
+        self._request(
+            "POST", url, what, (200, 202, 204, 404), params={"everything": "true"},
             headers={**self.headers, "Content-Type": _FHIR_JSON},
         )  # fmt: skip
-        _expect(response, what, (200, 202, 204, 404))
