@@ -130,3 +130,66 @@ def test_instance_history_pages_like_type_history(
     since = everything["entry"][1]["response"]["lastModified"]
     assert read(f"Patient/{pid}/_history", [("_since", since)])["total"] >= 2
     assert read(f"Patient/{pid}/_history", [("_since", "2999-01-01T00:00:00Z")])["total"] == 0
+
+
+MARKER = "Featherstonehaugh-" * 20
+"""A long family name: diagnostics that echo the stored resource carry it."""
+
+
+@pytest.mark.parametrize(
+    ("operations", "expected"),
+    [
+        (
+            [{"op": "add", "path": "/active", "value": True}, {"op": "test", "path": "", "value": {}}],
+            "JSON Patch operation 1 (test '') cannot be applied: the value at '' is not the tested value",
+        ),
+        (
+            [{"op": "test", "path": "/name/0", "value": {"family": "x"}}],
+            "JSON Patch operation 0 (test '/name/0') cannot be applied: "
+            "the value at '/name/0' is not the tested value",
+        ),
+        (
+            [{"op": "add", "path": "/contact/0/name", "value": {}}],
+            "JSON Patch operation 0 (add '/contact/0/name') cannot be applied: "
+            "'/contact/0' does not exist in the resource",
+        ),
+        (
+            [{"op": "replace", "path": "/name/0/family/x", "value": 1}],
+            "JSON Patch operation 0 (replace '/name/0/family/x') cannot be applied: "
+            "'/name/0/family/x' does not exist in the resource",
+        ),
+        (
+            [{"op": "copy", "from": "/photo", "path": "/x"}],
+            "JSON Patch operation 0 (copy '/photo' to '/x') cannot be applied: "
+            "'/photo' does not exist in the resource",
+        ),
+    ],
+    ids=["test-root", "test-member", "add-below-missing", "below-a-string", "copy-from-missing"],
+)
+def test_patch_diagnostics_name_the_operation_not_the_resource(
+    http: httpx.Client, operations: list[Json], expected: str
+) -> None:
+    """OperationOutcome diagnostics of a failed PATCH echoed the whole stored resource (jsonpatch's
+    "{document} is not equal to tested value …", jsonpointer's "member 'a' not found in
+    {document}"); they name the failing operation, its path and the reason."""
+    patient = {"resourceType": "Patient", "id": "p1", "name": [{"family": MARKER}]}
+    assert http.put("/Patient/p1", json=patient).status_code == 201
+    patched = http.patch(
+        "/Patient/p1", json=operations, headers={"Content-Type": "application/json-patch+json"}
+    )
+    assert _outcome(patched, 422) == expected
+    entry = {"resource": operations, "request": {"method": "PATCH", "url": "Patient/p1"}}
+    in_transaction = _outcome(http.post("", json=_bundle("transaction", entry)), 422)
+    assert in_transaction == f"entry 0: Patient/p1: {expected}"
+    assert http.get("/Patient/p1").json()["meta"]["versionId"] == "1"
+
+
+def test_a_malformed_patch_names_the_operation(http: httpx.Client) -> None:
+    assert http.put("/Patient/p1", json={"resourceType": "Patient", "id": "p1"}).status_code == 201
+    operations = [{"op": "add", "path": "/active", "value": True}, {"op": "bogus" * 100, "path": "/a"}]
+    patched = http.patch(
+        "/Patient/p1", json=operations, headers={"Content-Type": "application/json-patch+json"}
+    )
+    diagnostics = _outcome(patched, 400)
+    assert diagnostics.startswith("invalid JSON Patch: operation 1: Unknown operation 'bogusbogus")
+    assert len(diagnostics) < 200
