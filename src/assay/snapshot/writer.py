@@ -31,9 +31,29 @@ class SnapshotFile:
 def _safe(relative: str) -> str:
     """A relative POSIX path that stays inside its folder; anything else is refused."""
     path = PurePosixPath(relative.lstrip("/"))
-    if not path.parts or ".." in path.parts:
+    if not path.parts or ".." in path.parts or "\x00" in relative:
         raise SnapshotError(f"unsafe path in snapshot: {relative!r}")
     return path.as_posix()
+
+
+_NOT_FILE_NAMES = frozenset({"", ".", ".."})
+
+
+def _name(value: Any, what: str) -> str:
+    """`value` as one file or folder name of the layout (a FHIR type or id, a portal slug or
+    resource), refused when it is none: empty, `.`, `..`, or holding `/`, `\\` or NUL.
+
+    SPEC §6 stores one resource per `fhir/<type>/<id>.json`; an id `a/b` would be written as a
+    nested file the reader lists under another id or skips. The service refuses such ids when they
+    are written (422) or loaded (409); this keeps every other writer (scripts, the SDK) honest too.
+    """
+    if (
+        not isinstance(value, str)
+        or value in _NOT_FILE_NAMES
+        or any(char in value for char in ("/", "\\", "\x00"))
+    ):
+        raise SnapshotError(f"unsafe {what} in snapshot: {value!r} is not a file name")
+    return value
 
 
 class SnapshotWriter:
@@ -56,8 +76,9 @@ class SnapshotWriter:
 
     def add_fhir(self, resources: Iterable[Mapping[str, Any]]) -> None:
         for resource in resources:
-            kind, rid = resource["resourceType"], resource["id"]
-            self._write(f"fhir/{_safe(kind)}/{_safe(rid)}.json", _dumps(resource))
+            kind = _name(resource.get("resourceType"), "FHIR resourceType")
+            rid = _name(resource.get("id"), "FHIR id")
+            self._write(f"fhir/{kind}/{rid}.json", _dumps(resource))
 
     def add_hl7(self, record: Hl7Record | str) -> None:
         self._hl7_seq += 1
@@ -106,8 +127,8 @@ class SnapshotWriter:
 
     def close(self) -> Path:
         for (slug, resource), rows in self._portal.items():
-            folder = f"portal/{_safe(slug)}/" if slug else "portal/"
-            self._write(f"{folder}{_safe(resource)}.json", _dumps(rows))
+            folder = f"portal/{_name(slug, 'portal slug')}/" if slug else "portal/"
+            self._write(f"{folder}{_name(resource, 'portal resource')}.json", _dumps(rows))
         if self._files_meta:
             self._write("files.meta.json", _dumps(self._files_meta))
         if self._voice:
