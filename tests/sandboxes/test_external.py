@@ -9,6 +9,7 @@ import tarfile
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 import pytest
@@ -147,3 +148,26 @@ def test_bad_bodies_are_refused_before_forwarding(path: str, body: bytes, status
         server.forward(ForwardedRequest("pg_x", "http://assay.invalid/fhir", "POST", path, body=body))
     assert refused.value.status == status
     assert sent == []
+
+
+def test_a_get_on_the_base_with_a_query_is_forwarded_with_the_tag(
+    server: Server, api: httpx.Client, fhir_server: FhirServer, external: str
+) -> None:
+    """A paging link on the base (HAPI's `[base]?_getpages=…`) or a system-level search is sent to
+    the server's base with the playground's `_tag` (the Assay FHIR server serves neither and
+    answers 405 itself); the bare base stays Assay's 405, not forwarded."""
+    run = _fhir_benchmark(api)
+    [task_run] = run["task_runs"]
+    with server.client(run["bearer_token"]) as agent:
+        started = ok(agent.post(task_run["start_url"]))
+        base = server.url + started["endpoints"]["fhir"]
+        store_path = urlsplit(external).path
+        before = len(fhir_server.events)
+        paged = agent.get(base, params={"_getpages": "abc"})
+        [sent] = [e for e in fhir_server.events[before:] if e.path.startswith(store_path)]
+        tag = urlencode({"_tag": f"{TAG_SYSTEM}|{started['playground_id']}"})
+        assert (sent.method, sent.path) == ("GET", f"{store_path}?_getpages=abc&{tag}")
+        assert paged.status_code == 405 and "allow" not in paged.headers  # the server's answer
+        bare = agent.get(base)
+        assert (bare.status_code, bare.headers["allow"]) == (405, "POST")
+        assert [e for e in fhir_server.events[before:] if e.path.startswith(store_path)] == [sent]

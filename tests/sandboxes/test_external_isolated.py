@@ -50,6 +50,8 @@ class SecondServer:
     database: str
     faults: set[tuple[str, str]] = field(default_factory=set)
     """(method, last path segment) pairs answered with a 500 instead of reaching the server."""
+    seen: list[str] = field(default_factory=list)
+    """Every request the server received, as `METHOD path?query`."""
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"})
@@ -67,10 +69,13 @@ class SecondServer:
 
 
 class _Faulty:
-    def __init__(self, app: Any, faults: set[tuple[str, str]]):
-        self.app, self.faults = app, faults
+    def __init__(self, app: Any, faults: set[tuple[str, str]], seen: list[str]):
+        self.app, self.faults, self.seen = app, faults, seen
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            query = scope["query_string"].decode()
+            self.seen.append(f"{scope['method']} {scope['path']}" + (f"?{query}" if query else ""))
         if scope["type"] == "http" and (scope["method"], scope["path"].rsplit("/", 1)[-1]) in self.faults:
             outcome = {
                 "resourceType": "OperationOutcome",
@@ -85,8 +90,10 @@ class _Faulty:
 def second(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecondServer]:
     database = f"sqlite:///{tmp_path_factory.mktemp('second-fhir') / 'fhir.db'}"
     faults: set[tuple[str, str]] = set()
-    for url in serve(_Faulty(create_fhir_server(database, token=TOKEN), faults)):  # type: ignore[arg-type]
-        yield SecondServer(url, database, faults)
+    seen: list[str] = []
+    app = _Faulty(create_fhir_server(database, token=TOKEN), faults, seen)
+    for url in serve(app):  # type: ignore[arg-type]
+        yield SecondServer(url, database, faults, seen)
 
 
 @pytest.fixture
@@ -96,6 +103,7 @@ def isolated(second: SecondServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     monkeypatch.setenv("ASSAY_FHIR_AUTHORIZATION", f"Bearer {TOKEN}")
     yield second
     second.faults.clear()
+    second.seen.clear()
     close_external_clients()
 
 
@@ -189,6 +197,26 @@ def test_playgrounds_in_stores_of_their_own(
         assert liz_file is not None and json.load(liz_file)["gender"] == "other"
     assert f"snapshot/fhir/Appointment/{appointment_id}.json" in names
     assert ok(api.post(f"/task-runs/{first['id']}/rescore"))["score"] == 1.0
+
+
+def test_a_get_on_the_base_with_a_query_is_forwarded_to_the_space(
+    server: Server, api: httpx.Client, isolated: SecondServer
+) -> None:
+    """A paging link on the base (HAPI's `[base]?_getpages=…`) or a system-level search reaches
+    the playground's space (the Assay FHIR server itself serves neither: its own 405 comes back);
+    the bare base stays Assay's 405, not forwarded."""
+    with _started(server, api) as run:
+        store = isolated.store(run.playground_id)
+        isolated.seen.clear()
+        paged = run.agent.get(run.base, params={"_getpages": "abc", "_getpagesoffset": "1"})
+        assert isolated.seen == [f"GET {store}/fhir?_getpages=abc&_getpagesoffset=1"]
+        assert paged.status_code == 405 and paged.json()["resourceType"] == "OperationOutcome"
+        assert "allow" not in paged.headers  # the server's answer, passed through
+        bare = run.agent.get(f"{run.base}/")
+        assert (bare.status_code, bare.headers["allow"]) == (405, "POST")
+        assert len(isolated.seen) == 1
+        events = ok(api.get(f"/task-runs/{run.task_run['id']}/events", params={"limit": 100}))["data"]
+        assert [(e["method"], e["status"]) for e in events][-2:] == [("GET", 405), ("GET", 405)]
 
 
 def test_a_server_error_during_capture_fails_complete_and_keeps_the_run_completable(

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
 import httpx
 import pytest
 
+from assay.sandboxes.fhir.actions import FhirResult
 from assay.sandboxes.fhir.external import (
     ExternalFhirFailed,
     FhirForwarder,
@@ -263,3 +264,84 @@ def test_both_strategies_take_one_forwarded_request() -> None:
         "http://hapi.invalid/fhir/Patient/aa-x",
         "http://hapi.invalid/fhir/assay-pg_A/Patient/x",
     ]
+
+
+HAPI_PAGE = "_getpages=abc&_getpagesoffset={offset}&_count=1&_bundletype=searchset"
+"""The query of a HAPI `next` link (HAPI pages every search on its base: `[base]?_getpages=…`)."""
+
+
+def _hapi_pages(base: str, code: str | None = None) -> Answer:
+    """Answers like HAPI: page 1 of a Patient search, or the page a `_getpages` link names, each
+    with a `next` link on the server's base; resources tagged for `code` when given."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        offset = int(request.url.params.get("_getpagesoffset", "0"))
+        rid = f"aa-p{offset}" if code else f"p{offset}"
+        resource: dict[str, object] = {"resourceType": "Patient", "id": rid}
+        if code:
+            resource["meta"] = {"tag": [{"system": "https://assay.dev/fhir/playground", "code": code}]}
+        return httpx.Response(200, json={
+            "resourceType": "Bundle", "type": "searchset", "total": 3,
+            "link": [{"relation": "next", "url": f"{base}?{HAPI_PAGE.format(offset=offset + 1)}"}],
+            "entry": [{"fullUrl": f"{base}/Patient/{rid}", "resource": resource, "search": {"mode": "match"}}],
+        })  # fmt: skip
+
+    return answer
+
+
+def _next_query(result: FhirResult) -> tuple[tuple[str, str], ...]:
+    assert result.body is not None
+    [url] = [link["url"] for link in result.body["link"] if link["relation"] == "next"]
+    assert url.startswith(f"{ASSAY_BASE}?")
+    return tuple(parse_qsl(urlsplit(url).query, keep_blank_values=True))
+
+
+def test_hapi_paging_links_on_the_base_are_followed_in_a_space() -> None:
+    """REQUEST SHAPE (HAPI's link shape; no HAPI server): the agent sees HAPI's `next` link under
+    its Assay base, and a GET there goes to the space's base with the same query."""
+    hapi = "http://hapi.invalid/fhir/assay-pg_A"
+    client, sent = _recording(_hapi_pages(hapi))
+    fhir = IsolatedFhir(HapiPartitions("http://hapi.invalid/fhir", client), client)
+    first = fhir.forward(ForwardedRequest("pg_A", ASSAY_BASE, "GET", "Patient", (("_count", "1"),)))
+    query = _next_query(first)
+    assert query == tuple(parse_qsl(HAPI_PAGE.format(offset=1)))
+    second = fhir.forward(ForwardedRequest("pg_A", ASSAY_BASE, "GET", "", query))
+    assert str(sent[1].url) == f"{hapi}?{HAPI_PAGE.format(offset=1)}"
+    assert second.status == 200 and second.body is not None and hapi not in json.dumps(second.body)
+    assert second.body["entry"][0]["fullUrl"] == f"{ASSAY_BASE}/Patient/p1"
+    assert _next_query(second) == tuple(parse_qsl(HAPI_PAGE.format(offset=2)))
+    with pytest.raises(FhirError) as refused:  # the base without a query: no interaction to forward
+        fhir.forward(ForwardedRequest("pg_A", ASSAY_BASE, "GET", ""))
+    assert refused.value.status == 404 and len(sent) == 2
+
+
+def test_hapi_paging_links_on_the_base_are_followed_with_the_tag() -> None:
+    """REQUEST SHAPE (HAPI's link shape; no HAPI server): under the tag strategy a GET on the base
+    is forwarded with the playground's `_tag` added (a system-level search is filtered by it)."""
+    client, sent = _recording(_hapi_pages("http://hapi.invalid/fhir", "pg_A"))
+    fhir = TaggedFhir("http://hapi.invalid/fhir", client)
+    query = _next_query(fhir.forward(ForwardedRequest("pg_A", ASSAY_BASE, "GET", "Patient")))
+    assert query == tuple(parse_qsl(HAPI_PAGE.format(offset=1)))
+    second = fhir.forward(ForwardedRequest("pg_A", ASSAY_BASE, "GET", "", query))
+    tag = urlencode({"_tag": "https://assay.dev/fhir/playground|pg_A"})
+    assert str(sent[1].url) == f"http://hapi.invalid/fhir?{HAPI_PAGE.format(offset=1)}&{tag}"
+    assert second.body is not None and second.body["entry"][0]["resource"] == {
+        "resourceType": "Patient",
+        "id": "p1",
+    }
+    assert _next_query(second) == tuple(parse_qsl(HAPI_PAGE.format(offset=2)))
+    fhir.forward(ForwardedRequest("pg_A", ASSAY_BASE, "GET", "", (("_id", "x"),)))  # system search
+    assert str(sent[2].url) == f"http://hapi.invalid/fhir?_id=aa-x&{tag}"
+
+
+def test_a_page_on_the_base_from_another_playground_is_refused_under_the_tag() -> None:
+    """HAPI continues a cached search by its `_getpages` id and ignores other parameters, so the
+    `_tag` cannot filter a page: every matched resource of the page is checked for the playground's
+    tag instead, and a page of another playground's search is refused, nothing of it shown."""
+    client, _ = _recording(_hapi_pages("http://hapi.invalid/fhir", "pg_OTHER"))
+    fhir = TaggedFhir("http://hapi.invalid/fhir", client)
+    query = tuple(parse_qsl(HAPI_PAGE.format(offset=1)))
+    with pytest.raises(FhirError) as refused:
+        fhir.forward(ForwardedRequest("pg_A", ASSAY_BASE, "GET", "", query))
+    assert refused.value.status == 404 and "not a page of this playground" in refused.value.diagnostics
+    assert "pg_OTHER" not in json.dumps(refused.value.outcome())

@@ -340,16 +340,32 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
 
     interactions = list(router.routes)
 
-    @router.api_route("", methods=_EVERY_METHOD, include_in_schema=False)
-    @router.api_route("/{unrouted:path}", methods=_EVERY_METHOD, include_in_schema=False)
-    async def unrouted(request: Request, s: FhirSurface = resolved) -> Response:
-        """Anything no route above takes; answered here (never forwarded to an external server)
-        and recorded like every other request to the surface."""
+    async def refuse(request: Request, s: FhirSurface) -> Response:
+        """404 or 405 from `_unrouted`, never forwarded, recorded like every other request."""
         raw = await request.body()
         result = _unrouted(request, interactions, s.base_url)
         media_type = _media_type(request)
         return await run_in_threadpool(
             _handle, s, request.method, _event_path(request), raw, lambda: result, media_type
         )
+
+    @router.get("", include_in_schema=False)
+    @router.get("/", include_in_schema=False)
+    async def base_search(request: Request, s: FhirSurface = resolved) -> Response:
+        """A GET on the base with a query: a paging link there (an external HAPI server pages every
+        search with `next` links `[base]?_getpages=…`) or a system-level search, forwarded to an
+        external server (each strategy keeps it to the playground). The embedded store serves
+        neither, so there, and on any backend without a query, it is the 405 it always was
+        (`Allow: POST`; `interactions` does not list this route)."""
+        if s.external is None or not request.url.query:
+            return await refuse(request, s)
+        # `_run` forwards the request; the work given is what the embedded store would answer.
+        return await _run(request, s, lambda _: _unrouted(request, interactions, s.base_url))
+
+    @router.api_route("", methods=_EVERY_METHOD, include_in_schema=False)
+    @router.api_route("/{unrouted:path}", methods=_EVERY_METHOD, include_in_schema=False)
+    async def unrouted(request: Request, s: FhirSurface = resolved) -> Response:
+        """Anything no route above takes; answered here (never forwarded to an external server)."""
+        return await refuse(request, s)
 
     return router

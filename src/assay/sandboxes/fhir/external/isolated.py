@@ -10,7 +10,9 @@ agent never sees the server.
 
 The surface forwards only the URL shapes of the embedded REST API: R4 resource types, FHIR ids, no
 `$operation` (an agent must not reach `$partition-management-*`, `Project/$init` or `$expunge`
-with Assay's own credentials), in request URLs and in transaction/batch entries alike.
+with Assay's own credentials), in request URLs and in transaction/batch entries alike. One shape
+more: a GET on the base with a query, because HAPI pages every search with `next` links there
+(`[base]?_getpages=<id>&_getpagesoffset=…`); a system-level search takes the same route.
 
 Where a playground's space is remembered: stateless spaces (Assay stores, HAPI partitions, GCP
 stores) are derived from the playground id; a Medplum project's ids and client are `saved` in the
@@ -90,11 +92,13 @@ def _rebase_url(url: str, old: str, new: str) -> str:
     return url
 
 
-def _route(method: str, parts: Sequence[str]) -> None:
-    """404 unless (method, path) is an interaction of the embedded REST surface (SPEC §5.2)."""
+def _route(method: str, parts: Sequence[str], query: bool = False) -> None:
+    """404 unless (method, path) is an interaction of the embedded REST surface (SPEC §5.2), or a
+    GET with a `query` on the base: a paging link there (HAPI's `[base]?_getpages=…`) or a
+    system-level search, which the space keeps to the playground as it keeps every search."""
     allowed = False
     if not parts:
-        allowed = method == "POST"
+        allowed = method == "POST" or (method == "GET" and query)
     elif parts[0] in ("metadata", "_history"):
         allowed = method == "GET" and len(parts) == 1
     else:
@@ -266,7 +270,7 @@ class IsolatedFhir:
     def forward(self, request: ForwardedRequest, *, engine: Engine | None = None) -> FhirResult:
         """One REST interaction on playground `request.store_id`'s space."""
         method, raw, base, parts = request.method, request.body, request.base, request.parts
-        _route(method, parts)
+        _route(method, parts, bool(request.query))
         body: Any = None
         if raw and method in ("POST", "PUT", "PATCH") and parts[-1:] != ["_search"]:
             body = parse_json(raw)  # 400 before anything reaches the server

@@ -17,7 +17,9 @@ another playground's *server* id (`Patient/<other prefix>-x`) resolves, and `_in
 follow it; a JSON Patch may remove the tag or change the id; conditional creates are a search then
 a write, not atomic; conditional update/delete and type/system `_history` are refused (501: on the
 server they would reach other playgrounds); ids longer than 64 - len(prefix) characters are
-refused; resources stay on the server after the task run ends.
+refused; resources stay on the server after the task run ends. A GET on the base with a query
+(HAPI's paging links `[base]?_getpages=<id>&…`, a system-level search) is forwarded with the
+`_tag` added, and refused (404) when the answer matches a resource without the playground's tag.
 
 `complete` captures the playground by reading every tagged resource back (a type the server
 answers with an error fails the capture, `_reading.py`) and storing it as an embedded layer, so
@@ -29,7 +31,7 @@ from __future__ import annotations
 import copy
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -91,6 +93,31 @@ class _Scope:
 
 def _scope(store_id: str) -> _Scope:
     return _Scope(store_id, "a" + store_id.removeprefix("pg_").lower()[-12:] + "-")
+
+
+def _only_this_playground(found: Any, scope: _Scope) -> None:
+    """404 unless every matched resource of the searchset `found` carries the playground's tag: a
+    page on the base names a search by the server's id alone, and the search may be another
+    playground's. Nothing of such an answer is shown (not even its `total`). Included resources
+    (`search.mode` `include`) are not checked, as for type-level searches (the known `_include`
+    leak of this strategy)."""
+    entries = found.get("entry") if isinstance(found, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict) or (entry.get("search") or {}).get("mode", "match") != "match":
+            continue
+        resource = entry.get("resource")
+        meta = resource.get("meta") if isinstance(resource, dict) else None
+        tags = meta.get("tag") if isinstance(meta, dict) else None
+        ours = {"system": TAG_SYSTEM, "code": scope.code}
+        if not isinstance(tags, list) or not any(
+            isinstance(tag, dict) and ours.items() <= tag.items() for tag in tags
+        ):
+            raise FhirError(
+                404,
+                "GET on the FHIR base: the external server answered with resources of another "
+                "playground; this is not a page of this playground's searches",
+                "not-found",
+            )
 
 
 class TaggedFhir:
@@ -178,19 +205,33 @@ class TaggedFhir:
 
     # -- HTTP ----------------------------------------------------------------------------------
 
-    def _send(self, method: str, path: str, scope: _Scope, base: str, **kwargs: Any) -> FhirResult:
+    def _send(
+        self,
+        method: str,
+        path: str,
+        scope: _Scope,
+        base: str,
+        admit: Callable[[Any, _Scope], None] | None = None,
+        **kwargs: Any,
+    ) -> FhirResult:
+        """`method` on `path` (relative to the server's base, `""` for the base itself), the answer
+        mapped back; `admit` sees a 200 answer as the server sent it and may refuse it."""
+        url = self.base_url + (f"/{path}" if path else "")
         try:
-            response = self.client.request(method, f"{self.base_url}/{path}", **kwargs)
+            response = self.client.request(method, url, **kwargs)
         except httpx.HTTPError as exc:
             raise FhirError(502, f"the external FHIR server at {self.base_url} failed: {exc}") from None
         body = None
         if response.content:
             try:
-                body = self._inbound(response.json(), scope, base)
+                found = response.json()
             except ValueError:
                 raise FhirError(
                     502, f"the external FHIR server answered {response.status_code} without JSON"
                 ) from None
+            if admit is not None and response.status_code == 200:
+                admit(found, scope)
+            body = self._inbound(found, scope, base)
         headers = {k: response.headers[k] for k in ("ETag", "Last-Modified") if k in response.headers}
         if "Location" in response.headers:
             headers["Location"] = self._url_back(response.headers["Location"], scope, base)
@@ -237,6 +278,8 @@ class TaggedFhir:
         query, headers = list(request.query), request.headers
         parts = request.parts
         if not parts:
+            if method == "GET" and query:
+                return self._base_search(scope, base, query)
             if method != "POST":
                 raise FhirError(404, "the FHIR base takes POST of a transaction or batch bundle")
             return self._bundle(scope, base, parse_json(raw))
@@ -281,6 +324,15 @@ class TaggedFhir:
         if method == "DELETE" and len(parts) == 2:
             return self._send("DELETE", target, scope, base, headers=conditions)
         raise FhirError(404, f"{method} {path} is not a FHIR interaction this server supports")
+
+    def _base_search(self, scope: _Scope, base: str, query: Sequence[tuple[str, str]]) -> FhirResult:
+        """A GET on the base with a query: a system-level search or a paging link on the base
+        (HAPI's `next` links are `[base]?_getpages=<id>&_getpagesoffset=…`). Forwarded with the
+        playground's `_tag` added, like every search; but HAPI continues a cached search by its id
+        and ignores other parameters, so the tag filters nothing there: `_only_this_playground`
+        refuses any answer with a matched resource that is not the playground's."""
+        params = self._search_params("", query, scope)
+        return self._send("GET", "", scope, base, admit=_only_this_playground, params=params)
 
     def _create(
         self, scope: _Scope, base: str, kind: str, body: Any, if_none_exist: str | None
