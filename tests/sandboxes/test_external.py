@@ -8,7 +8,7 @@ import json
 import tarfile
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
 import httpx
@@ -171,3 +171,43 @@ def test_a_get_on_the_base_with_a_query_is_forwarded_with_the_tag(
         bare = agent.get(base)
         assert (bare.status_code, bare.headers["allow"]) == (405, "POST")
         assert [e for e in fhir_server.events[before:] if e.path.startswith(store_path)] == [sent]
+
+
+NOT_STRICT = [
+    ("POST", "Patient", b'{"resourceType": "Patient", "extension": [{"url": "u", "valueDecimal": NaN}]}'),
+    ("PUT", f"Patient/{LIZ}", b'{"resourceType": "Patient", "id": "%s", "multipleBirthInteger": Infinity}' % LIZ.encode()),
+    ("POST", "", b'{"resourceType": "Bundle", "type": "batch", "entry": [{"resource": {"resourceType": "Patient", "multipleBirthInteger": 1e999}, "request": {"method": "POST", "url": "Patient"}}]}'),
+    ("PATCH", f"Patient/{LIZ}", b'[{"op": "add", "path": "/gender", "value": "\\ud800"}]'),
+]  # fmt: skip
+"""Bodies `json.loads` takes but no store or client can hold (`store/json_values.py`), one per
+interaction that forwards a JSON body."""
+
+
+def refusals_of_not_strict_bodies(agent: httpx.Client, base: str) -> list[tuple[int, dict[str, Any]]]:
+    """The status and OperationOutcome each `NOT_STRICT` body gets at `base`."""
+    answers = []
+    for method, path, body in NOT_STRICT:
+        media = "application/json-patch+json" if method == "PATCH" else "application/fhir+json"
+        response = agent.request(method, f"{base}/{path}", content=body, headers={"Content-Type": media})
+        answers.append((response.status_code, response.json()))
+    return answers
+
+
+def test_bodies_that_are_not_strict_json_are_refused_before_forwarding(
+    server: Server, api: httpx.Client, fhir_server: FhirServer, external: str
+) -> None:
+    """The embedded surface's strict-JSON 400 (NaN, Infinity, `1e999`, a lone surrogate), the same
+    OperationOutcome, before anything reaches the server: such a body went out as `NaN` (the server
+    refused it) or failed to encode (a 500)."""
+    run = _fhir_benchmark(api)
+    [task_run] = run["task_runs"]
+    with server.client(run["bearer_token"]) as agent:
+        base = server.url + ok(agent.post(task_run["start_url"]))["endpoints"]["fhir"]
+        store_path = urlsplit(external).path
+        before = len(fhir_server.events)
+        answers = refusals_of_not_strict_bodies(agent, base)
+        assert [e for e in fhir_server.events[before:] if e.path.startswith(store_path)] == []
+    with httpx.Client() as direct:  # the embedded surface's own answers
+        assert answers == refusals_of_not_strict_bodies(direct, external)
+    assert {status for status, _ in answers} == {400}
+    assert all("is not valid JSON at" in outcome["issue"][0]["diagnostics"] for _, outcome in answers)

@@ -33,6 +33,7 @@ from assay.service.fhir_server import create_fhir_server
 from assay.service.settings import Settings
 from assay.store.models import Sandbox
 from tests.sandboxes.conftest import free_port, serve
+from tests.sandboxes.test_external import refusals_of_not_strict_bodies
 from tests.sandboxes.test_playgrounds import LIZ, _book, _fhir_benchmark
 from tests.service.builders import error, ok
 
@@ -217,6 +218,20 @@ def test_a_get_on_the_base_with_a_query_is_forwarded_to_the_space(
         assert len(isolated.seen) == 1
         events = ok(api.get(f"/task-runs/{run.task_run['id']}/events", params={"limit": 100}))["data"]
         assert [(e["method"], e["status"]) for e in events][-2:] == [("GET", 405), ("GET", 405)]
+
+
+def test_bodies_that_are_not_strict_json_are_refused_before_forwarding(
+    server: Server, api: httpx.Client, isolated: SecondServer
+) -> None:
+    """The embedded surface's strict-JSON 400, the same OperationOutcome, and nothing sent."""
+    with _started(server, api) as run, isolated.client() as remote:
+        isolated.seen.clear()
+        answers = refusals_of_not_strict_bodies(run.agent, run.base)
+        assert isolated.seen == []
+        embedded = refusals_of_not_strict_bodies(
+            remote, f"{isolated.url}{isolated.store(run.playground_id)}/fhir"
+        )
+    assert answers == embedded and {status for status, _ in answers} == {400}
 
 
 def test_a_server_error_during_capture_fails_complete_and_keeps_the_run_completable(

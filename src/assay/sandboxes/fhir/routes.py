@@ -27,7 +27,7 @@ from assay.sandboxes.fhir.capability import capability_statement
 from assay.sandboxes.fhir.external import FhirForwarder, ForwardedRequest
 from assay.sandboxes.fhir.outcomes import FhirError, operation_outcome
 from assay.sandboxes.fhir.store import EmbeddedFhir
-from assay.store.json_values import strict_json_problem
+from assay.store.json_values import might_not_be_strict, strict_json_problem
 
 __all__ = [
     "FHIR_JSON",
@@ -146,7 +146,13 @@ async def _run(
     request: Request, surface: FhirSurface, work: Callable[[bytes], FhirResult], reads: str | None = None
 ) -> Response:
     """Run `work` on the body in the thread pool and record the event; `reads` is the body format
-    the interaction takes (`"json"`, `"form"`, None for none), refused with 415 before any work."""
+    the interaction takes (`"json"`, `"form"`, None for none), refused with 415 before any work.
+
+    With an external server the request is forwarded instead of running `work`; a JSON body (and
+    a PATCH's JSON Patch) gets `_json`'s strict check first, as the embedded interactions do, so
+    NaN, Infinity, `1e999` or a lone surrogate is the same 400 and never reaches the server. The
+    byte scan `might_not_be_strict` skips that second parse for almost every body (the forwarder
+    parses it again)."""
     raw = await request.body()
     path = _event_path(request)
     relative = request.url.path[len(urlsplit(surface.base_url).path) :]
@@ -157,8 +163,11 @@ async def _run(
     elif external is not None:
         headers = {key.lower(): value for key, value in request.headers.items()}
         query = tuple(request.query_params.multi_items())
+        json_body = reads == "json" or request.method == "PATCH"  # PATCH: a JSON Patch
 
         def work(raw: bytes) -> FhirResult:
+            if json_body and might_not_be_strict(raw):
+                _json(raw)  # the embedded surface's strict-JSON 400, before anything is sent
             forwarded = ForwardedRequest(
                 surface.store_id, surface.base_url, request.method, relative, query, headers, raw
             )
