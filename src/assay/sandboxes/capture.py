@@ -52,7 +52,8 @@ def capture(
         connection = session.connection()
         fhir = embedded_fhir(connection.engine)
         external = configured_external_fhir()
-        if external is not None and not fhir.exists(playground_id, connection):
+        seq = fhir.capture_if_present(playground_id, connection)
+        if seq is None and external is not None:
             # An external server's state is copied once, as an embedded layer: scoring, rescore
             # and the state tar.gz never depend on that server again.
             # Every resource is read before anything is written: a server error on any type raises
@@ -67,8 +68,8 @@ def capture(
             ]}  # fmt: skip
             fhir.provision(playground_id, [bundle], conn=connection)
             pointer["fhir"] = {"store_id": playground_id, "seq": 0, "external": external.base_url}
-        elif fhir.exists(playground_id, connection):
-            pointer["fhir"] = {"store_id": playground_id, "seq": fhir.capture(playground_id, connection)}
+        elif seq is not None:
+            pointer["fhir"] = {"store_id": playground_id, "seq": seq}
     return pointer
 
 

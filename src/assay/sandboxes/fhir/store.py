@@ -283,13 +283,19 @@ class EmbeddedFhir:
         The store row is locked (PostgreSQL; SQLite's write lock is already held), so a write in
         flight commits first and is captured, and a later one finds the playground torn down.
         """
+        seq = self.capture_if_present(store_id, conn)
+        if seq is None:
+            raise FhirError(404, f"no FHIR store {store_id}")
+        return seq
+
+    def capture_if_present(self, store_id: str, conn: Connection | None = None) -> int | None:
+        """`capture`, or None when there is no such store: one locked read of the store row
+        answers both (`sandboxes.capture` asked `exists` first, a second read)."""
         with using(self.engine, conn) as db:
             seq = db.execute(
                 select(FhirStoreRow.seq).where(FhirStoreRow.id == store_id).with_for_update()
             ).scalar()
-        if seq is None:
-            raise FhirError(404, f"no FHIR store {store_id}")
-        return int(seq)
+        return None if seq is None else int(seq)
 
     def state_at(self, store_id: str, seq: int, conn: Connection | None = None) -> FhirStore:
         """A search index over the store as of sequence `seq` (a capture).
