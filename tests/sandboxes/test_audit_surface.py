@@ -14,6 +14,7 @@ import json
 import tarfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -23,7 +24,7 @@ from sqlalchemy import insert, select, update
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.store import embedded_fhir
 from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
-from tests.service.builders import error, make_benchmark, ok, start_run
+from tests.service.builders import Run, error, make_benchmark, ok, start_run, unique
 from tests.service.conftest import Server
 
 Json = dict[str, Any]
@@ -44,6 +45,27 @@ def _started(server: Server, api: httpx.Client) -> Iterator[tuple[httpx.Client, 
     with server.client(run.token) as agent:
         started = ok(agent.post(task_run["start_url"]))
         yield agent, started["endpoints"]["fhir"], task_run
+
+
+@dataclass
+class _DatasetStart:
+    """The first start of a one-task run whose environment holds one dataset."""
+
+    response: httpx.Response
+    run: Run
+    dataset_id: str
+
+
+def _start_with_dataset(server: Server, api: httpx.Client, kind: str, data: Json) -> _DatasetStart:
+    dataset = ok(api.post("/datasets", json={"name": unique("d"), "type": kind, "data": data}), 201)
+    environment = ok(api.post("/environments", json={"name": "env", "dataset_ids": [dataset["id"]]}), 201)
+    benchmark = ok(
+        api.post("/benchmarks", json={"name": unique(kind), "environment_id": environment["id"]}), 201
+    )
+    ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "t"}), 201)
+    run = start_run(api, benchmark["id"])
+    with server.client(run.token) as agent:
+        return _DatasetStart(agent.post(run.task_runs[0]["start_url"]), run, dataset["id"])
 
 
 def _outcome(response: httpx.Response, status: int) -> Json:
@@ -93,15 +115,10 @@ def test_a_nul_in_the_path_is_an_operation_outcome_and_an_event(server: Server, 
 
 def test_a_failed_start_repeats_its_reason(server: Server, api: httpx.Client) -> None:
     """SPEC §1.1: start of a failed task run is a 409 with the reason, the second time too."""
-    dataset = ok(api.post("/datasets", json={"name": "turns", "type": "voice", "data": {"turns": []}}), 201)
-    environment = ok(api.post("/environments", json={"name": "env", "dataset_ids": [dataset["id"]]}), 201)
-    benchmark = ok(api.post("/benchmarks", json={"name": "voice", "environment_id": environment["id"]}), 201)
-    ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "call"}), 201)
-    run = start_run(api, benchmark["id"])
-    [task_run] = run.task_runs
-    with server.client(run.token) as agent:
-        first = error(agent.post(task_run["start_url"]), 409, "CONFLICT")
-        again = error(agent.post(task_run["start_url"]), 409, "CONFLICT")
+    started = _start_with_dataset(server, api, "voice", {"turns": []})
+    first = error(started.response, 409, "CONFLICT")
+    with server.client(started.run.token) as agent:
+        again = error(agent.post(started.run.task_runs[0]["start_url"]), 409, "CONFLICT")
     assert first == again == {"reason": "dataset type voice is not supported"}
 
 
@@ -208,16 +225,10 @@ def test_a_dataset_the_store_cannot_hold_fails_the_start(
     answer 422 "a value is too large" on PostgreSQL with the task run left `created` (every retry
     the same), and loaded on SQLite."""
     bundle = {"resourceType": "Bundle", "type": "collection", "entry": [entry]}
-    dataset = ok(api.post("/datasets", json={"name": "long", "type": "fhir", "data": bundle}), 201)
-    environment = ok(api.post("/environments", json={"name": "env", "dataset_ids": [dataset["id"]]}), 201)
-    benchmark = ok(api.post("/benchmarks", json={"name": "long", "environment_id": environment["id"]}), 201)
-    ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "t"}), 201)
-    run = start_run(api, benchmark["id"])
-    [task_run] = run.task_runs
-    with server.client(run.token) as agent:
-        reason = error(agent.post(task_run["start_url"]), 409, "CONFLICT")["reason"]
-    assert "longer than 64 characters" in reason and dataset["id"] not in reason
-    assert ok(api.get(f"/task-runs/{task_run['id']}"))["status"] == "failed"
+    started = _start_with_dataset(server, api, "fhir", bundle)
+    reason = error(started.response, 409, "CONFLICT")["reason"]
+    assert "longer than 64 characters" in reason and started.dataset_id not in reason
+    assert ok(api.get(f"/task-runs/{started.run.task_runs[0]['id']}"))["status"] == "failed"
 
 
 def test_ids_that_name_no_snapshot_file_are_refused(server: Server, api: httpx.Client) -> None:
@@ -255,13 +266,7 @@ def test_dataset_resources_that_name_no_snapshot_file_fail_the_start(
     """Datasets keep their ids (SPEC §5.1), but one that is no file name (`..`, `a/b`) made the state
     tar.gz answer 500 or land in a folder `assay verify` does not read; start fails instead (409)."""
     bundle = {"resourceType": "Bundle", "type": "collection", "entry": [{"resource": resource}]}
-    dataset = ok(api.post("/datasets", json={"name": "paths", "type": "fhir", "data": bundle}), 201)
-    environment = ok(api.post("/environments", json={"name": "env", "dataset_ids": [dataset["id"]]}), 201)
-    benchmark = ok(api.post("/benchmarks", json={"name": "paths", "environment_id": environment["id"]}), 201)
-    ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "t"}), 201)
-    run = start_run(api, benchmark["id"])
-    with server.client(run.token) as agent:
-        reason = error(agent.post(run.task_runs[0]["start_url"]), 409, "CONFLICT")["reason"]
+    reason = error(_start_with_dataset(server, api, "fhir", bundle).response, 409, "CONFLICT")["reason"]
     assert "file name" in reason
 
 

@@ -1,5 +1,6 @@
 """Limits (SPEC §5): per-token rate limits (off by default; when configured, 429 `RATE_LIMITED`
-with `Retry-After`, counted per token) and the request body cap (413 in the envelope)."""
+with `Retry-After`, counted per token, on every endpoint the token calls) and the request body cap
+(413 in the envelope)."""
 
 from __future__ import annotations
 
@@ -18,22 +19,27 @@ from .builders import error, ok
 from .conftest import BOOTSTRAP_KEY, _serve
 
 
+def _service(tmp_path_factory: pytest.TempPathFactory, **limits: Any) -> Iterator[tuple[str, Any]]:
+    """The service with `limits` set (Settings fields), on a fresh data folder."""
+    data_dir = Path(tmp_path_factory.mktemp("limits"))
+    settings = Settings(data_dir=data_dir, bootstrap_api_key=BOOTSTRAP_KEY, sweep_interval=0, **limits)
+    yield from _serve(settings)
+
+
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
-    settings = Settings(
-        data_dir=Path(tmp_path_factory.mktemp("limited")),
-        bootstrap_api_key=BOOTSTRAP_KEY,
-        sweep_interval=0,
-        rate_limit=0.01,
-        rate_limit_burst=3,
-    )
-    yield from _serve(settings)
+    yield from _service(tmp_path_factory, rate_limit=0.01, rate_limit_burst=3)
+
+
+def _new_org_key(app: Any, name: str) -> str:
+    """A key of a new org: its own bucket, untouched by the other tests of the module."""
+    with app.state.database.transaction() as session:
+        return str(mint_key(session, ensure_org(session, name).id).token)
 
 
 def test_limit_per_token(limited: tuple[str, Any]) -> None:
     url, app = limited
-    with app.state.database.transaction() as session:
-        other_key = mint_key(session, ensure_org(session, "other").id).token
+    other_key = _new_org_key(app, "other")
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}) as client:
         for _ in range(3):
             ok(client.get("/benchmarks"))
@@ -51,15 +57,26 @@ def test_bucket_refills() -> None:
     assert 0 <= wait <= 0.001
 
 
+def test_the_fhir_surface_counts_against_the_run_token(limited: tuple[str, Any]) -> None:
+    """The FHIR surface resolved the run token itself and skipped the limiter, so an agent's FHIR
+    traffic (most of what a run token sends) was never limited."""
+    url, app = limited
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {_new_org_key(app, 'fhir')}"}) as org:
+        benchmark = ok(org.post("/benchmarks", json={"name": "limited"}), 201)
+        ok(org.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "t"}), 201)
+        run = ok(org.post("/v1/benchmark-runs", json={"benchmark_id": benchmark["id"]}), 201)
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {run['bearer_token']}"}) as agent:
+        fhir = ok(agent.post(run["task_runs"][0]["start_url"]))["endpoints"]["fhir"]
+        statuses = [agent.get(f"{fhir}/metadata").status_code for _ in range(3)]
+        assert statuses == [200, 200, 429]
+        refused = agent.get(f"/v1/benchmark-runs/{run['benchmark_run_id']}/fhir/metadata")
+        assert error(refused, 429, "RATE_LIMITED")["retry_after"] > 0
+        assert int(refused.headers["Retry-After"]) >= 1
+
+
 @pytest.fixture(scope="module")
 def small_bodies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
-    settings = Settings(
-        data_dir=Path(tmp_path_factory.mktemp("small")),
-        bootstrap_api_key=BOOTSTRAP_KEY,
-        sweep_interval=0,
-        max_body_bytes=2000,
-    )
-    yield from _serve(settings)
+    yield from _service(tmp_path_factory, max_body_bytes=2000)
 
 
 def test_body_over_the_limit_is_413(small_bodies: tuple[str, Any]) -> None:
