@@ -8,6 +8,8 @@ import json
 import tarfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
@@ -33,6 +35,34 @@ def external(fhir_server: FhirServer, monkeypatch: pytest.MonkeyPatch) -> Iterat
     monkeypatch.setenv("ASSAY_FHIR_URL", url)
     yield url
     close_external_clients()
+
+
+@dataclass(frozen=True)
+class StartedRun:
+    """One task run of a one-task FHIR benchmark, started by its agent."""
+
+    agent: httpx.Client
+    task_run: dict[str, Any]
+    playground_id: str
+    base: str
+    """The agent's FHIR base (absolute)."""
+    token: str
+
+    def fhir(self) -> SyncFHIRClient:
+        return SyncFHIRClient(self.base, authorization=f"Bearer {self.token}")
+
+    def complete(self) -> httpx.Response:
+        return self.agent.post(self.task_run["complete_url"])
+
+
+@contextmanager
+def started_run(server: Server, api: httpx.Client) -> Iterator[StartedRun]:
+    run = _fhir_benchmark(api)
+    [task_run] = run["task_runs"]
+    with server.client(run["bearer_token"]) as agent:
+        started = ok(agent.post(task_run["start_url"]))
+        base = server.url + started["endpoints"]["fhir"]
+        yield StartedRun(agent, task_run, started["playground_id"], base, run["bearer_token"])
 
 
 def test_playgrounds_on_an_external_server(server: Server, api: httpx.Client, external: str) -> None:
@@ -156,19 +186,15 @@ def test_a_get_on_the_base_with_a_query_is_forwarded_with_the_tag(
     """A paging link on the base (HAPI's `[base]?_getpages=…`) or a system-level search is sent to
     the server's base with the playground's `_tag` (the Assay FHIR server serves neither and
     answers 405 itself); the bare base stays Assay's 405, not forwarded."""
-    run = _fhir_benchmark(api)
-    [task_run] = run["task_runs"]
-    with server.client(run["bearer_token"]) as agent:
-        started = ok(agent.post(task_run["start_url"]))
-        base = server.url + started["endpoints"]["fhir"]
+    with started_run(server, api) as run:
         store_path = urlsplit(external).path
         before = len(fhir_server.events)
-        paged = agent.get(base, params={"_getpages": "abc"})
+        paged = run.agent.get(run.base, params={"_getpages": "abc"})
         [sent] = [e for e in fhir_server.events[before:] if e.path.startswith(store_path)]
-        tag = urlencode({"_tag": f"{TAG_SYSTEM}|{started['playground_id']}"})
+        tag = urlencode({"_tag": f"{TAG_SYSTEM}|{run.playground_id}"})
         assert (sent.method, sent.path) == ("GET", f"{store_path}?_getpages=abc&{tag}")
         assert paged.status_code == 405 and "allow" not in paged.headers  # the server's answer
-        bare = agent.get(base)
+        bare = run.agent.get(run.base)
         assert (bare.status_code, bare.headers["allow"]) == (405, "POST")
         assert [e for e in fhir_server.events[before:] if e.path.startswith(store_path)] == [sent]
 
@@ -199,13 +225,10 @@ def test_bodies_that_are_not_strict_json_are_refused_before_forwarding(
     """The embedded surface's strict-JSON 400 (NaN, Infinity, `1e999`, a lone surrogate), the same
     OperationOutcome, before anything reaches the server: such a body went out as `NaN` (the server
     refused it) or failed to encode (a 500)."""
-    run = _fhir_benchmark(api)
-    [task_run] = run["task_runs"]
-    with server.client(run["bearer_token"]) as agent:
-        base = server.url + ok(agent.post(task_run["start_url"]))["endpoints"]["fhir"]
+    with started_run(server, api) as run:
         store_path = urlsplit(external).path
         before = len(fhir_server.events)
-        answers = refusals_of_not_strict_bodies(agent, base)
+        answers = refusals_of_not_strict_bodies(run.agent, run.base)
         assert [e for e in fhir_server.events[before:] if e.path.startswith(store_path)] == []
     with httpx.Client() as direct:  # the embedded surface's own answers
         assert answers == refusals_of_not_strict_bodies(direct, external)

@@ -13,7 +13,6 @@ import sys
 import tarfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +32,7 @@ from assay.service.fhir_server import create_fhir_server
 from assay.service.settings import Settings
 from assay.store.models import Sandbox
 from tests.sandboxes.conftest import free_port, serve
-from tests.sandboxes.test_external import refusals_of_not_strict_bodies
+from tests.sandboxes.test_external import refusals_of_not_strict_bodies, started_run
 from tests.sandboxes.test_playgrounds import LIZ, _book, _fhir_benchmark
 from tests.service.builders import error, ok
 
@@ -108,34 +107,6 @@ def isolated(second: SecondServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     close_external_clients()
 
 
-@dataclass(frozen=True)
-class StartedRun:
-    """One task run of a one-task FHIR benchmark, started by its agent."""
-
-    agent: httpx.Client
-    task_run: dict[str, Any]
-    playground_id: str
-    base: str
-    """The agent's FHIR base (absolute)."""
-    token: str
-
-    def fhir(self) -> SyncFHIRClient:
-        return SyncFHIRClient(self.base, authorization=f"Bearer {self.token}")
-
-    def complete(self) -> httpx.Response:
-        return self.agent.post(self.task_run["complete_url"])
-
-
-@contextmanager
-def _started(server: Server, api: httpx.Client) -> Iterator[StartedRun]:
-    run = _fhir_benchmark(api)
-    [task_run] = run["task_runs"]
-    with server.client(run["bearer_token"]) as agent:
-        started = ok(agent.post(task_run["start_url"]))
-        base = server.url + started["endpoints"]["fhir"]
-        yield StartedRun(agent, task_run, started["playground_id"], base, run["bearer_token"])
-
-
 def test_playgrounds_in_stores_of_their_own(
     server: Server, api: httpx.Client, isolated: SecondServer
 ) -> None:
@@ -206,7 +177,7 @@ def test_a_get_on_the_base_with_a_query_is_forwarded_to_the_space(
     """A paging link on the base (HAPI's `[base]?_getpages=…`) or a system-level search reaches
     the playground's space (the Assay FHIR server itself serves neither: its own 405 comes back);
     the bare base stays Assay's 405, not forwarded."""
-    with _started(server, api) as run:
+    with started_run(server, api) as run:
         store = isolated.store(run.playground_id)
         isolated.seen.clear()
         paged = run.agent.get(run.base, params={"_getpages": "abc", "_getpagesoffset": "1"})
@@ -224,7 +195,7 @@ def test_bodies_that_are_not_strict_json_are_refused_before_forwarding(
     server: Server, api: httpx.Client, isolated: SecondServer
 ) -> None:
     """The embedded surface's strict-JSON 400, the same OperationOutcome, and nothing sent."""
-    with _started(server, api) as run, isolated.client() as remote:
+    with started_run(server, api) as run, isolated.client() as remote:
         isolated.seen.clear()
         answers = refusals_of_not_strict_bodies(run.agent, run.base)
         assert isolated.seen == []
@@ -237,7 +208,7 @@ def test_bodies_that_are_not_strict_json_are_refused_before_forwarding(
 def test_a_server_error_during_capture_fails_complete_and_keeps_the_run_completable(
     server: Server, api: httpx.Client, isolated: SecondServer
 ) -> None:
-    with _started(server, api) as run, isolated.client() as remote:
+    with started_run(server, api) as run, isolated.client() as remote:
         _book(run.fhir())
         isolated.faults.add(("GET", "Observation"))
         failed = run.complete()
@@ -281,7 +252,7 @@ def test_a_stateful_space_is_resumed_from_the_sandbox_row(
 ) -> None:
     """What a Medplum project needs after a restart (its server-assigned ids) is read back from the
     playground's `fhir` sandbox row; here the row of a real playground, the server a mock."""
-    with _started(server, api) as run:
+    with started_run(server, api) as run:
         playground_id = run.playground_id
         where = (Sandbox.playground_id == playground_id, Sandbox.type == "fhir")
         with server.database.transaction() as session:
@@ -313,7 +284,7 @@ def test_a_stateful_space_is_resumed_from_the_sandbox_row(
 def test_a_failing_store_deletion_does_not_fail_complete(
     server: Server, api: httpx.Client, isolated: SecondServer
 ) -> None:
-    with _started(server, api) as run, isolated.client() as remote:
+    with started_run(server, api) as run, isolated.client() as remote:
         store = isolated.store(run.playground_id)
         isolated.faults.add(("DELETE", store.rsplit("/", 1)[-1]))
         assert ok(run.complete())["score"] == 0.5
