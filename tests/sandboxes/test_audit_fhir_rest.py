@@ -4,6 +4,7 @@ discrepancy found by driving it (status codes of bundle entries, history paging,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -14,6 +15,8 @@ from tests.sandboxes.conftest import FhirServer
 
 FHIR = {"Content-Type": "application/fhir+json"}
 Json = dict[str, Any]
+HistoryReader = Callable[[str, list[tuple[str, str]]], Json]
+"""Reads `[type]/[id]/_history` with query pairs: over HTTP, or by calling the action."""
 
 
 @pytest.fixture
@@ -71,12 +74,12 @@ def _versions(http: httpx.Client, count: int) -> str:
 
 
 def _page_of(bundle: Json) -> tuple[list[str], dict[str, str]]:
-    """The version ids of a history page and its links by relation."""
+    """The ETags (`W/"<versionId>"`) of a history page's entries, and its links by relation."""
     versions = [e["response"]["etag"] for e in bundle["entry"]]
     return versions, {link["relation"]: link["url"] for link in bundle["link"]}
 
 
-def _assert_instance_history_pages(read: Any, base: str, pid: str) -> None:
+def _assert_instance_history_pages(read: HistoryReader, base: str, pid: str) -> None:
     """Instance history of a Patient with versions 1-5 pages as type and system history do."""
     first = read(f"Patient/{pid}/_history", [("_count", "2")])
     versions, links = _page_of(first)
