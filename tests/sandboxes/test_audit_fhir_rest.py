@@ -93,11 +93,6 @@ def _assert_instance_history_pages(read: HistoryReader, base: str, pid: str) -> 
     assert len(read(f"Patient/{pid}/_history", [("_count", "5000")])["entry"]) == 5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="routes.py (owned elsewhere) does not yet pass the query to actions.history: the "
-    "instance-history route needs pairs=list(request.query_params.multi_items())",
-)
 def test_instance_history_pages_over_http(http: httpx.Client, new_store: str) -> None:
     """SPEC §5.2 `_history` of a resource; instance history ignored `_count` and had no paging
     links, while type and system history page (`_count` default 50, max 1000, `_offset`, `next`)."""

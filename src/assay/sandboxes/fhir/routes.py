@@ -298,8 +298,11 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
     async def history(
         request: Request, resource_type: str, resource_id: str, s: FhirSurface = resolved
     ) -> Response:
+        pairs = list(request.query_params.multi_items())
         return await _run(
-            request, s, lambda _: actions.history(s.fhir, s.store_id, s.base_url, resource_type, resource_id)
+            request,
+            s,
+            lambda _: actions.history(s.fhir, s.store_id, s.base_url, resource_type, resource_id, pairs),
         )
 
     @router.get("/{resource_type}/{resource_id}/_history/{version_id}")
