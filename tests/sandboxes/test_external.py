@@ -234,3 +234,19 @@ def test_bodies_that_are_not_strict_json_are_refused_before_forwarding(
         assert answers == refusals_of_not_strict_bodies(direct, external)
     assert {status for status, _ in answers} == {400}
     assert all("is not valid JSON at" in outcome["issue"][0]["diagnostics"] for _, outcome in answers)
+
+
+def test_a_conditional_create_whose_search_fails_creates_nothing(
+    server: Server, api: httpx.Client, fhir_server: FhirServer, external: str
+) -> None:
+    """`If-None-Exist` with a parameter the server refuses answers the server's 400, as the embedded
+    surface does; the search's error used to read as "no match", and the resource was created."""
+    with started_run(server, api) as run:
+        store_path = urlsplit(external).path
+        before = len(fhir_server.events)
+        refused = run.agent.post(
+            f"{run.base}/Patient", json={"resourceType": "Patient"}, headers={"If-None-Exist": "nonsense=1"}
+        )
+        assert refused.status_code == 400 and refused.json()["resourceType"] == "OperationOutcome"
+        sent = [e.method for e in fhir_server.events[before:] if e.path.startswith(store_path)]
+        assert sent == ["GET"]  # the search, and no write after it

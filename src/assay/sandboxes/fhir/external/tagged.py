@@ -341,7 +341,13 @@ class TaggedFhir:
         if if_none_exist:
             query = parse_qsl(if_none_exist.split("?", 1)[-1], keep_blank_values=True)
             found = self._send("GET", kind, scope, base, params=self._search_params(kind, query, scope))
-            matches = [e["resource"] for e in (found.body or {}).get("entry") or []]
+            if found.status != 200:  # a refused search is no "no match": the agent gets its error
+                return found
+            matches = [
+                entry["resource"]
+                for entry in (found.body or {}).get("entry") or []
+                if isinstance(entry, dict) and isinstance(entry.get("resource"), dict)
+            ]
             if len(matches) > 1:
                 raise FhirError(412, f"If-None-Exist {if_none_exist!r} matches {len(matches)} resources")
             if matches:
