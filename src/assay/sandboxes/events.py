@@ -39,7 +39,7 @@ def stored_body(raw: bytes) -> tuple[Any, bool]:
         value = json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: absurdly deep JSON
         return raw.decode("utf-8", errors="replace"), False
-    if nested_deeper_than(value) or strict_json_problem(raw, value):
+    if nested_deeper_than(value) or strict_json_problem(value):
         # The surfaces refused it (400); listing events must not recurse, nor fail to encode it.
         return raw.decode("utf-8", errors="replace"), False
     return value, False

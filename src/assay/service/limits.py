@@ -75,8 +75,7 @@ async def json_body_limit(request: Request) -> None:
     Non-strict JSON used to be stored (SQLite), refused by PostgreSQL as "too large", or crash the
     response (`agent: {"a": NaN}` on `POST /v1/benchmark-runs` dropped the connection).
     """
-    raw = await request.body()
-    if not raw:
+    if not await request.body():
         return
     try:
         value = await request.json()
@@ -84,7 +83,7 @@ async def json_body_limit(request: Request) -> None:
         return
     if nested_deeper_than(value):
         raise BadRequest(f"request body is nested more than {MAX_JSON_DEPTH} levels deep")
-    problem = strict_json_problem(raw, value)
+    problem = strict_json_problem(value)
     if problem:
         where, reason = problem
         raise Invalid({where or "body": [reason]})

@@ -27,7 +27,7 @@ from assay.sandboxes.fhir.capability import capability_statement
 from assay.sandboxes.fhir.external import FhirForwarder, ForwardedRequest
 from assay.sandboxes.fhir.outcomes import FhirError, operation_outcome
 from assay.sandboxes.fhir.store import EmbeddedFhir
-from assay.store.json_values import might_not_be_strict, strict_json_problem
+from assay.store.json_values import strict_json_problem
 
 __all__ = [
     "FHIR_JSON",
@@ -150,9 +150,7 @@ async def _run(
 
     With an external server the request is forwarded instead of running `work`; a JSON body (and
     a PATCH's JSON Patch) gets `_json`'s strict check first, as the embedded interactions do, so
-    NaN, Infinity, `1e999` or a lone surrogate is the same 400 and never reaches the server. The
-    byte scan `might_not_be_strict` skips that second parse for almost every body (the forwarder
-    parses it again)."""
+    NaN, Infinity, `1e999` or a lone surrogate is the same 400 and never reaches the server."""
     raw = await request.body()
     path = _event_path(request)
     relative = request.url.path[len(urlsplit(surface.base_url).path) :]
@@ -166,7 +164,7 @@ async def _run(
         json_body = reads == "json" or request.method == "PATCH"  # PATCH: a JSON Patch
 
         def work(raw: bytes) -> FhirResult:
-            if json_body and might_not_be_strict(raw):
+            if json_body:
                 _json(raw)  # the embedded surface's strict-JSON 400, before anything is sent
             forwarded = ForwardedRequest(
                 surface.store_id, surface.base_url, request.method, relative, query, headers, raw
@@ -182,7 +180,7 @@ def _json(raw: bytes) -> Any:
     overflow and lone surrogate escapes, which `json.loads` accepts but no store or client can hold
     (stored, they made the event list and the state tar.gz answer 500)."""
     value = parse_json(raw)
-    problem = strict_json_problem(raw, value)
+    problem = strict_json_problem(value)
     if problem:
         where, reason = problem
         raise FhirError(400, f"the body is not valid JSON at {where or 'the top level'}: {reason}")
