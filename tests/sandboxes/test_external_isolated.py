@@ -214,7 +214,8 @@ def test_a_server_error_during_capture_fails_complete_and_keeps_the_run_completa
         failed = run.complete()
         error(failed, 500, "INTERNAL_ERROR")
         message = failed.json()["error"]["message"]
-        assert "capture failed" in message and "answered 500" in message and "/Observation?" in message
+        assert "answered 500" in message and "search Observation for the capture" in message
+        assert isolated.url not in failed.text and "/stores/" not in failed.text  # complete is the agent's
         record = ok(api.get(f"/task-runs/{run.task_run['id']}"))
         assert (record["phase"], record["status"], record["criterion_runs"]) == ("started", "active", [])
         assert remote.get(isolated.store(run.playground_id)).status_code == 200
@@ -236,6 +237,7 @@ def test_a_failed_dataset_load_deletes_the_store_and_start_can_be_retried(
         failed = agent.post(task_run["start_url"])
         error(failed, 500, "INTERNAL_ERROR")
         assert "failed to load the playground's datasets" in failed.json()["error"]["message"]
+        assert isolated.url not in failed.text and "/stores/" not in failed.text  # start is the agent's
         assert ok(api.get(f"/task-runs/{task_run['id']}"))["status"] == "active"
         assert ok(api.get(f"/task-runs/{task_run['id']}"))["phase"] == "created"
         assert isolated.store_ids() == before  # opened, then closed again

@@ -242,9 +242,11 @@ def test_a_medplum_capture_reads_with_a_fresh_token_and_fails_on_any_error() -> 
     fhir = IsolatedFhir(MedplumProjects("https://medplum.invalid/fhir/R4", client), client)
     fhir._remember("pg_A", fhir.spaces.resume("pg_A", {"client_id": "c", "client_secret": "s"}))
     with pytest.raises(
-        ExternalFhirFailed, match=r"answered 403 to GET https://medplum.invalid/fhir/R4/Observation\?"
-    ):
+        ExternalFhirFailed, match="search Observation for the capture: it answered 403"
+    ) as failed:
         fhir.snapshot("pg_A")
+    assert "medplum.invalid" not in failed.value.message  # the API's answer to `complete`
+    assert "GET https://medplum.invalid/fhir/R4/Observation?" in str(failed.value)  # the operator's log
     searched = [r for r in sent if r.url.path != "/oauth2/token"]
     assert [r.url.path.rsplit("/", 1)[-1] for r in searched] == ["metadata", "Observation"]  # Project: not R4
     assert {r.headers["Authorization"] for r in searched} == {"Bearer t2"}
@@ -345,3 +347,31 @@ def test_a_page_on_the_base_from_another_playground_is_refused_under_the_tag() -
         fhir.forward(ForwardedRequest("pg_A", ASSAY_BASE, "GET", "", query))
     assert refused.value.status == 404 and "not a page of this playground" in refused.value.diagnostics
     assert "pg_OTHER" not in json.dumps(refused.value.outcome())
+
+
+def _unreachable(request: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError("connection refused", request=request)
+
+
+@pytest.mark.parametrize("isolated", [False, True])
+def test_an_unreachable_server_is_a_502_that_does_not_name_it(isolated: bool) -> None:
+    """The agent never sees the server: its URL (`ASSAY_FHIR_URL`) is in the operator's log only."""
+    client = httpx.Client(transport=httpx.MockTransport(_unreachable))
+    url = "http://hidden-fhir.invalid/fhir"
+    forwarder: FhirForwarder = (
+        IsolatedFhir(HapiPartitions(url, client), client) if isolated else TaggedFhir(url, client)
+    )
+    with pytest.raises(FhirError) as refused:
+        forwarder.forward(ForwardedRequest("pg_A", ASSAY_BASE, "GET", "Patient/x"))
+    assert refused.value.status == 502 and "hidden-fhir" not in json.dumps(refused.value.outcome())
+
+
+def test_a_space_that_cannot_be_opened_is_an_error_that_does_not_name_the_server() -> None:
+    """`ExternalFhirFailed.message` is what `start`, `complete` and a forwarded request answer (all
+    the agent's); the server's URL and answer are in `str(exc)`, for the operator's log."""
+    answer = httpx.Response(400, text="invalid_client at https://medplum.invalid")
+    client, _ = _recording(lambda request: answer)
+    with pytest.raises(ExternalFhirFailed) as failed:
+        MedplumProjects("https://medplum.invalid/fhir/R4", client).resume("pg_A", {"client_id": "c"})
+    assert failed.value.message == "the external FHIR server failed to issue a project token: it answered 400"
+    assert "POST https://medplum.invalid/oauth2/token" in str(failed.value)

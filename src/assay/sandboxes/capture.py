@@ -61,7 +61,7 @@ def capture(
             try:
                 resources = external.snapshot(playground_id, connection)
             except ExternalFhirFailed as exc:  # the API answers 500 without logging a DomainError
-                log.warning("capture of playground %s failed: %s", playground_id, exc.message)
+                log.warning("capture of playground %s failed: %s", playground_id, exc)
                 raise
             bundle = {"resourceType": "Bundle", "type": "collection", "entry": [
                 {"resource": resource} for resource in resources

@@ -7,13 +7,19 @@ the reason (SPEC §1.1: `dataset type voice is not supported`) instead of runnin
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
-from assay.sandboxes.fhir.external import SPACE_KEY, IsolatedFhir, configured_external_fhir
+from assay.sandboxes.fhir.external import (
+    SPACE_KEY,
+    ExternalFhirFailed,
+    IsolatedFhir,
+    configured_external_fhir,
+)
 from assay.sandboxes.fhir.layers import seeded_resources
 from assay.sandboxes.fhir.store import embedded_fhir
 from assay.sandboxes.provision import close_space
@@ -21,6 +27,8 @@ from assay.store import iso, utcnow
 from assay.store.models import Sandbox
 
 __all__ = ["LOADED_TYPES", "seed", "unsupported_dataset"]
+
+log = logging.getLogger("assay.sandboxes")
 
 LOADED_TYPES = frozenset({"fhir"})
 """Dataset types with a loader."""
@@ -44,14 +52,19 @@ def seed(session: Session, playground_id: str, datasets: Sequence[Mapping[str, A
     """
     bundles = [dataset.get("data") for dataset in datasets if dataset.get("type") == "fhir"]
     external = configured_external_fhir()
-    if isinstance(external, IsolatedFhir):
-        _seed_space(session, external, playground_id, seeded_resources(bundles, iso(utcnow()) or ""))
+    if external is None:
+        connection = session.connection()
+        embedded_fhir(connection.engine).provision(playground_id, bundles, conn=connection)
         return
-    if external is not None:
-        external.provision(playground_id, seeded_resources(bundles, iso(utcnow()) or ""))
-        return
-    connection = session.connection()
-    embedded_fhir(connection.engine).provision(playground_id, bundles, conn=connection)
+    resources = seeded_resources(bundles, iso(utcnow()) or "")
+    try:
+        if isinstance(external, IsolatedFhir):
+            _seed_space(session, external, playground_id, resources)
+        else:
+            external.provision(playground_id, resources)
+    except ExternalFhirFailed as exc:  # the API answers 500 without logging a DomainError
+        log.warning("seeding playground %s on the external FHIR server failed: %s", playground_id, exc)
+        raise
 
 
 def _seed_space(

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 import httpx
 
 from assay.formats.fhir.parameters import resource_types
-from assay.sandboxes.fhir.external.spaces import ExternalFhirFailed
+from assay.sandboxes.fhir.external.spaces import ExternalFhirFailed, server_failed
 
 __all__ = ["read_everything"]
 
@@ -25,34 +25,29 @@ READERS = 8
 """Searches in flight at once during a capture (httpx clients are thread-safe)."""
 
 
-def _get(client: httpx.Client, url: str, headers: dict[str, str]) -> dict[str, Any]:
-    what = f"GET {url}"
+def _get(client: httpx.Client, url: str, headers: dict[str, str], what: str) -> dict[str, Any]:
+    """The JSON object the server answers 200 to `GET url`; `ExternalFhirFailed` naming `what`
+    otherwise (its message answers `complete`, so the URL goes only into its `detail`)."""
     try:
         response = client.get(url, headers=headers)
     except httpx.HTTPError as exc:
-        raise ExternalFhirFailed(
-            f"capture failed: the external FHIR server did not answer {what}: {exc}"
-        ) from None
+        raise server_failed(what, "GET", url, exc) from None
     if response.status_code != 200:
-        body = response.text[:300].replace("\n", " ")
-        raise ExternalFhirFailed(
-            f"capture failed: the external FHIR server answered {response.status_code} to {what}: {body}",
-            {"status": response.status_code, "url": url},
-        )
+        raise server_failed(what, "GET", url, response)
     try:
         found = response.json()
     except ValueError:
-        raise ExternalFhirFailed(
-            f"capture failed: the external FHIR server answered {what} without JSON"
-        ) from None
+        found = None
     if not isinstance(found, dict):
-        raise ExternalFhirFailed(f"capture failed: the external FHIR server answered {what} with no object")
+        raise ExternalFhirFailed(
+            f"the external FHIR server failed to {what}: its answer is not a JSON object", detail=f"GET {url}"
+        )
     return found
 
 
 def served_types(client: httpx.Client, base: str, headers: dict[str, str]) -> list[str]:
     """R4 resource types the server's CapabilityStatement lists (all of R4's when it lists none)."""
-    statement = _get(client, f"{base}/metadata", headers)
+    statement = _get(client, f"{base}/metadata", headers, "read its CapabilityStatement for the capture")
     listed = {
         str(resource.get("type"))
         for rest in statement.get("rest") or []
@@ -70,7 +65,7 @@ def _read_type(
     found: list[dict[str, Any]] = []
     url: str | None = f"{base}/{kind}?" + urlencode([*params, ("_count", str(PAGE_SIZE))])
     while url:
-        bundle = _get(client, url, headers)
+        bundle = _get(client, url, headers, f"search {kind} for the capture")
         found += [
             entry["resource"]
             for entry in bundle.get("entry") or []

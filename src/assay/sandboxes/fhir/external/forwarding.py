@@ -8,9 +8,12 @@ server.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+
+from assay.sandboxes.fhir.outcomes import FhirError
 
 if TYPE_CHECKING:
     import httpx
@@ -18,7 +21,9 @@ if TYPE_CHECKING:
 
     from assay.sandboxes.fhir.actions import FhirResult
 
-__all__ = ["FhirForwarder", "ForwardedRequest"]
+__all__ = ["FhirForwarder", "ForwardedRequest", "unanswered"]
+
+log = logging.getLogger("assay.sandboxes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,3 +64,12 @@ class FhirForwarder(Protocol):
     def snapshot(self, store_id: str, conn: Connection | None = None) -> list[dict[str, Any]]:
         """Every resource of the playground on the server (for the capture, SPEC §6)."""
         ...
+
+
+def unanswered(server_url: str, problem: httpx.HTTPError | str) -> FhirError:
+    """The 502 OperationOutcome an agent's request gets when the server could not be asked (a
+    network error, a space that cannot be resumed). The agent never sees the server, so its URL
+    and the cause go to the log only."""
+    log.warning("forwarding to the external FHIR server at %s failed: %s", server_url, problem)
+    kind = type(problem).__name__ if not isinstance(problem, str) else "no space"
+    return FhirError(502, f"the external FHIR server could not be asked ({kind})")

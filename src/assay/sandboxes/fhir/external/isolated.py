@@ -36,8 +36,8 @@ from sqlalchemy import Connection, Engine, select
 from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import parse_entry
 from assay.sandboxes.fhir.external._reading import read_everything
-from assay.sandboxes.fhir.external.forwarding import ForwardedRequest
-from assay.sandboxes.fhir.external.spaces import ExternalFhirFailed, FhirSpaces, Space
+from assay.sandboxes.fhir.external.forwarding import ForwardedRequest, unanswered
+from assay.sandboxes.fhir.external.spaces import ExternalFhirFailed, FhirSpaces, Space, server_failed
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_type
 from assay.store.models import Sandbox
@@ -227,14 +227,12 @@ class IsolatedFhir:
             try:
                 response = self.client.post(space.base_url, json=bundle, headers=self._headers(space))
             except httpx.HTTPError as exc:
-                raise ExternalFhirFailed(f"the external FHIR server failed to {what}: {exc}") from None
+                raise server_failed(what, "POST", space.base_url, exc) from None
             failed = self._failed_entries(response)
+            if failed:
+                what += f" (entries answered {', '.join(failed[:5])})"
             if response.status_code >= 300 or failed:
-                raise ExternalFhirFailed(
-                    f"the external FHIR server failed to {what}: {response.status_code}"
-                    + (f", entries answered {', '.join(failed[:5])}" if failed else ""),
-                    {"status": response.status_code},
-                )
+                raise server_failed(what, "POST", space.base_url, response)
 
     @staticmethod
     def _failed_entries(response: httpx.Response) -> list[str]:
@@ -279,7 +277,7 @@ class IsolatedFhir:
         try:
             space = self.space(request.store_id, engine=engine)
         except ExternalFhirFailed as exc:
-            raise FhirError(502, exc.message) from None
+            raise unanswered(self.base_url, str(exc)) from None
         content = raw if body is None else json.dumps(_rebase(body, base, space.base_url)).encode()
         sent = {k: v for k, v in request.headers.items() if k in _REQUEST_HEADERS}
         response = self._send(request.store_id, space, method, parts, list(request.query), sent, content)
@@ -298,7 +296,7 @@ class IsolatedFhir:
                     headers=self._headers(space, headers),
                 )  # fmt: skip
             except httpx.HTTPError as exc:
-                raise FhirError(502, f"the external FHIR server at {self.base_url} failed: {exc}") from None
+                raise unanswered(self.base_url, exc) from None
             if response.status_code != 401 or self.spaces.stateless or attempt == 2:
                 break
             try:

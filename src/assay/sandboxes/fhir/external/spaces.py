@@ -13,8 +13,8 @@ Each server isolates tenants its own way; `FhirSpaces` is the one seam over them
 request never needs the database. Names on the server are `assay-<playground id>` so a space can be
 traced back to its playground.
 
-Failures of these management calls raise `ExternalFhirFailed`, naming the server, the call and its
-answer.
+Failures of these management calls raise `ExternalFhirFailed`, naming the call and the status;
+the server's URL and answer are in its `detail`, for the operator only.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ __all__ = [
     "HapiPartitions",
     "MedplumProjects",
     "Space",
+    "server_failed",
     "space_name",
 ]
 
@@ -48,10 +49,36 @@ class ExternalFhirFailed(DomainError):
 
     Not an agent's request: those come back as the server's own answer (or a 502 OperationOutcome).
     The service has no gateway code in SPEC §5's list, so the envelope is `INTERNAL_ERROR` (500)
-    with this message; `status` says which HTTP status fits best should the mapping gain one.
+    with `message`; `status` says which HTTP status fits best should the mapping gain one.
+    `message` names the call and the status but never the server's URL or its answer's text:
+    `start` and `complete` answer it to the agent, who never sees the server. `detail` holds those
+    for the operator; `str(exc)` (what the logs and a space's `close_error` keep) includes it.
     """
 
     status = 502
+
+    def __init__(self, message: str, details: Mapping[str, Any] | None = None, *, detail: str = ""):
+        super().__init__(message, details)
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"{self.message} [{self.detail}]" if self.detail else self.message
+
+
+def server_failed(
+    what: str, method: str, url: str, answer: httpx.Response | httpx.HTTPError
+) -> ExternalFhirFailed:
+    """The error for a call to the server that raised or did not answer 2xx: `what` and the status
+    (or the kind of network error) for everyone, the call, the URL and the answer in `detail`."""
+    if isinstance(answer, httpx.HTTPError):
+        message = f"the external FHIR server failed to {what}: no answer ({type(answer).__name__})"
+        return ExternalFhirFailed(message, detail=f"{method} {url}: {answer}")
+    body = answer.text[:300].replace("\n", " ")
+    return ExternalFhirFailed(
+        f"the external FHIR server failed to {what}: it answered {answer.status_code}",
+        {"status": answer.status_code},
+        detail=f"{method} {url} answered {answer.status_code}: {body}",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,20 +131,13 @@ class _ServerSpaces:
         self, method: str, url: str, what: str, ok: tuple[int, ...] = (200, 201), **kwargs: Any
     ) -> httpx.Response:
         """`method url` (`kwargs` as httpx takes them), answered with a status in `ok`; anything else,
-        a network error included, is `ExternalFhirFailed` naming `what`, the call and the answer."""
+        a network error included, is `server_failed`'s `ExternalFhirFailed`."""
         try:
             response = self.client.request(method, url, **kwargs)
         except httpx.HTTPError as exc:
-            raise ExternalFhirFailed(
-                f"the external FHIR server failed to {what}: {method} {url}: {exc}"
-            ) from None
+            raise server_failed(what, method, url, exc) from None
         if response.status_code not in ok:
-            body = response.text[:300].replace("\n", " ")
-            raise ExternalFhirFailed(
-                f"the external FHIR server failed to {what}: {method} {response.request.url} "
-                f"answered {response.status_code}: {body}",
-                {"status": response.status_code, "url": str(response.request.url)},
-            )
+            raise server_failed(what, method, str(response.request.url), response)
         return response
 
 

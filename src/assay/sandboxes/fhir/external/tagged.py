@@ -44,7 +44,7 @@ from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import parse_entry
 from assay.sandboxes.fhir.capability import capability_statement
 from assay.sandboxes.fhir.external._reading import read_everything
-from assay.sandboxes.fhir.external.forwarding import ForwardedRequest
+from assay.sandboxes.fhir.external.forwarding import ForwardedRequest, unanswered
 from assay.sandboxes.fhir.external.spaces import ExternalFhirFailed
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, rewrite_references
@@ -220,7 +220,7 @@ class TaggedFhir:
         try:
             response = self.client.request(method, url, **kwargs)
         except httpx.HTTPError as exc:
-            raise FhirError(502, f"the external FHIR server at {self.base_url} failed: {exc}") from None
+            raise unanswered(self.base_url, exc) from None
         body = None
         if response.content:
             try:
