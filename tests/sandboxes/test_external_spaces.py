@@ -375,3 +375,20 @@ def test_a_space_that_cannot_be_opened_is_an_error_that_does_not_name_the_server
         MedplumProjects("https://medplum.invalid/fhir/R4", client).resume("pg_A", {"client_id": "c"})
     assert failed.value.message == "the external FHIR server failed to issue a project token: it answered 400"
     assert "POST https://medplum.invalid/oauth2/token" in str(failed.value)
+
+
+def test_a_medplum_project_whose_client_cannot_be_read_is_expunged() -> None:
+    """An answer that is not JSON (a proxy's HTML page) is `ExternalFhirFailed`, and the project
+    just created is expunged: a `ValueError` escaped, and left the project on the server."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/client"):
+            return httpx.Response(200, text="<html>gateway</html>")
+        return _medplum(request)
+
+    client, sent = _recording(answer)
+    with pytest.raises(
+        ExternalFhirFailed, match="create a client application: its answer is not a JSON object"
+    ):
+        MedplumProjects("https://medplum.invalid/fhir/R4", client, "Bearer super").open("pg_A")
+    assert sent[-1].method == "POST" and sent[-1].url.path == "/fhir/R4/Project/proj-1/$expunge"

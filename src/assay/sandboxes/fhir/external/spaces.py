@@ -20,6 +20,7 @@ the server's URL and answer are in its `detail`, for the operator only.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -42,6 +43,8 @@ __all__ = [
 ]
 
 _FHIR_JSON = "application/fhir+json"
+
+log = logging.getLogger("assay.sandboxes")
 
 
 class ExternalFhirFailed(DomainError):
@@ -139,6 +142,20 @@ class _ServerSpaces:
         if response.status_code not in ok:
             raise server_failed(what, method, str(response.request.url), response)
         return response
+
+    def _answer(self, response: httpx.Response, what: str) -> dict[str, Any]:
+        """The JSON object a management call answered; `ExternalFhirFailed` for anything else (a
+        proxy's HTML page), so a caller's clean-up runs as for any failed call."""
+        try:
+            found = response.json()
+        except ValueError:
+            found = None
+        if not isinstance(found, dict):
+            raise ExternalFhirFailed(
+                f"the external FHIR server failed to {what}: its answer is not a JSON object",
+                detail=f"{response.request.method} {response.request.url}: {response.text[:300]}",
+            )
+        return found
 
 
 def _parameters(*pairs: tuple[str, str, Any]) -> dict[str, Any]:
@@ -286,7 +303,7 @@ class MedplumProjects(_ServerSpaces):
             "POST", f"{self.server_url}/Project/$init", what,
             json=body, headers={**self.headers, "Content-Type": _FHIR_JSON},
         )  # fmt: skip
-        project_id = str(response.json().get("id", ""))
+        project_id = str(self._answer(response, what).get("id") or "")
         if not project_id:
             raise ExternalFhirFailed(
                 f"the external FHIR server failed to {what}: no Project id in its answer"
@@ -295,7 +312,7 @@ class MedplumProjects(_ServerSpaces):
             what = "create a client application"
             url = f"{self.root_url}/admin/projects/{project_id}/client"
             body = {"name": space_name(playground_id), "description": f"Assay playground {playground_id}"}
-            found = self._request("POST", url, what, json=body, headers=self.headers).json()
+            found = self._answer(self._request("POST", url, what, json=body, headers=self.headers), what)
             saved = {
                 "project_id": project_id,
                 "client_id": found.get("id"),
@@ -303,7 +320,12 @@ class MedplumProjects(_ServerSpaces):
             }
             return self.resume(playground_id, saved)
         except ExternalFhirFailed:
-            self.close(playground_id, {"project_id": project_id})
+            try:
+                self.close(playground_id, {"project_id": project_id})
+            except ExternalFhirFailed as left:  # the first failure is the one to answer
+                log.warning(
+                    "project %s of playground %s left on the server: %s", project_id, playground_id, left
+                )
             raise
 
     def resume(self, playground_id: str, saved: Mapping[str, Any]) -> Space:
@@ -314,7 +336,7 @@ class MedplumProjects(_ServerSpaces):
             "client_secret": str(saved.get("client_secret", "")),
         }
         response = self._request("POST", f"{self.root_url}/oauth2/token", what, data=form)
-        token = response.json().get("access_token")
+        token = self._answer(response, what).get("access_token")
         if not isinstance(token, str) or not token:
             raise ExternalFhirFailed(f"the external FHIR server failed to {what}: no access_token")
         return Space(self.server_url, {"Authorization": f"Bearer {token}"}, dict(saved))
