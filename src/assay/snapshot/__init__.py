@@ -1,13 +1,14 @@
 """Snapshots (SPEC §6): the captured state of a playground, on disk or as tar.gz."""
 
 from assay.snapshot.reader import SnapshotState, open_snapshot
-from assay.snapshot.writer import SnapshotFile, SnapshotWriter, archive_snapshot, write_snapshot
+from assay.snapshot.writer import SnapshotFile, SnapshotWriter, archive_snapshot, is_file_name, write_snapshot
 
 __all__ = [
     "SnapshotFile",
     "SnapshotState",
     "SnapshotWriter",
     "archive_snapshot",
+    "is_file_name",
     "open_snapshot",
     "write_snapshot",
 ]

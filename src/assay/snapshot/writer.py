@@ -13,7 +13,7 @@ from typing import Any
 from assay.core.errors import SnapshotError
 from assay.core.state import Hl7Record, PortalRow, VoiceTurn, X12Record
 
-__all__ = ["SnapshotFile", "SnapshotWriter", "archive_snapshot", "write_snapshot"]
+__all__ = ["SnapshotFile", "SnapshotWriter", "archive_snapshot", "is_file_name", "write_snapshot"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,21 +39,27 @@ def _safe(relative: str) -> str:
 _NOT_FILE_NAMES = frozenset({"", ".", ".."})
 
 
-def _name(value: Any, what: str) -> str:
-    """`value` as one file or folder name of the layout (a FHIR type or id, a portal slug or
-    resource), refused when it is none: empty, `.`, `..`, or holding `/`, `\\` or NUL.
+def is_file_name(value: object) -> bool:
+    """Whether `value` can be one file or folder name of the SPEC §6 layout (a FHIR type or id, a
+    portal slug or resource): a string, not empty, `.` or `..`, holding no `/`, `\\` or NUL.
 
     SPEC §6 stores one resource per `fhir/<type>/<id>.json`; an id `a/b` would be written as a
-    nested file the reader lists under another id or skips. The service refuses such ids when they
-    are written (422) or loaded (409); this keeps every other writer (scripts, the SDK) honest too.
+    nested file the reader lists under another id or skips. The service applies the same rule
+    where ids enter (FHIR writes 422, dataset loading 409), so what it stores can be written here.
     """
-    if (
-        not isinstance(value, str)
-        or value in _NOT_FILE_NAMES
-        or any(char in value for char in ("/", "\\", "\x00"))
-    ):
+    return (
+        isinstance(value, str)
+        and value not in _NOT_FILE_NAMES
+        and not any(char in value for char in ("/", "\\", "\x00"))
+    )
+
+
+def _name(value: Any, what: str) -> str:
+    """`value` as one file or folder name of the layout; `SnapshotError` when it is none, which
+    keeps every writer other than the service (scripts, the SDK) honest too."""
+    if not is_file_name(value):
         raise SnapshotError(f"unsafe {what} in snapshot: {value!r} is not a file name")
-    return value
+    return str(value)
 
 
 class SnapshotWriter:

@@ -26,6 +26,7 @@ from assay.formats.fhir import FhirStore
 from assay.sandboxes.fhir import _loading
 from assay.sandboxes.fhir._db import using
 from assay.sandboxes.fhir.tables import FhirLayer, FhirLayerResource
+from assay.snapshot import is_file_name
 from assay.store.ids import iso, utcnow
 
 __all__ = ["MAX_KEY_LENGTH", "Layer", "LayerCache", "LayerNotLoadable", "layer_hash", "seeded_resources"]
@@ -57,7 +58,7 @@ def _check_keys(resources: Sequence[dict[str, Any]]) -> None:
                     f"a dataset resource's {what} is longer than {MAX_KEY_LENGTH} characters "
                     f"(FHIR ids are 1-{MAX_KEY_LENGTH}): {shown}"
                 )
-            if value in ("", ".", "..") or any(char in value for char in "/\\\x00"):
+            if not is_file_name(value):
                 raise LayerNotLoadable(
                     f"a dataset resource's {what} {shown!r} is not a file name, and a captured "
                     "resource is the file fhir/<type>/<id>.json (SPEC §6)"

@@ -30,15 +30,13 @@ from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import next_version, stamp
 from assay.sandboxes.fhir.strict import validate_strict
 from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
+from assay.snapshot import is_file_name
 from assay.store.ids import iso, utcnow
 from assay.store.models import Sandbox
 
 __all__ = ["STRICT_KEY", "EmbeddedFhir", "WriteTransaction", "embedded_fhir", "is_strict"]
 
 Key = tuple[str, str]
-_NO_FILE_NAME = frozenset({".", ".."})
-"""Ids FHIR's pattern allows (`[A-Za-z0-9-.]{1,64}`) that no snapshot file can be named after:
-written, they made every `GET /task-runs/{id}/state` of that run answer 500."""
 MAX_INDEXES = 256
 """Store indexes one process keeps (least recently used first out; a store torn down in another
 worker is never `forget`-ed here, so the bound is what keeps memory flat)."""
@@ -80,7 +78,7 @@ class WriteTransaction:
         passes here, so a strict store validates here once (422 rolls the whole write back).
         """
         kind = resource["resourceType"]
-        if resource_id in _NO_FILE_NAME:
+        if not is_file_name(resource_id):  # FHIR's id pattern allows `.` and `..`
             raise FhirError(
                 422,
                 f"id {resource_id!r} cannot be stored: a captured resource is the file "
