@@ -392,3 +392,16 @@ def test_a_medplum_project_whose_client_cannot_be_read_is_expunged() -> None:
     ):
         MedplumProjects("https://medplum.invalid/fhir/R4", client, "Bearer super").open("pg_A")
     assert sent[-1].method == "POST" and sent[-1].url.path == "/fhir/R4/Project/proj-1/$expunge"
+
+
+def test_a_seeding_batch_entry_the_server_refuses_fails_the_load_under_the_tag() -> None:
+    """A batch answers 200 whatever its entries did: each entry's status is read, as for a space
+    (`IsolatedFhir.load`); a refused resource used to leave the playground seeded without it."""
+    response = {"resourceType": "Bundle", "type": "batch-response", "entry": [
+        {"response": {"status": "200 OK"}}, {"response": {"status": "400 Bad Request"}},
+    ]}  # fmt: skip
+    client, sent = _recording(lambda request: httpx.Response(200, json=response))
+    resources = [{"resourceType": "Patient", "id": "a"}, {"resourceType": "Patient", "id": "b"}]
+    with pytest.raises(ExternalFhirFailed, match=r"entries answered 400 Bad Request"):
+        TaggedFhir("http://hapi.invalid/fhir", client).provision("pg_A", resources)
+    assert len(sent) == 1

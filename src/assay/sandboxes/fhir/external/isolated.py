@@ -36,8 +36,9 @@ from sqlalchemy import Connection, Engine, select
 from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import parse_entry
 from assay.sandboxes.fhir.external._reading import read_everything
+from assay.sandboxes.fhir.external._seeding import put_in_batches
 from assay.sandboxes.fhir.external.forwarding import ForwardedRequest, unanswered
-from assay.sandboxes.fhir.external.spaces import ExternalFhirFailed, FhirSpaces, Space, server_failed
+from assay.sandboxes.fhir.external.spaces import ExternalFhirFailed, FhirSpaces, Space
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_type
 from assay.store.models import Sandbox
@@ -47,7 +48,6 @@ __all__ = ["SPACE_KEY", "IsolatedFhir", "recorded_space"]
 SPACE_KEY = "external_fhir"
 """The key of a playground's space in its `fhir` sandbox row's `credentials` JSON."""
 
-_BATCH = 500
 _ID = re.compile(r"^[A-Za-z0-9\-.]{1,64}$")
 _URL_KEYS = frozenset({"fullUrl", "url", "location", "reference"})
 _REQUEST_HEADERS = (
@@ -209,43 +209,18 @@ class IsolatedFhir:
     # -- seeding and capture -------------------------------------------------------------------
 
     def load(self, space: Space, resources: Sequence[dict[str, Any]]) -> None:
-        """Write seeded resources (loaded per SPEC §5.1) into the space: batches of PUTs, ids kept."""
-        for start in range(0, len(resources), _BATCH):
-            entries = []
-            for resource in resources[start : start + _BATCH]:
-                body = dict(resource)
-                meta = {
-                    k: v for k, v in (body.get("meta") or {}).items() if k not in ("versionId", "lastUpdated")
-                }
-                body.pop("meta", None)
-                if meta:
-                    body["meta"] = meta
-                url = f"{body['resourceType']}/{body['id']}"
-                entries.append({"resource": body, "request": {"method": "PUT", "url": url}})
-            bundle = {"resourceType": "Bundle", "type": "batch", "entry": entries}
-            what = "load the playground's datasets"
-            try:
-                response = self.client.post(space.base_url, json=bundle, headers=self._headers(space))
-            except httpx.HTTPError as exc:
-                raise server_failed(what, "POST", space.base_url, exc) from None
-            failed = self._failed_entries(response)
-            if failed:
-                what += f" (entries answered {', '.join(failed[:5])})"
-            if response.status_code >= 300 or failed:
-                raise server_failed(what, "POST", space.base_url, response)
-
-    @staticmethod
-    def _failed_entries(response: httpx.Response) -> list[str]:
-        try:
-            body = response.json()
-        except ValueError:
-            return []
-        statuses = [
-            str((entry.get("response") or {}).get("status", ""))
-            for entry in (body.get("entry") or [] if isinstance(body, dict) else [])
-            if isinstance(entry, dict)
-        ]
-        return [status for status in statuses if not status.startswith("2")]
+        """Write seeded resources (loaded per SPEC §5.1) into the space, ids kept, `versionId` and
+        `lastUpdated` left to the server."""
+        stripped = []
+        for resource in resources:
+            body = dict(resource)
+            meta = {
+                k: v
+                for k, v in (body.pop("meta", None) or {}).items()
+                if k not in ("versionId", "lastUpdated")
+            }
+            stripped.append({**body, "meta": meta} if meta else body)
+        put_in_batches(self.client, space.base_url, self._headers(space), stripped)
 
     def snapshot(self, playground_id: str, conn: Connection | None = None) -> list[dict[str, Any]]:
         """Every resource in the playground's space (for the capture); raises on any failed read."""

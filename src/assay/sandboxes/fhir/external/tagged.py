@@ -44,8 +44,8 @@ from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import parse_entry
 from assay.sandboxes.fhir.capability import capability_statement
 from assay.sandboxes.fhir.external._reading import read_everything
+from assay.sandboxes.fhir.external._seeding import put_in_batches
 from assay.sandboxes.fhir.external.forwarding import ForwardedRequest, unanswered
-from assay.sandboxes.fhir.external.spaces import ExternalFhirFailed
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, rewrite_references
 
@@ -53,7 +53,6 @@ __all__ = ["TAG_SYSTEM", "ExternalFhir", "TaggedFhir"]
 
 TAG_SYSTEM = "https://assay.dev/fhir/playground"
 _LOCAL_REF = re.compile(r"^([A-Z][A-Za-z]+)/([A-Za-z0-9\-.]{1,64})(/_history/[^/]+)?$")
-_BATCH = 500
 _CONTROL = frozenset({"_count", "_offset", "_getpagesoffset", "_sort", "_format", "_summary", "_elements"})
 
 
@@ -240,26 +239,12 @@ class TaggedFhir:
     # -- provisioning and capture --------------------------------------------------------------
 
     def provision(self, store_id: str, resources: Sequence[dict[str, Any]]) -> None:
-        """Write a playground's seeded resources (already loaded per SPEC §5.1) in batches of PUTs."""
+        """Write a playground's seeded resources (already loaded per SPEC §5.1), tagged and with
+        namespaced ids and references."""
         scope = _scope(store_id)
-        for start in range(0, len(resources), _BATCH):
-            entries = []
-            for resource in resources[start : start + _BATCH]:
-                mapped = self._outbound(resource, scope)
-                url = f"{mapped['resourceType']}/{mapped['id']}"
-                entries.append({"resource": mapped, "request": {"method": "PUT", "url": url}})
-            bundle = {"resourceType": "Bundle", "type": "batch", "entry": entries}
-            try:
-                result = self._send("POST", "", scope, self.base_url, json=bundle)
-            except FhirError as exc:
-                raise ExternalFhirFailed(
-                    f"the external FHIR server failed to load the datasets: {exc}"
-                ) from None
-            if result.status >= 300:
-                raise ExternalFhirFailed(
-                    f"the external FHIR server refused the dataset load ({result.status})",
-                    {"status": result.status},
-                )
+        put_in_batches(
+            self.client, self.base_url, {}, [self._outbound(resource, scope) for resource in resources]
+        )
 
     def snapshot(self, store_id: str, conn: Connection | None = None) -> list[dict[str, Any]]:
         """Every resource of the playground on the server, mapped back (for the capture); a type
