@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 import httpx
 
 from assay.formats.fhir.parameters import resource_types
-from assay.sandboxes.fhir.external.spaces import ExternalFhirFailed, server_failed
+from assay.sandboxes.fhir.external.spaces import answered_object, server_failed
 
 __all__ = ["read_everything"]
 
@@ -34,15 +34,7 @@ def _get(client: httpx.Client, url: str, headers: dict[str, str], what: str) -> 
         raise server_failed(what, "GET", url, exc) from None
     if response.status_code != 200:
         raise server_failed(what, "GET", url, response)
-    try:
-        found = response.json()
-    except ValueError:
-        found = None
-    if not isinstance(found, dict):
-        raise ExternalFhirFailed(
-            f"the external FHIR server failed to {what}: its answer is not a JSON object", detail=f"GET {url}"
-        )
-    return found
+    return answered_object(response, what)
 
 
 def served_types(client: httpx.Client, base: str, headers: dict[str, str]) -> list[str]:

@@ -38,6 +38,7 @@ __all__ = [
     "HapiPartitions",
     "MedplumProjects",
     "Space",
+    "answered_object",
     "server_failed",
     "space_name",
 ]
@@ -117,6 +118,21 @@ def space_name(playground_id: str) -> str:
     return f"assay-{playground_id}"
 
 
+def answered_object(response: httpx.Response, what: str) -> dict[str, Any]:
+    """The JSON object the server answered; `ExternalFhirFailed` for anything else (a proxy's HTML
+    page), so a caller's clean-up runs as for any failed call."""
+    try:
+        found = response.json()
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        raise ExternalFhirFailed(
+            f"the external FHIR server failed to {what}: its answer is not a JSON object",
+            detail=f"{response.request.method} {response.request.url}: {response.text[:300]}",
+        )
+    return found
+
+
 def _auth(authorization: str | None) -> dict[str, str]:
     return {"Authorization": authorization} if authorization else {}
 
@@ -142,20 +158,6 @@ class _ServerSpaces:
         if response.status_code not in ok:
             raise server_failed(what, method, str(response.request.url), response)
         return response
-
-    def _answer(self, response: httpx.Response, what: str) -> dict[str, Any]:
-        """The JSON object a management call answered; `ExternalFhirFailed` for anything else (a
-        proxy's HTML page), so a caller's clean-up runs as for any failed call."""
-        try:
-            found = response.json()
-        except ValueError:
-            found = None
-        if not isinstance(found, dict):
-            raise ExternalFhirFailed(
-                f"the external FHIR server failed to {what}: its answer is not a JSON object",
-                detail=f"{response.request.method} {response.request.url}: {response.text[:300]}",
-            )
-        return found
 
 
 def _parameters(*pairs: tuple[str, str, Any]) -> dict[str, Any]:
@@ -303,7 +305,7 @@ class MedplumProjects(_ServerSpaces):
             "POST", f"{self.server_url}/Project/$init", what,
             json=body, headers={**self.headers, "Content-Type": _FHIR_JSON},
         )  # fmt: skip
-        project_id = str(self._answer(response, what).get("id") or "")
+        project_id = str(answered_object(response, what).get("id") or "")
         if not project_id:
             raise ExternalFhirFailed(
                 f"the external FHIR server failed to {what}: no Project id in its answer"
@@ -312,7 +314,7 @@ class MedplumProjects(_ServerSpaces):
             what = "create a client application"
             url = f"{self.root_url}/admin/projects/{project_id}/client"
             body = {"name": space_name(playground_id), "description": f"Assay playground {playground_id}"}
-            found = self._answer(self._request("POST", url, what, json=body, headers=self.headers), what)
+            found = answered_object(self._request("POST", url, what, json=body, headers=self.headers), what)
             saved = {
                 "project_id": project_id,
                 "client_id": found.get("id"),
@@ -336,7 +338,7 @@ class MedplumProjects(_ServerSpaces):
             "client_secret": str(saved.get("client_secret", "")),
         }
         response = self._request("POST", f"{self.root_url}/oauth2/token", what, data=form)
-        token = self._answer(response, what).get("access_token")
+        token = answered_object(response, what).get("access_token")
         if not isinstance(token, str) or not token:
             raise ExternalFhirFailed(f"the external FHIR server failed to {what}: no access_token")
         return Space(self.server_url, {"Authorization": f"Bearer {token}"}, dict(saved))
