@@ -10,7 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assay.formats.fhir.bundles import ConditionalReference, parse_conditional_reference, rewrite_references
+from assay.formats.fhir.bundles import (
+    ConditionalReference,
+    parse_conditional_reference,
+    resources_from_bundle,
+    rewrite_references,
+)
 
 _KEYS = st.sampled_from(["reference", "subject", "entry", "contained", "display", "extension"])
 _LEAVES = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8))
@@ -79,3 +84,32 @@ def test_conditional_references_parse(text: str, parsed: ConditionalReference) -
 )  # fmt: skip
 def test_other_references_are_not_conditional(text: str) -> None:
     assert parse_conditional_reference(text) is None
+
+
+def _loaded_reference(reference: str) -> str:
+    """The reference an Encounter keeps after SPEC §5.1 loading beside two Practitioners that share
+    an identifier."""
+    practitioners = [
+        {"resourceType": "Practitioner", "id": rid, "identifier": [{"system": "npi", "value": "1"}]}
+        for rid in ("a", "b")
+    ]
+    encounter = {
+        "resourceType": "Encounter",
+        "id": "e",
+        "participant": [{"individual": {"reference": reference}}],
+    }
+    bundle = {"resourceType": "Bundle", "type": "collection", "entry": [
+        {"resource": resource} for resource in [*practitioners, encounter]
+    ]}  # fmt: skip
+    [loaded] = [r for r in resources_from_bundle(bundle) if r["resourceType"] == "Encounter"]
+    return str(loaded["participant"][0]["individual"]["reference"])
+
+
+@pytest.mark.parametrize("controls", ["_count=1", "_sort=-_id&_count=1", "_count=1&_elements=id"])
+def test_result_controls_cannot_make_an_ambiguous_reference_resolve(controls: str) -> None:
+    """SPEC §5.1 rewrites a conditional reference only when exactly one resource matches; `_count=1`
+    capped the search at one and the ambiguous reference was rewritten to whichever came first.
+    Parameters that shape a page are not criteria (R4 http.html), as in the sandbox's bundles."""
+    ambiguous = f"Practitioner?identifier=npi|1&{controls}"
+    assert _loaded_reference(ambiguous) == ambiguous
+    assert _loaded_reference("Practitioner?_id=b&_count=1") == "Practitioner/b"

@@ -4,7 +4,8 @@
 - Ids are kept; a missing id comes from a `urn:uuid:` fullUrl, else a new UUID.
 - References to an entry's `urn:uuid:` or absolute fullUrl are rewritten to `Type/id`.
 - A conditional reference (`Practitioner?identifier=sys|val`) is rewritten when exactly one
-  loaded resource matches it (this bundle's, or `existing` ones), and left verbatim otherwise.
+  loaded resource matches it (this bundle's, or `existing` ones), and left verbatim otherwise;
+  parameters that shape a result page (`_count`, `_sort`, …) are not criteria and are ignored.
 - A bundle is never rejected for its references; within a bundle the last write of a
   (type, id) wins.
 
@@ -36,6 +37,13 @@ __all__ = [
 _CONDITIONAL = re.compile(r"([A-Z][A-Za-z]+)\?(.*)", re.DOTALL)
 """`[type]?parameters`, relative to the server base (R4 http.html "Conditional References")."""
 
+_RESULT_CONTROLS = frozenset(
+    {"_count", "_sort", "_offset", "_getpagesoffset", "_include", "_revinclude", "_summary",
+     "_elements", "_total", "_contained", "_containedType", "_format", "_pretty"}
+)  # fmt: skip
+"""Parameters that shape a result page, not which resources match (R4 http.html "Conditional
+References": "none of the parameters that control the return of resources are relevant")."""
+
 
 @dataclass(frozen=True, slots=True)
 class ConditionalReference:
@@ -47,6 +55,12 @@ class ConditionalReference:
     """Everything after the first `?`, as written (may be empty)."""
     pairs: tuple[tuple[str, str], ...]
     """The query's (name, value) pairs in order, blank values kept."""
+
+    @property
+    def criteria(self) -> list[tuple[str, str]]:
+        """`pairs` without the parameters that shape a result page (`_count`, `_sort`, …): R4
+        allows only filtering parameters here, and `_count=1` must not hide a second match."""
+        return [(name, value) for name, value in self.pairs if name.partition(":")[0] not in _RESULT_CONTROLS]
 
 
 def parse_conditional_reference(text: str) -> ConditionalReference | None:
@@ -169,10 +183,11 @@ class _ConditionalResolver:
 
 def _match_one(store: FhirStore, reference: str) -> str | None:
     conditional = parse_conditional_reference(reference)
-    if conditional is None or not conditional.query:
+    criteria = [] if conditional is None else conditional.criteria
+    if conditional is None or not criteria:
         return None
     params: dict[str, list[str]] = {}
-    for key, value in conditional.pairs:
+    for key, value in criteria:
         params.setdefault(key, []).append(value)
     try:
         found = store.search(conditional.resource_type, params)

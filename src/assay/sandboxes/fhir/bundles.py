@@ -43,13 +43,6 @@ __all__ = ["ConditionalReferences", "parse_entry", "post_bundle"]
 Key = tuple[str, str]
 _STATUS_TEXT = {200: "200 OK", 201: "201 Created", 204: "204 No Content"}
 _ORDER = {"DELETE": 0, "POST": 1, "PUT": 2, "PATCH": 2, "GET": 3, "HEAD": 3}
-_RESULT_CONTROLS = frozenset(
-    {"_count", "_sort", "_offset", "_getpagesoffset", "_include", "_revinclude", "_summary",
-     "_elements", "_total", "_contained", "_containedType", "_format", "_pretty"}
-)  # fmt: skip
-"""Parameters that shape a result page, not which resources match: dropped from a conditional
-reference's query (R4: "none of the parameters that control the return of resources are
-relevant"), so `_count=1` cannot hide a second match."""
 
 
 @dataclass
@@ -189,7 +182,7 @@ class ConditionalReferences:
         kind = conditional.resource_type
         if not is_resource_type(kind):
             raise FhirError(400, f"{label}: unknown resource type {kind}")
-        pairs = [(k, v) for k, v in conditional.pairs if k.partition(":")[0] not in _RESULT_CONTROLS]
+        pairs = conditional.criteria
         if not pairs:
             raise FhirError(400, f"{label}: no search parameter to match on")
         if self._writes is None and self.writes is not None:
