@@ -292,8 +292,9 @@ def _transaction(
 def _transaction_writes(
     entries: list[_Entry], ids: dict[int, str], reused: set[int], urls: Mapping[str, str]
 ) -> _Writes:
-    """The resources a transaction's POST and PUT entries write and the keys it writes or deletes
-    (a PATCH's key too: its pre-transaction version stands in for the result)."""
+    """The resources a transaction's POST and PUT entries write and the keys its POST, PUT and
+    DELETE entries replace. A PATCH's key is not among them: the search is of the state before
+    the transaction, so its pre-transaction version stands in for the result."""
     resources: list[dict[str, Any]] = []
     replaced: set[Key] = set()
     for e in entries:

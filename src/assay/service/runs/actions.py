@@ -244,7 +244,7 @@ def start_task_run(
     task_run.playground_id = playground.id
     try:
         sandboxes.seed(session, playground.id, datasets)
-    except LayerNotLoadable as unloadable:  # checked before anything is loaded; the playground goes
+    except LayerNotLoadable as unloadable:  # raised before any row is loaded; teardown ends the playground
         end_task_run(session, task_run, "fail", now, reason=str(unloadable))
         finalize_if_done(benchmark_run, task_runs, now)
         return Started(task_run, None, str(unloadable))
