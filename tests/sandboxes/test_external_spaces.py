@@ -405,3 +405,20 @@ def test_a_seeding_batch_entry_the_server_refuses_fails_the_load_under_the_tag()
     with pytest.raises(ExternalFhirFailed, match=r"entries answered 400 Bad Request"):
         TaggedFhir("http://hapi.invalid/fhir", client).provision("pg_A", resources)
     assert len(sent) == 1
+
+
+@pytest.mark.parametrize("links", [["next"], {"relation": "next"}, [{"relation": "next", "url": 7}]])
+def test_a_capture_page_with_malformed_links_is_read_as_the_last_page(links: object) -> None:
+    """`Bundle.link` that is not a list of objects with a string url ends the paging; it raised
+    `AttributeError` out of `complete` (a bare 500 with no reason)."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/metadata"):
+            statement = {"resourceType": "CapabilityStatement", "rest": [{"resource": [{"type": "Patient"}]}]}
+            return httpx.Response(200, json=statement)
+        entry = [{"resource": {"resourceType": "Patient", "id": "x"}}]
+        return httpx.Response(200, json={"resourceType": "Bundle", "entry": entry, "link": links})
+
+    client, _ = _recording(answer)
+    fhir = IsolatedFhir(HapiPartitions("http://hapi.invalid/fhir", client), client)
+    assert fhir.snapshot("pg_A") == [{"resourceType": "Patient", "id": "x"}]

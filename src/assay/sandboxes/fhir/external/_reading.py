@@ -58,17 +58,31 @@ def _read_type(
     url: str | None = f"{base}/{kind}?" + urlencode([*params, ("_count", str(PAGE_SIZE))])
     while url:
         bundle = _get(client, url, headers, f"search {kind} for the capture")
-        found += [
-            entry["resource"]
-            for entry in bundle.get("entry") or []
-            if isinstance(entry, dict)
-            and isinstance(entry.get("resource"), dict)
-            and (entry.get("search") or {}).get("mode", "match") == "match"
-        ]
-        url = next(
-            (link.get("url") for link in bundle.get("link") or [] if link.get("relation") == "next"), None
-        )
+        found += [resource for entry in _listed(bundle.get("entry")) if (resource := _matched(entry))]
+        url = _next_page(bundle)
     return found
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _matched(entry: Any) -> dict[str, Any] | None:
+    """An entry's resource when the search matched it (not an `_include`d one)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("resource"), dict):
+        return None
+    search = entry.get("search")
+    mode = search.get("mode", "match") if isinstance(search, dict) else "match"
+    return entry["resource"] if mode == "match" else None
+
+
+def _next_page(bundle: dict[str, Any]) -> str | None:
+    """The searchset's `next` link, or None (also for links that are not `{relation, url}` objects:
+    the server's answer is read, never trusted to be well formed)."""
+    for link in _listed(bundle.get("link")):
+        if isinstance(link, dict) and link.get("relation") == "next" and isinstance(link.get("url"), str):
+            return str(link["url"])
+    return None
 
 
 def read_everything(
