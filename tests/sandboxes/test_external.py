@@ -250,3 +250,37 @@ def test_a_conditional_create_whose_search_fails_creates_nothing(
         assert refused.status_code == 400 and refused.json()["resourceType"] == "OperationOutcome"
         sent = [e.method for e in fhir_server.events[before:] if e.path.startswith(store_path)]
         assert sent == ["GET"]  # the search, and no write after it
+
+
+def test_a_conditional_create_in_a_bundle_finds_the_existing_resource(
+    server: Server, api: httpx.Client, external: str
+) -> None:
+    """`request.ifNoneExist` in a transaction or batch entry is honoured as `If-None-Exist` is (a
+    tag-scoped search, then the write): it was dropped when the POST became a PUT, so each bundle
+    created another copy."""
+    with started_run(server, api) as run:
+
+        def bundle(kind: str) -> dict[str, Any]:
+            return {"resourceType": "Bundle", "type": kind, "entry": [{
+                "fullUrl": "urn:uuid:0b7e0000-0000-4000-8000-0000000000c1",
+                "resource": {"resourceType": "Patient", "identifier": [{"system": "urn:c", "value": "7"}]},
+                "request": {"method": "POST", "url": "Patient", "ifNoneExist": "identifier=urn:c|7"},
+            }, {
+                "resource": {"resourceType": "Observation", "status": "final", "code": {"text": "x"},
+                             "subject": {"reference": "urn:uuid:0b7e0000-0000-4000-8000-0000000000c1"}},
+                "request": {"method": "POST", "url": "Observation"},
+            }]}  # fmt: skip
+
+        first = ok(run.agent.post(run.base, json=bundle("transaction")))
+        again = ok(run.agent.post(run.base, json=bundle("transaction")))
+        batch = ok(run.agent.post(run.base, json=bundle("batch")))
+        statuses = [[e["response"]["status"] for e in b["entry"]] for b in (first, again, batch)]
+        assert statuses == [["201 Created"] * 2, ["200 OK", "201 Created"], ["200 OK", "201 Created"]]
+        patient_id = first["entry"][0]["resource"]["id"]
+        assert again["entry"][0]["resource"]["id"] == patient_id
+        found = ok(run.agent.get(f"{run.base}/Patient", params={"identifier": "urn:c|7"}))
+        assert [e["resource"]["id"] for e in found["entry"]] == [patient_id]
+        observations = ok(
+            run.agent.get(f"{run.base}/Observation", params={"subject": f"Patient/{patient_id}"})
+        )
+        assert observations["total"] == 3  # each bundle's reference resolved to the one Patient

@@ -324,19 +324,9 @@ class TaggedFhir:
     ) -> FhirResult:
         resource = check_resource(body, kind)
         if if_none_exist:
-            query = parse_qsl(if_none_exist.split("?", 1)[-1], keep_blank_values=True)
-            found = self._send("GET", kind, scope, base, params=self._search_params(kind, query, scope))
-            if found.status != 200:  # a refused search is no "no match": the agent gets its error
-                return found
-            matches = [
-                entry["resource"]
-                for entry in (found.body or {}).get("entry") or []
-                if isinstance(entry, dict) and isinstance(entry.get("resource"), dict)
-            ]
-            if len(matches) > 1:
-                raise FhirError(412, f"If-None-Exist {if_none_exist!r} matches {len(matches)} resources")
-            if matches:
-                return FhirResult(200, matches[0])
+            existing = self._existing(scope, base, kind, if_none_exist)
+            if existing is not None:
+                return existing
         rid = str(uuid.uuid4())
         result = self._send(
             "PUT", f"{kind}/{scope.out(rid)}", scope, base, json=self._outbound(resource, scope, rid)
@@ -345,6 +335,24 @@ class TaggedFhir:
             result.status = 201
             result.headers.setdefault("Location", f"{base}/{kind}/{rid}")
         return result
+
+    def _existing(self, scope: _Scope, base: str, kind: str, condition: str) -> FhirResult | None:
+        """A conditional create's answer when its search settles it: 200 with the one match, or the
+        search's own error (a refused search is no "no match"); 412 for several matches; None when
+        nothing matches and the create goes ahead. The search is the playground's (`_tag`), then
+        the write: not atomic (docs/decisions.md)."""
+        query = parse_qsl(condition.split("?", 1)[-1], keep_blank_values=True)
+        found = self._send("GET", kind, scope, base, params=self._search_params(kind, query, scope))
+        if found.status != 200:
+            return found
+        matches = [
+            entry["resource"]
+            for entry in (found.body or {}).get("entry") or []
+            if isinstance(entry, dict) and isinstance(entry.get("resource"), dict)
+        ]
+        if len(matches) > 1:
+            raise FhirError(412, f"If-None-Exist {condition!r} matches {len(matches)} resources")
+        return FhirResult(200, matches[0]) if matches else None
 
     def _bundle(self, scope: _Scope, base: str, bundle: Any) -> FhirResult:
         if not isinstance(bundle, dict) or bundle.get("type") not in ("transaction", "batch"):
@@ -355,16 +363,24 @@ class TaggedFhir:
         for position, entry in enumerate(entries):
             parse_entry(position, entry, base)  # the embedded surface's entry rules (400 / 404)
         aliases: dict[str, str] = {}
-        for entry in entries:
+        for position, entry in enumerate(entries):
             request = entry.get("request") or {}
             url = str(request.get("url", "")).removeprefix(base + "/")
-            if request.get("method") == "POST" and "/" not in url and "?" not in url:
+            if str(request.get("method")).upper() == "POST" and "/" not in url and "?" not in url:
                 rid = str(uuid.uuid4())
+                condition = request.pop("ifNoneExist", None)
+                existing = self._existing(scope, base, url, condition) if condition else None
+                if existing is not None and existing.status != 200:
+                    raise FhirError(existing.status, f"entry {position}: the ifNoneExist search failed")
+                if existing is not None:  # a match: the entry reads it, and its fullUrl names it
+                    rid = str((existing.body or {}).get("id"))
+                    entry.pop("resource", None)
+                    request.update({"method": "GET", "url": f"{url}/{rid}"})
+                else:
+                    request.update({"method": "PUT", "url": f"{url}/{rid}"})
+                    entry["_assay_id"] = rid
                 if entry.get("fullUrl"):
                     aliases[entry["fullUrl"]] = f"{url}/{rid}"
-                request.update({"method": "PUT", "url": f"{url}/{rid}"})
-                request.pop("ifNoneExist", None)
-                entry["_assay_id"] = rid
         out = []
         for entry in entries:
             request = entry.get("request") or {}
