@@ -4,13 +4,17 @@ discrepancy found by driving it (status codes of bundle entries, history paging,
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import Engine, func, select, text
 
 from assay.sandboxes.fhir import actions
+from assay.sandboxes.fhir.tables import FhirVersion
 from tests.sandboxes.conftest import FhirServer
 
 FHIR = {"Content-Type": "application/fhir+json"}
@@ -191,3 +195,35 @@ def test_a_malformed_patch_names_the_operation(http: httpx.Client) -> None:
     diagnostics = _outcome(patched, 400)
     assert diagnostics.startswith("invalid JSON Patch: operation 1: Unknown operation 'bogusbogus")
     assert len(diagnostics) < 200
+
+
+def test_dropping_a_store_while_a_write_commits_leaves_no_versions(
+    fhir_server: FhirServer, new_store: str
+) -> None:
+    """`EmbeddedFhir.drop` deleted the store's versions and then its row, while a write locks the
+    row and then inserts versions: on PostgreSQL a write in flight committed its versions after
+    the drop had deleted the others, and they outlived their store (a store created again under
+    that id collides with them). The row goes first now, so the drop waits for the write."""
+    engine = fhir_server.fhir.engine
+    if engine.dialect.name != "postgresql":
+        pytest.skip("SQLite's BEGIN IMMEDIATE runs the drop wholly before or after the write")
+    store_id = new_store.rsplit("/", 2)[-2]
+    with ThreadPoolExecutor(1) as pool, fhir_server.fhir.writing(store_id) as tx:
+        tx.put({"resourceType": "Patient"}, "p1")
+        dropped = pool.submit(fhir_server.fhir.drop, store_id)
+        _await_a_lock_wait(engine)
+    assert dropped.result(timeout=30)
+    with engine.connect() as conn:
+        left = conn.execute(select(func.count()).where(FhirVersion.store_id == store_id)).scalar()
+    assert left == 0
+
+
+def _await_a_lock_wait(engine: Engine) -> None:
+    """Return once some PostgreSQL backend waits for a row lock (the drop, behind the write)."""
+    waiting = text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+    for _ in range(500):
+        with engine.connect() as conn:
+            if conn.execute(waiting).scalar():
+                return
+        time.sleep(0.02)
+    raise AssertionError("the drop never waited for the write's lock")

@@ -144,11 +144,12 @@ class EmbeddedFhir:
 
         For a standalone FHIR server's `DELETE /stores/{id}` (`service/fhir_server.py`); playground
         stores are kept (their captures point into them). The dataset layer stays: layers are
-        shared by content hash.
+        shared by content hash. The row goes first, as a write locks it first: a write in flight
+        commits before the versions are deleted (with them), and a later one finds no store.
         """
         with self.engine.begin() as conn:
-            conn.execute(delete(FhirVersion).where(FhirVersion.store_id == store_id))
             dropped = conn.execute(delete(FhirStoreRow).where(FhirStoreRow.id == store_id)).rowcount
+            conn.execute(delete(FhirVersion).where(FhirVersion.store_id == store_id))
         self.forget(store_id)
         return bool(dropped)
 
