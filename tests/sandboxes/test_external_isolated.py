@@ -21,12 +21,20 @@ import httpx
 import pytest
 from fhirpy import SyncFHIRClient
 from sqlalchemy import create_engine, select
+from sqlalchemy.exc import NoResultFound
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 from typer.testing import CliRunner
 
 from assay.clients.cli.app import app as cli
-from assay.sandboxes.fhir.external import SPACE_KEY, IsolatedFhir, MedplumProjects, close_external_clients
+from assay.sandboxes.datasets import _seed_space
+from assay.sandboxes.fhir.external import (
+    SPACE_KEY,
+    IsolatedFhir,
+    MedplumProjects,
+    close_external_clients,
+    configured_external_fhir,
+)
 from assay.sandboxes.fhir.tables import FhirStoreRow
 from assay.service.fhir_server import create_fhir_server
 from assay.service.settings import Settings
@@ -352,3 +360,14 @@ def test_assay_fhir_server_command_serves_stores(tmp_path: Path) -> None:
         _, stderr = process.communicate(timeout=30)
     assert process.returncode == 0, stderr
     assert f"http://127.0.0.1:{port}/stores/{{id}}/fhir" in stderr.decode()
+
+
+def test_a_seed_that_fails_after_the_load_deletes_the_store(server: Server, isolated: SecondServer) -> None:
+    """Whatever fails once the space is open (here: no `fhir` sandbox row to record it in) closes it
+    again; only a failed load did, and a space opened for a start that never committed stayed."""
+    external = configured_external_fhir()
+    assert isinstance(external, IsolatedFhir)
+    before = isolated.store_ids()
+    with pytest.raises(NoResultFound), server.database.transaction() as session:
+        _seed_space(session, external, "pg_NOSANDBOXROW", [{"resourceType": "Patient", "id": "p"}])
+    assert isolated.store_ids() == before

@@ -72,22 +72,22 @@ def _seed_space(
 ) -> None:
     """Open the playground's space, load it, and record it in the `fhir` sandbox row.
 
-    A load that fails closes the space again, and so does a start whose transaction rolls back
-    after this (the task run stays `created`, so `start` can be retried): no space outlives a
-    start that did not commit.
+    Anything that fails once the space is open (the load, recording it) closes it again, and so
+    does a start whose transaction rolls back after this (the task run stays `created`, so `start`
+    can be retried): no space outlives a start that did not commit.
     """
     space = external.open(playground_id)
     recorded = external.record(space)
     engine = session.connection().engine
     try:
         external.load(space, resources)
+        sandbox = session.scalars(
+            select(Sandbox).where(Sandbox.playground_id == playground_id, Sandbox.type == "fhir")
+        ).one()
+        sandbox.credentials = {**(sandbox.credentials or {}), SPACE_KEY: recorded}
     except BaseException:
         close_space(engine, external, playground_id, recorded)
         raise
-    sandbox = session.scalars(
-        select(Sandbox).where(Sandbox.playground_id == playground_id, Sandbox.type == "fhir")
-    ).one()
-    sandbox.credentials = {**(sandbox.credentials or {}), SPACE_KEY: recorded}
     event.listen(
         session, "after_rollback", lambda _: close_space(engine, external, playground_id, recorded), once=True
     )
