@@ -422,3 +422,21 @@ def test_a_capture_page_with_malformed_links_is_read_as_the_last_page(links: obj
     client, _ = _recording(answer)
     fhir = IsolatedFhir(HapiPartitions("http://hapi.invalid/fhir", client), client)
     assert fhir.snapshot("pg_A") == [{"resourceType": "Patient", "id": "x"}]
+
+
+def test_the_tag_strategy_maps_only_urls_under_the_server_base() -> None:
+    """`http://hapi.invalid/fhir-binary/…` is not under `http://hapi.invalid/fhir`: it stays as the
+    server sent it (it became `<Assay base>-binary/…`); the isolated strategy checks the same way."""
+    resource = {"resourceType": "DocumentReference", "id": "aa-d", "content": [
+        {"attachment": {"url": "http://hapi.invalid/fhir-binary/Binary/b"}},
+        {"attachment": {"url": "http://hapi.invalid/fhir/Binary/aa-b"}},
+    ]}  # fmt: skip
+    client, _ = _recording(lambda request: httpx.Response(200, json=resource))
+    result = TaggedFhir("http://hapi.invalid/fhir", client).forward(
+        ForwardedRequest("pg_A", ASSAY_BASE, "GET", "DocumentReference/d")
+    )
+    assert result.body is not None
+    assert [c["attachment"]["url"] for c in result.body["content"]] == [
+        "http://hapi.invalid/fhir-binary/Binary/b",
+        f"{ASSAY_BASE}/Binary/b",
+    ]

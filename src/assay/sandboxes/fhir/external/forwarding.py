@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from assay.sandboxes.fhir.actions import FhirResult
 
-__all__ = ["FhirForwarder", "ForwardedRequest", "unanswered"]
+__all__ = ["FhirForwarder", "ForwardedRequest", "is_under", "unanswered"]
 
 log = logging.getLogger("assay.sandboxes")
 
@@ -73,3 +73,8 @@ def unanswered(server_url: str, problem: httpx.HTTPError | str) -> FhirError:
     log.warning("forwarding to the external FHIR server at %s failed: %s", server_url, problem)
     kind = type(problem).__name__ if not isinstance(problem, str) else "no space"
     return FhirError(502, f"the external FHIR server could not be asked ({kind})")
+
+
+def is_under(url: str, base: str) -> bool:
+    """Whether `url` is `base` or below it (`http://h/fhir-binary/x` is not below `http://h/fhir`)."""
+    return url == base or url.startswith((base + "/", base + "?"))

@@ -37,7 +37,7 @@ from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import parse_entry
 from assay.sandboxes.fhir.external._reading import read_everything
 from assay.sandboxes.fhir.external._seeding import put_in_batches
-from assay.sandboxes.fhir.external.forwarding import ForwardedRequest, unanswered
+from assay.sandboxes.fhir.external.forwarding import ForwardedRequest, is_under, unanswered
 from assay.sandboxes.fhir.external.spaces import ExternalFhirFailed, FhirSpaces, Space
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_type
@@ -87,7 +87,7 @@ def _rebase(value: Any, old: str, new: str) -> Any:
 
 
 def _rebase_url(url: str, old: str, new: str) -> str:
-    if url == old or url.startswith((old + "/", old + "?")):
+    if is_under(url, old):
         return new + url[len(old) :]
     return url
 

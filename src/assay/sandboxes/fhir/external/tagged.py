@@ -45,7 +45,7 @@ from assay.sandboxes.fhir.bundles import parse_entry
 from assay.sandboxes.fhir.capability import capability_statement
 from assay.sandboxes.fhir.external._reading import read_everything
 from assay.sandboxes.fhir.external._seeding import put_in_batches
-from assay.sandboxes.fhir.external.forwarding import ForwardedRequest, unanswered
+from assay.sandboxes.fhir.external.forwarding import ForwardedRequest, is_under, unanswered
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, rewrite_references
 
@@ -166,11 +166,11 @@ class TaggedFhir:
         return out
 
     def _url_back(self, url: str, scope: _Scope, base: str) -> str:
-        if url.startswith(self.base_url):
+        if is_under(url, self.base_url):
             url = base + url[len(self.base_url) :]
         elif not url.startswith(("http://", "https://", "urn:")) and _LOCAL_REF.match(url.split("?")[0]):
             return scope.back_reference(url) or url
-        if not url.startswith(base):
+        if not is_under(url, base):
             return url
         parts = urlsplit(url)
         path = "/".join(scope.back(p) for p in parts.path.split("/"))
