@@ -440,3 +440,18 @@ def test_the_tag_strategy_maps_only_urls_under_the_server_base() -> None:
         "http://hapi.invalid/fhir-binary/Binary/b",
         f"{ASSAY_BASE}/Binary/b",
     ]
+
+
+def test_the_space_cache_keeps_the_spaces_in_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Least recently *used* goes first (docs/decisions.md: LRU): a space read since it was cached
+    stays when the cache is full; it was first in, first out."""
+    monkeypatch.setattr("assay.sandboxes.fhir.external.isolated._CACHE", 2)
+    client, sent = _recording(lambda request: httpx.Response(200, json={"access_token": "t"}))
+    fhir = IsolatedFhir(MedplumProjects("https://medplum.invalid/fhir/R4", client), client)
+    for playground_id in ("pg_A", "pg_B"):
+        fhir._remember(playground_id, fhir.spaces.resume(playground_id, {}))
+    fhir.space("pg_A")
+    fhir._remember("pg_C", fhir.spaces.resume("pg_C", {}))
+    before = len(sent)
+    fhir.space("pg_A")  # still cached: no token asked for (pg_B went)
+    assert len(sent) == before

@@ -60,6 +60,7 @@ _REQUEST_HEADERS = (
 )
 _RESPONSE_HEADERS = ("ETag", "Last-Modified")
 _CACHE = 1024
+"""Spaces cached per process (LRU): a Medplum space costs a token request to resume."""
 
 
 def recorded_space(conn: Connection, playground_id: str) -> dict[str, Any] | None:
@@ -173,8 +174,9 @@ class IsolatedFhir:
         """The playground's space: cached, derived from its id, or resumed from the sandbox row."""
         with self._lock:
             found = self._cache.get(playground_id)
-        if found is not None:
-            return found
+            if found is not None:
+                self._cache.move_to_end(playground_id)  # least recently used goes first
+                return found
         saved: dict[str, Any] = {}
         if not self.spaces.stateless:
             recorded = None
