@@ -149,6 +149,12 @@ def test_transactions_through_an_external_server(server: Server, api: httpx.Clie
         assert agent.get(f"{base}/Patient/{created.json()['id']}").status_code == 200
 
 
+def _entry(resource: dict[str, Any], method: str, url: str) -> bytes:
+    """A one-entry transaction, as bytes."""
+    entry = {"resource": resource, "request": {"method": method, "url": url}}
+    return json.dumps({"resourceType": "Bundle", "type": "transaction", "entry": [entry]}).encode()
+
+
 @pytest.mark.parametrize(
     ("path", "body", "status"),
     [
@@ -162,6 +168,10 @@ def test_transactions_through_an_external_server(server: Server, api: httpx.Clie
             b'{"resourceType": "Bundle", "type": "batch", "entry": [{"request": {"method": "GET", "url": "Nope/1"}}]}',
             404,
         ),
+        # An entry's resource is checked as a create's or update's body is (they raised: a 500).
+        ("", _entry({"resourceType": "Patient", "id": 5}, "PUT", "Patient/x"), 422),
+        ("", _entry({"resourceType": "Patient", "meta": [1]}, "POST", "Patient"), 422),
+        ("", _entry({"resourceType": "Patient", "id": "a/b"}, "PUT", "Patient?identifier=x"), 422),
     ],
 )
 def test_bad_bodies_are_refused_before_forwarding(path: str, body: bytes, status: int) -> None:

@@ -455,3 +455,19 @@ def test_the_space_cache_keeps_the_spaces_in_use(monkeypatch: pytest.MonkeyPatch
     before = len(sent)
     fhir.space("pg_A")  # still cached: no token asked for (pg_B went)
     assert len(sent) == before
+
+
+def test_a_bundle_entry_whose_full_url_is_no_string_is_forwarded_under_the_tag() -> None:
+    """A `fullUrl` that is no string names nothing (the embedded surface creates the entry all the
+    same); it was used as a dictionary key and raised `TypeError` (a 500)."""
+    client, sent = _recording(lambda request: httpx.Response(200, json={"resourceType": "Bundle"}))
+    entry = {
+        "fullUrl": {"x": 1},
+        "resource": {"resourceType": "Patient"},
+        "request": {"method": "POST", "url": "Patient"},
+    }
+    body = json.dumps({"resourceType": "Bundle", "type": "batch", "entry": [entry]}).encode()
+    result = TaggedFhir("http://hapi.invalid/fhir", client).forward(
+        ForwardedRequest("pg_A", ASSAY_BASE, "POST", "", body=body)
+    )
+    assert result.status == 200 and json.loads(sent[0].content)["entry"][0]["request"]["method"] == "PUT"

@@ -119,6 +119,19 @@ def _only_this_playground(found: Any, scope: _Scope) -> None:
             )
 
 
+def _check_entry(position: int, raw: Any, base: str) -> None:
+    """The embedded surface's rules for an entry (`parse_entry`: 400 / 404 / 422), and for the
+    resource a POST or PUT entry writes those of a create's or update's body (422; an id or `meta`
+    of the wrong type would break the namespacing). A batch fails whole, not by entry."""
+    entry = parse_entry(position, raw, base)
+    if entry.method in ("POST", "PUT") and entry.resource is not None:
+        rid = entry.resource_id if entry.method == "PUT" else None
+        try:
+            check_resource(entry.resource, entry.resource_type, rid)
+        except FhirError as exc:
+            raise FhirError(exc.status, f"entry {entry.position}: {exc.diagnostics}") from None
+
+
 class TaggedFhir:
     """Forwarding to one external FHIR base (no trailing slash), playgrounds told apart by tag."""
 
@@ -361,7 +374,7 @@ class TaggedFhir:
         if not isinstance(entries, list):
             raise FhirError(400, "Bundle.entry must be an array")
         for position, entry in enumerate(entries):
-            parse_entry(position, entry, base)  # the embedded surface's entry rules (400 / 404)
+            _check_entry(position, entry, base)
         aliases: dict[str, str] = {}
         for position, entry in enumerate(entries):
             request = entry.get("request") or {}
@@ -379,7 +392,7 @@ class TaggedFhir:
                 else:
                     request.update({"method": "PUT", "url": f"{url}/{rid}"})
                     entry["_assay_id"] = rid
-                if entry.get("fullUrl"):
+                if isinstance(entry.get("fullUrl"), str):
                     aliases[entry["fullUrl"]] = f"{url}/{rid}"
         out = []
         for entry in entries:
