@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
 import httpx
@@ -471,3 +472,30 @@ def test_a_bundle_entry_whose_full_url_is_no_string_is_forwarded_under_the_tag()
         ForwardedRequest("pg_A", ASSAY_BASE, "POST", "", body=body)
     )
     assert result.status == 200 and json.loads(sent[0].content)["entry"][0]["request"]["method"] == "PUT"
+
+
+@pytest.mark.parametrize(
+    "resource", [{"resourceType": "Patient", "meta": [1]}, {"resourceType": "Patient", "id": {"a": 1}}]
+)
+def test_a_resource_on_a_read_or_delete_entry_is_passed_over_under_the_tag(resource: dict[str, Any]) -> None:
+    """FHIR ignores a resource on a GET or DELETE entry; its `meta` or `id` of the wrong type made
+    the namespacing raise (`TypeError`, `AttributeError`: a 500). Found by fuzzing `forward`."""
+    client, sent = _recording(lambda request: httpx.Response(200, json={"resourceType": "Bundle"}))
+    entry = {"resource": resource, "request": {"method": "DELETE", "url": "Patient/x"}}
+    body = json.dumps({"resourceType": "Bundle", "type": "batch", "entry": [entry]}).encode()
+    result = TaggedFhir("http://hapi.invalid/fhir", client).forward(
+        ForwardedRequest("pg_A", ASSAY_BASE, "POST", "", body=body)
+    )
+    assert (
+        result.status == 200 and json.loads(sent[0].content)["entry"][0]["request"]["url"] == "Patient/aa-x"
+    )
+
+
+def test_a_page_on_the_base_whose_entry_search_is_no_object_is_still_checked() -> None:
+    page = {"resourceType": "Bundle", "entry": [{"search": "match", "resource": {"resourceType": "Patient"}}]}
+    client, _ = _recording(lambda request: httpx.Response(200, json=page))
+    with pytest.raises(FhirError) as refused:  # untagged, so not this playground's: it raised AttributeError
+        TaggedFhir("http://hapi.invalid/fhir", client).forward(
+            ForwardedRequest("pg_A", ASSAY_BASE, "GET", "", (("_getpages", "x"),))
+        )
+    assert refused.value.status == 404

@@ -102,7 +102,10 @@ def _only_this_playground(found: Any, scope: _Scope) -> None:
     leak of this strategy)."""
     entries = found.get("entry") if isinstance(found, dict) else None
     for entry in entries if isinstance(entries, list) else []:
-        if not isinstance(entry, dict) or (entry.get("search") or {}).get("mode", "match") != "match":
+        search = entry.get("search") if isinstance(entry, dict) else None
+        if not isinstance(entry, dict) or (
+            isinstance(search, dict) and search.get("mode", "match") != "match"
+        ):
             continue
         resource = entry.get("resource")
         meta = resource.get("meta") if isinstance(resource, dict) else None
@@ -146,8 +149,9 @@ class TaggedFhir:
         mapped = rewrite_references(copy.deepcopy(resource), scope.out_reference)
         if rid is not None or isinstance(mapped.get("id"), str):
             mapped["id"] = scope.out(rid if rid is not None else mapped["id"])
-        meta = dict(mapped.get("meta") or {})
-        tags = [t for t in meta.get("tag") or [] if isinstance(t, dict) and t.get("system") != TAG_SYSTEM]
+        meta = dict(mapped["meta"]) if isinstance(mapped.get("meta"), dict) else {}
+        listed = meta.get("tag") if isinstance(meta.get("tag"), list) else []
+        tags = [t for t in listed if isinstance(t, dict) and t.get("system") != TAG_SYSTEM]
         meta["tag"] = [*tags, scope.tag]
         for key in ("versionId", "lastUpdated"):
             meta.pop(key, None)
@@ -401,7 +405,8 @@ class TaggedFhir:
             rid = entry.pop("_assay_id", None)
             if isinstance(resource, dict):
                 resource = rewrite_references(resource, aliases.get)
-                entry["resource"] = self._outbound(resource, scope, rid or resource.get("id"))
+                own_id = resource.get("id") if isinstance(resource.get("id"), str) else None
+                entry["resource"] = self._outbound(resource, scope, rid or own_id)
             url = str(request.get("url", ""))
             path, _, q = url.partition("?")
             path = "/".join(
