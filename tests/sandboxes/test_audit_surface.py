@@ -208,6 +208,18 @@ def test_a_body_in_a_format_the_surface_does_not_read_is_415(
         ok(agent.post(f"{base}/Patient/_search", content=b"_id=p1"))
 
 
+def test_a_search_by_post_without_a_body_is_not_judged_by_its_content_type(
+    server: Server, api: httpx.Client
+) -> None:
+    """FHIR clients often send `Content-Type: application/fhir+json` on every request; a `POST
+    _search` with its parameters in the URL and no body has no format to refuse, and was a 415."""
+    with _started(server, api) as (agent, base, _):
+        ok(agent.put(f"{base}/Patient/p1", json={"resourceType": "Patient", "id": "p1"}), 201)
+        fhir_json = {"Content-Type": "application/fhir+json"}
+        found = ok(agent.post(f"{base}/Patient/_search", params={"_id": "p1"}, headers=fhir_json))
+        assert [e["resource"]["id"] for e in found["entry"]] == ["p1"]
+
+
 @pytest.mark.parametrize(
     "entry",
     [

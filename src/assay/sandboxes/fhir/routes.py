@@ -117,14 +117,16 @@ def _too_large(raw: bytes, relative: str) -> Callable[[bytes], FhirResult] | Non
 _FORM = "application/x-www-form-urlencoded"
 
 
-def _unreadable(request: Request, reads: str | None) -> Callable[[bytes], FhirResult] | None:
+def _unreadable(request: Request, raw: bytes, reads: str | None) -> Callable[[bytes], FhirResult] | None:
     """415 when the declared `Content-Type` is not what the interaction reads: `"json"` (a resource
     or a bundle: `application/fhir+json`, `application/json`, any `…+json`) or `"form"` (`_search`).
     FHIR's HTTP rules answer 415 for a body format the server does not support; before, a JSON
     body sent as `text/plain` or form-encoded (`curl -d`) was stored, and XML was "not valid
-    JSON". A body without a `Content-Type` is read as the interaction's format."""
+    JSON". A body without a `Content-Type` is read as the interaction's format, and an empty body
+    has no format (clients that send `application/fhir+json` on every request POST `_search`
+    with its parameters in the URL)."""
     declared = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if reads is None or not declared:
+    if reads is None or not declared or not raw:
         return None
     if reads == "json" and (declared.endswith("/json") or declared.endswith("+json")):
         return None
@@ -154,7 +156,7 @@ async def _run(
     raw = await request.body()
     path = _event_path(request)
     relative = request.url.path[len(urlsplit(surface.base_url).path) :]
-    refused = _too_large(raw, relative) or _unreadable(request, reads)
+    refused = _too_large(raw, relative) or _unreadable(request, raw, reads)
     external = surface.external
     if refused is not None:
         work = refused
