@@ -1,6 +1,7 @@
 """`complete` pins the FHIR store with one read of its row (SPEC §6: the capture is a pointer, the
 store id and its sequence number). Capture asked whether the store existed, then read its
-sequence under the lock: two queries of `fhir_stores` where the locked read answers both."""
+sequence under the lock, and scoring the capture (`state_at`) refreshed the index, which read the
+sequence again: three queries of `fhir_stores` where the locked read answers all."""
 
 from __future__ import annotations
 

@@ -60,33 +60,3 @@ def test_start_reads_the_run_environment_once(server: Server, api: httpx.Client,
         ok(agent.post(run["task_runs"][0]["start_url"]))
     expected = {"benchmark_versions": 1} if published else {"benchmarks": 1, "environments": 1}
     assert dict(counts) == expected
-
-
-def test_complete_reads_the_fhir_store_sequence_once(server: Server, api: httpx.Client) -> None:
-    """`capture` read `fhir_stores.seq`, then scoring the capture (`state_at`) refreshed the index,
-    which read it again; the index already holds the state as of that sequence."""
-    environment = ok(api.post("/environments", json={"name": unique("e"), "dataset_ids": []}), 201)
-    benchmark = ok(
-        api.post("/benchmarks", json={"name": unique("seq"), "environment_id": environment["id"]}), 201
-    )
-    task = ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "t"}), 201)
-    assertion = {"assert": "fhir-resource-state", "resource_type": "Patient"}
-    ok(api.post("/criteria", json={"task_id": task["id"], "label": "p", "assertion": assertion}), 201)
-    run = ok(api.post("/v1/benchmark-runs", json={"benchmark_id": benchmark["id"]}), 201)
-    [task_run] = run["task_runs"]
-    seqs: list[str] = []
-
-    def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if re.search(r"SELECT fhir_stores\.seq\b", statement):
-            seqs.append(statement)
-
-    with server.client(run["bearer_token"]) as agent:
-        fhir = ok(agent.post(task_run["start_url"]))["endpoints"]["fhir"]
-        ok(agent.post(f"{fhir}/Patient", json={"resourceType": "Patient"}), 201)
-        event.listen(server.database.engine, "before_cursor_execute", seen)
-        try:
-            completed = ok(agent.post(task_run["complete_url"]))
-        finally:
-            event.remove(server.database.engine, "before_cursor_execute", seen)
-    assert completed["score"] == 1.0
-    assert len(seqs) == 1, seqs
