@@ -5,7 +5,6 @@ discrepancy found by driving it (status codes of bundle entries, history paging,
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -13,14 +12,11 @@ import httpx
 import pytest
 from sqlalchemy import Engine, func, select, text
 
-from assay.sandboxes.fhir import actions
 from assay.sandboxes.fhir.tables import FhirVersion
 from tests.sandboxes.conftest import FhirServer
 
 FHIR = {"Content-Type": "application/fhir+json"}
 Json = dict[str, Any]
-HistoryReader = Callable[[str, list[tuple[str, str]]], Json]
-"""Reads `[type]/[id]/_history` with query pairs: over HTTP, or by calling the action."""
 
 
 @pytest.fixture
@@ -83,55 +79,35 @@ def _page_of(bundle: Json) -> tuple[list[str], dict[str, str]]:
     return versions, {link["relation"]: link["url"] for link in bundle["link"]}
 
 
-def _assert_instance_history_pages(read: HistoryReader, base: str, pid: str) -> None:
-    """Instance history of a Patient with versions 1-5 pages as type and system history do."""
-    first = read(f"Patient/{pid}/_history", [("_count", "2")])
-    versions, links = _page_of(first)
-    assert (first["type"], first["total"], versions) == ("history", 5, ['W/"5"', 'W/"4"'])
-    assert links["next"] == f"{base}/Patient/{pid}/_history?_count=2&_offset=2"
-    assert "previous" not in links
-    last = read(f"Patient/{pid}/_history", [("_count", "2"), ("_offset", "4")])
-    versions, links = _page_of(last)
-    assert versions == ['W/"1"'] and "next" not in links and links["previous"].endswith("_offset=2")
-    assert last["entry"][0]["request"]["method"] == "POST"
-    assert len(read(f"Patient/{pid}/_history", [("_count", "5000")])["entry"]) == 5
-
-
 def test_instance_history_pages_over_http(http: httpx.Client, new_store: str) -> None:
     """SPEC §5.2 `_history` of a resource; instance history ignored `_count` and had no paging
     links, while type and system history page (`_count` default 50, max 1000, `_offset`, `next`)."""
     pid = _versions(http, 5)
+    history = f"/Patient/{pid}/_history"
 
-    def read(path: str, pairs: list[tuple[str, str]]) -> Json:
-        response = http.get(f"/{path}", params=pairs)
+    def read(*pairs: tuple[str, str]) -> Json:
+        response = http.get(history, params=list(pairs))
         assert response.status_code == 200, response.text
         body: Json = response.json()
         return body
 
-    _assert_instance_history_pages(read, new_store, pid)
-    _outcome(http.get(f"/Patient/{pid}/_history", params={"_count": "-1"}), 400)
-    _outcome(http.get(f"/Patient/{pid}/_history", params={"_at": "2020"}), 400)
-
-
-def test_instance_history_pages_like_type_history(
-    http: httpx.Client, new_store: str, fhir_server: FhirServer
-) -> None:
-    """The same paging through the action the route calls, with the query it is given."""
-    pid = _versions(http, 5)
-    store_id = new_store.rsplit("/", 2)[-2]
-
-    def read(path: str, pairs: list[tuple[str, str]]) -> Json:
-        kind, rid, _ = path.split("/")
-        result = actions.history(fhir_server.fhir, store_id, new_store, kind, rid, pairs)
-        assert result.status == 200 and result.body is not None
-        return result.body
-
-    _assert_instance_history_pages(read, new_store, pid)
-    everything = read(f"Patient/{pid}/_history", [])
+    first = read(("_count", "2"))
+    versions, links = _page_of(first)
+    assert (first["type"], first["total"], versions) == ("history", 5, ['W/"5"', 'W/"4"'])
+    assert links["next"] == f"{new_store}{history}?_count=2&_offset=2"
+    assert "previous" not in links
+    last = read(("_count", "2"), ("_offset", "4"))
+    versions, links = _page_of(last)
+    assert versions == ['W/"1"'] and "next" not in links and links["previous"].endswith("_offset=2")
+    assert last["entry"][0]["request"]["method"] == "POST"
+    assert len(read(("_count", "5000"))["entry"]) == 5
+    everything = read()
     assert len(everything["entry"]) == 5 and [link["relation"] for link in everything["link"]] == ["self"]
     since = everything["entry"][1]["response"]["lastModified"]
-    assert read(f"Patient/{pid}/_history", [("_since", since)])["total"] >= 2
-    assert read(f"Patient/{pid}/_history", [("_since", "2999-01-01T00:00:00Z")])["total"] == 0
+    assert read(("_since", since))["total"] >= 2
+    assert read(("_since", "2999-01-01T00:00:00Z"))["total"] == 0
+    _outcome(http.get(history, params={"_count": "-1"}), 400)
+    _outcome(http.get(history, params={"_at": "2020"}), 400)
 
 
 MARKER = "Featherstonehaugh-" * 20
