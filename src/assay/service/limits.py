@@ -70,10 +70,11 @@ async def json_body_limit(request: Request) -> None:
     cannot hold.
 
     FastAPI has parsed the body before dependencies run (`request.json()` is cached, so this costs
-    one walk, no second parse), and they run before the body is validated, stored or echoed. A body
-    that does not parse at all is FastAPI's to report; the FHIR routes check their own bodies.
-    Non-strict JSON used to be stored (SQLite), refused by PostgreSQL as "too large", or crash the
-    response (`agent: {"a": NaN}` on `POST /v1/benchmark-runs` dropped the connection).
+    the depth walk and the strict check's encode, no second parse), and they run before the body
+    is validated, stored or echoed. A body that does not parse at all is FastAPI's to report; the
+    FHIR routes check their own bodies. Non-strict JSON used to be stored (SQLite), refused by
+    PostgreSQL as "too large", or crash the response (`agent: {"a": NaN}` on
+    `POST /v1/benchmark-runs` dropped the connection).
     """
     if not await request.body():
         return
