@@ -58,6 +58,14 @@ def test_every_kind_of_problem_is_found(raw: bytes) -> None:
     assert strict_json_problem(json.loads(raw)) is not None
 
 
+def test_any_depth_is_checked_without_recursing() -> None:
+    deep: Any = float("nan")
+    for _ in range(5000):
+        deep = [deep]
+    assert strict_json_problem(deep) == (".".join(["0"] * 5000), not_strict_json(float("nan"))[1])  # type: ignore[index]
+    assert strict_json_problem(deep[0][0:0]) is None
+
+
 def test_ordinary_fhir_bodies_are_not_walked(monkeypatch: pytest.MonkeyPatch) -> None:
     """The walk is pure Python, about twice the parse of a large body; it runs only for a body
     that has a problem. The byte pre-scan it replaces sent 17 of the 18 Synthea fixture files

@@ -32,6 +32,8 @@ def strict_json_problem(value: Any) -> tuple[str, str] | None:
         json.dumps(value, allow_nan=False, ensure_ascii=False, check_circular=False).encode("utf-8")
     except ValueError:  # a non-finite float; UnicodeEncodeError (a lone surrogate) is a ValueError
         return not_strict_json(value)
+    except RecursionError:  # the encoder recurses; callers bound depth first, the walk needs no bound
+        return not_strict_json(value)
     return None
 
 
