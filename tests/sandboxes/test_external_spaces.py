@@ -499,3 +499,18 @@ def test_a_page_on_the_base_whose_entry_search_is_no_object_is_still_checked() -
             ForwardedRequest("pg_A", ASSAY_BASE, "GET", "", (("_getpages", "x"),))
         )
     assert refused.value.status == 404
+
+
+@pytest.mark.parametrize("rest", [True, [{"resource": 1.5}]])
+def test_a_capability_statement_listing_no_types_means_every_r4_type(rest: object) -> None:
+    """`rest` or `rest.resource` that is no list lists nothing (it raised `TypeError` out of the
+    capture, a bare 500); as for a statement that lists no types, every R4 type is read."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/metadata"):
+            return httpx.Response(200, json={"resourceType": "CapabilityStatement", "rest": rest})
+        return httpx.Response(200, json={"resourceType": "Bundle"})
+
+    client, sent = _recording(answer)
+    assert IsolatedFhir(HapiPartitions("http://hapi.invalid/fhir", client), client).snapshot("pg_A") == []
+    assert len(sent) > 140  # metadata, then a search of each of R4's types

@@ -42,9 +42,9 @@ def served_types(client: httpx.Client, base: str, headers: dict[str, str]) -> li
     statement = _get(client, f"{base}/metadata", headers, "read its CapabilityStatement for the capture")
     listed = {
         str(resource.get("type"))
-        for rest in statement.get("rest") or []
+        for rest in _listed(statement.get("rest"))
         if isinstance(rest, dict)
-        for resource in rest.get("resource") or []
+        for resource in _listed(rest.get("resource"))
         if isinstance(resource, dict)
     }
     known = resource_types()
