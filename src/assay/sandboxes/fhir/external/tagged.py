@@ -150,7 +150,7 @@ class TaggedFhir:
         if rid is not None or isinstance(mapped.get("id"), str):
             mapped["id"] = scope.out(rid if rid is not None else mapped["id"])
         meta = dict(mapped["meta"]) if isinstance(mapped.get("meta"), dict) else {}
-        listed = meta.get("tag") if isinstance(meta.get("tag"), list) else []
+        listed: list[Any] = meta["tag"] if isinstance(meta.get("tag"), list) else []
         tags = [t for t in listed if isinstance(t, dict) and t.get("system") != TAG_SYSTEM]
         meta["tag"] = [*tags, scope.tag]
         for key in ("versionId", "lastUpdated"):
