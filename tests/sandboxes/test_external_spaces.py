@@ -514,3 +514,19 @@ def test_a_capability_statement_listing_no_types_means_every_r4_type(rest: objec
     client, sent = _recording(answer)
     assert IsolatedFhir(HapiPartitions("http://hapi.invalid/fhir", client), client).snapshot("pg_A") == []
     assert len(sent) > 140  # metadata, then a search of each of R4's types
+
+
+@pytest.mark.parametrize("project_id", [["p"], "../../admin", True])
+def test_a_medplum_project_id_that_is_no_fhir_id_fails_the_open(project_id: object) -> None:
+    """The id `$init` answers goes into URL paths (the client, `$expunge`): anything but a FHIR id
+    is refused before it is used (`str()` of it was, `../../admin` included)."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/Project/$init"):
+            return httpx.Response(201, json={"resourceType": "Project", "id": project_id})
+        return _medplum(request)
+
+    client, sent = _recording(answer)
+    with pytest.raises(ExternalFhirFailed, match="no Project id in its answer"):
+        MedplumProjects("https://medplum.invalid/fhir/R4", client, "Bearer super").open("pg_A")
+    assert len(sent) == 1

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from assay.sandboxes.fhir.resources import ID_PATTERN
 from assay.store.errors import DomainError
 
 __all__ = [
@@ -305,8 +306,8 @@ class MedplumProjects(_ServerSpaces):
             "POST", f"{self.server_url}/Project/$init", what,
             json=body, headers={**self.headers, "Content-Type": _FHIR_JSON},
         )  # fmt: skip
-        project_id = str(answered_object(response, what).get("id") or "")
-        if not project_id:
+        project_id = answered_object(response, what).get("id")
+        if not isinstance(project_id, str) or not ID_PATTERN.fullmatch(project_id):  # it goes into URLs
             raise ExternalFhirFailed(
                 f"the external FHIR server failed to {what}: no Project id in its answer"
             )
