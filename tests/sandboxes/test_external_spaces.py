@@ -213,6 +213,25 @@ def test_the_tag_strategy_refuses_what_would_cross_playgrounds(method: str, path
     assert refused.value.status == 501 and sent == []
 
 
+@pytest.mark.parametrize(
+    ("method", "url"), [("PUT", "Patient?_id=x"), ("DELETE", "Patient?_id=x"), ("GET", "Patient/_history")]
+)
+def test_the_tag_strategy_refuses_the_same_in_bundle_entries(method: str, url: str) -> None:
+    """Conditional update/delete and type history are 501 as entries too: they were sent (with the
+    `_tag` ANDed to the criteria, which a server may ignore in a conditional write), or a type
+    history became a read of the id `_history`."""
+    client, sent = _recording(lambda request: httpx.Response(200, json={}))
+    entry: dict[str, Any] = {"request": {"method": method, "url": url}}
+    if method == "PUT":
+        entry["resource"] = {"resourceType": "Patient"}
+    body = json.dumps({"resourceType": "Bundle", "type": "batch", "entry": [entry]}).encode()
+    with pytest.raises(FhirError) as refused:
+        TaggedFhir("http://fhir.invalid", client).forward(
+            ForwardedRequest("pg_A", ASSAY_BASE, "POST", "", body=body)
+        )
+    assert refused.value.status == 501 and "entry 0" in refused.value.diagnostics and sent == []
+
+
 def test_the_agents_content_type_replaces_the_default() -> None:
     client, sent = _recording(lambda request: httpx.Response(200, json={"resourceType": "Bundle"}))
     fhir = IsolatedFhir(HapiPartitions("http://hapi.invalid/fhir", client), client)

@@ -125,8 +125,15 @@ def _only_this_playground(found: Any, scope: _Scope) -> None:
 def _check_entry(position: int, raw: Any, base: str) -> None:
     """The embedded surface's rules for an entry (`parse_entry`: 400 / 404 / 422), and for the
     resource a POST or PUT entry writes those of a create's or update's body (422; an id or `meta`
-    of the wrong type would break the namespacing). A batch fails whole, not by entry."""
+    of the wrong type would break the namespacing). What `forward` answers 501 alone (conditional
+    update/delete, type history) is 501 as an entry. A batch fails whole, not by entry."""
     entry = parse_entry(position, raw, base)
+    conditional_write = entry.method in ("PUT", "DELETE") and entry.query is not None
+    if conditional_write or (entry.method == "GET" and entry.resource_id == "_history"):
+        raise FhirError(
+            501, f"entry {position}: {entry.method} {raw['request']['url']} is not supported with an "
+            "external FHIR backend", "not-supported",
+        )  # fmt: skip
     if entry.method in ("POST", "PUT") and entry.resource is not None:
         rid = entry.resource_id if entry.method == "PUT" else None
         try:
