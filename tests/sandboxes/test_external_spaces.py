@@ -187,6 +187,11 @@ def test_isolated_forwarding_maps_urls_both_ways() -> None:
         ("GET", "Patient/x/_history/1/extra", b""),
         ("POST", "", b'{"resourceType": "Bundle", "type": "batch", "entry": [{"request": {"method": "POST", "url": "Patient/$expunge"}}]}'),
         ("POST", "", b'{"resourceType": "Bundle", "type": "batch", "entry": [{"request": {"method": "GET", "url": "Project"}}]}'),
+        # `.` and `..` are no ids (the embedded store refuses them): in a URL they are dot segments,
+        # and `DELETE Patient/.` went out as `DELETE [space]/Patient`, a conditional delete of all.
+        ("DELETE", "Patient/.", b""),
+        ("PUT", "Patient/..", b'{"resourceType": "Patient", "id": ".."}'),
+        ("GET", "Patient/x/_history/..", b""),
     ],
 )  # fmt: skip
 def test_isolated_forwarding_refuses_what_the_surface_does_not_serve(

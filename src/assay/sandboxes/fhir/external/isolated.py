@@ -48,7 +48,9 @@ __all__ = ["SPACE_KEY", "IsolatedFhir", "recorded_space"]
 SPACE_KEY = "external_fhir"
 """The key of a playground's space in its `fhir` sandbox row's `credentials` JSON."""
 
-_ID = re.compile(r"^[A-Za-z0-9\-.]{1,64}$")
+_ID = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9\-.]{1,64}$")
+"""A FHIR id that is no dot segment: `.` and `..` match FHIR's pattern, but in a URL to the server
+they are resolved away (`DELETE Patient/.` is `DELETE Patient`, a conditional delete)."""
 _URL_KEYS = frozenset({"fullUrl", "url", "location", "reference"})
 _REQUEST_HEADERS = (
     "content-type",
