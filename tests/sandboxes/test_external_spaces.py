@@ -554,3 +554,23 @@ def test_a_medplum_project_id_that_is_no_fhir_id_fails_the_open(project_id: obje
     with pytest.raises(ExternalFhirFailed, match="no Project id in its answer"):
         MedplumProjects("https://medplum.invalid/fhir/R4", client, "Bearer super").open("pg_A")
     assert len(sent) == 1
+
+
+def test_a_medplum_capture_asks_for_one_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A space not cached (another worker started the run) is resumed from its sandbox row once for
+    the capture: it was resumed, then renewed again at once, two token requests."""
+    saved = {"isolation": "medplum-project", "server": "x", "saved": {"client_id": "c", "client_secret": "s"}}
+    monkeypatch.setattr("assay.sandboxes.fhir.external.isolated.recorded_space", lambda conn, pid: saved)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/oauth2/token":
+            return httpx.Response(200, json={"access_token": "t"})
+        if request.url.path.endswith("/metadata"):
+            statement = {"resourceType": "CapabilityStatement", "rest": [{"resource": [{"type": "Patient"}]}]}
+            return httpx.Response(200, json=statement)
+        return httpx.Response(200, json={"resourceType": "Bundle"})
+
+    client, sent = _recording(answer)
+    fhir = IsolatedFhir(MedplumProjects("https://medplum.invalid/fhir/R4", client), client)
+    assert fhir.snapshot("pg_A", conn=object()) == []  # type: ignore[arg-type]
+    assert [r.url.path for r in sent].count("/oauth2/token") == 1

@@ -228,9 +228,12 @@ class IsolatedFhir:
 
     def snapshot(self, playground_id: str, conn: Connection | None = None) -> list[dict[str, Any]]:
         """Every resource in the playground's space (for the capture); raises on any failed read."""
-        space = self.space(playground_id, conn)
-        if not self.spaces.stateless:  # a cached token may have expired since the last request
-            space = self._refresh(playground_id, space)
+        with self._lock:
+            cached = self._cache.get(playground_id)
+        if cached is not None and not self.spaces.stateless:  # its token may have expired since
+            space = self._refresh(playground_id, cached)
+        else:  # derived, or resumed from the sandbox row with a fresh token
+            space = self.space(playground_id, conn)
         return read_everything(self.client, space.base_url, self._headers(space))
 
     # -- the interactions ----------------------------------------------------------------------
