@@ -4,7 +4,9 @@
 same capture, so all three agree. The pointer carries the input entity and the entities criteria
 are scoped to (frozen with the task run) and, per embedded store, where its final state is: for
 FHIR `{"store_id", "seq"}` — the playground's store as of that sequence number, the dataset layer
-plus the changes since loading, never a copy (SPEC §6).
+plus the changes since loading, never a copy (SPEC §6). With `ASSAY_FHIR_URL` the playground's state
+lives on that server, so it is copied once into an embedded layer: `{"store_id", "seq": 0,
+"external": <server URL>}` (the URL says where it came from; it is never shown to agents).
 """
 
 from __future__ import annotations
