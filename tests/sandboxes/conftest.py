@@ -50,6 +50,8 @@ def serve(app: FastAPI) -> Iterator[str]:
     thread = threading.Thread(target=uvicorn_server.run, daemon=True)
     thread.start()
     while not uvicorn_server.started:
+        if not thread.is_alive():  # e.g. another process took the port after `free_port` freed it
+            raise RuntimeError(f"uvicorn did not start on 127.0.0.1:{port}")
         time.sleep(0.01)
     try:
         yield f"http://127.0.0.1:{port}"
