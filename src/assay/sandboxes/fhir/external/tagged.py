@@ -97,9 +97,10 @@ def _scope(store_id: str) -> _Scope:
 def _only_this_playground(found: Any, scope: _Scope) -> None:
     """404 unless every matched resource of the searchset `found` carries the playground's tag: a
     page on the base names a search by the server's id alone, and the search may be another
-    playground's. Nothing of such an answer is shown (not even its `total`). Included resources
-    (`search.mode` `include`) are not checked, as for type-level searches (the known `_include`
-    leak of this strategy)."""
+    playground's. Nothing of such an answer is shown (not even its `total`), except when it
+    matches nothing: an empty page cannot be told apart from one of this playground's, so it passes
+    with its `total` (a `_getpages` id is a UUID the server made). Included resources (`search.mode`
+    `include`) are not checked, as for type-level searches (the known `_include` leak)."""
     entries = found.get("entry") if isinstance(found, dict) else None
     for entry in entries if isinstance(entries, list) else []:
         search = entry.get("search") if isinstance(entry, dict) else None
