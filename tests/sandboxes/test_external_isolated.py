@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 from fhirpy import SyncFHIRClient
-from sqlalchemy import create_engine, select
+from sqlalchemy import create_engine, insert, select, update
 from sqlalchemy.exc import NoResultFound
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
@@ -35,7 +35,7 @@ from assay.sandboxes.fhir.external import (
     close_external_clients,
     configured_external_fhir,
 )
-from assay.sandboxes.fhir.tables import FhirStoreRow
+from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
 from assay.service.fhir_server import create_fhir_server
 from assay.service.settings import Settings
 from assay.store.models import Sandbox
@@ -371,3 +371,39 @@ def test_a_seed_that_fails_after_the_load_deletes_the_store(server: Server, isol
     with pytest.raises(NoResultFound), server.database.transaction() as session:
         _seed_space(session, external, "pg_NOSANDBOXROW", [{"resourceType": "Patient", "id": "p"}])
     assert isolated.store_ids() == before
+
+
+def test_a_server_resource_the_capture_cannot_hold_fails_complete_cleanly(
+    server: Server, api: httpx.Client, isolated: SecondServer
+) -> None:
+    """An id the embedded store cannot keep (over 64 characters; the second server's own write path
+    refuses it, so the row is written straight into its tables) made `complete` a bare 500 from
+    `LayerNotLoadable`; it is the capture failure: a named 500, nothing written, the run still started."""
+    with started_run(server, api) as run:
+        store_id = f"assay-{run.playground_id}"
+        engine = create_engine(isolated.database)
+        try:
+            with engine.begin() as conn:
+                seq = conn.execute(select(FhirStoreRow.seq).where(FhirStoreRow.id == store_id)).scalar_one()
+                long_id = "x" * 70
+                row = {
+                    "store_id": store_id,
+                    "seq": seq + 1,
+                    "resource_type": "Patient",
+                    "resource_id": long_id,
+                }
+                row |= {
+                    "version_id": "1",
+                    "last_updated": "2026-01-01T00:00:00.000Z",
+                    "deleted": False,
+                    "body": json.dumps({"resourceType": "Patient", "id": long_id}),
+                }
+                conn.execute(insert(FhirVersion), [row])
+                conn.execute(update(FhirStoreRow).where(FhirStoreRow.id == store_id).values(seq=seq + 1))
+        finally:
+            engine.dispose()
+        failed = run.complete()
+        error(failed, 500, "INTERNAL_ERROR")
+        assert "cannot be captured" in failed.json()["error"]["message"]
+        record = ok(api.get(f"/task-runs/{run.task_run['id']}"))
+        assert (record["phase"], record["criterion_runs"]) == ("started", [])

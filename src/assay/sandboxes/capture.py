@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from assay.core.state import FileRecord, Hl7Record, PortalRow, SearchParams, VoiceTurn, X12Record
 from assay.formats.fhir import FhirStore
 from assay.sandboxes.fhir.external import ExternalFhirFailed, configured_external_fhir
+from assay.sandboxes.fhir.layers import LayerNotLoadable
 from assay.sandboxes.fhir.store import embedded_fhir
 from assay.snapshot import write_snapshot
 from assay.store import iso, utcnow
@@ -68,7 +69,14 @@ def capture(
             bundle = {"resourceType": "Bundle", "type": "collection", "entry": [
                 {"resource": resource} for resource in resources
             ]}  # fmt: skip
-            fhir.provision(playground_id, [bundle], conn=connection)
+            try:
+                fhir.provision(playground_id, [bundle], conn=connection)
+            except LayerNotLoadable as exc:
+                # The server held a resource the embedded store cannot (an id over 64 characters,
+                # one that names no snapshot file): the same clean failure as a server error.
+                raise ExternalFhirFailed(
+                    f"the external FHIR server's state cannot be captured: {exc}"
+                ) from None
             pointer["fhir"] = {"store_id": playground_id, "seq": 0, "external": external.base_url}
         elif seq is not None:
             pointer["fhir"] = {"store_id": playground_id, "seq": seq}
