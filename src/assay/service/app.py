@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from sqlalchemy.exc import IntegrityError
 
+from assay.sandboxes.fhir.external import close_external_clients
 from assay.service.catalog.routes import router as catalog_router
 from assay.service.catalog.task_routes import router as task_router
 from assay.service.errors import install_error_handlers
@@ -62,6 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             sweeper.stop()
+            close_external_clients()  # the pooled connections to an ASSAY_FHIR_URL server
             database.dispose()
 
     app = FastAPI(
