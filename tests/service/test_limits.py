@@ -4,6 +4,7 @@ with `Retry-After`, counted per token, on every endpoint the token calls) and th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,34 @@ def test_body_over_the_limit_is_413(small_bodies: tuple[str, Any]) -> None:
         ok(client.post("/benchmarks", json={"name": "small"}), 201)
         big = {"name": "d", "type": "voice", "data": {"turns": [{"speaker": "agent", "text": "x" * 3000}]}}
         error(client.post("/datasets", json=big), 413, "BAD_REQUEST")
+
+
+def test_a_chunked_body_over_the_limit_is_413_and_stores_nothing(small_bodies: tuple[str, Any]) -> None:
+    """A body sent without Content-Length (chunked) was read whole, whatever its size: the cap only
+    looked at the declared length. It is refused once the bytes received pass the cap."""
+    url, _ = small_bodies
+    big = json.dumps({"name": "chunked", "type": "voice", "data": {"turns": [{"text": "x" * 5000}]}})
+
+    def chunks() -> Iterator[bytes]:
+        data = big.encode()
+        for start in range(0, len(data), 500):
+            yield data[start : start + 500]
+
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}) as client:
+        sent = client.post("/datasets", content=chunks(), headers={"Content-Type": "application/json"})
+        assert "content-length" not in {k.lower() for k in sent.request.headers}
+        error(sent, 413, "BAD_REQUEST")
+        names = [d["name"] for d in ok(client.get("/datasets", params={"limit": 100}))["data"]]
+        assert "chunked" not in names
+        small = json.dumps({"name": "fits", "type": "voice", "data": {"turns": []}}).encode()
+        ok(
+            client.post(
+                "/datasets",
+                content=iter([small[:10], small[10:]]),
+                headers={"Content-Type": "application/json"},
+            ),
+            201,
+        )
 
 
 def test_limits_are_read_from_the_environment() -> None:

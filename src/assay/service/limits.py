@@ -12,7 +12,8 @@ import threading
 import time
 
 from fastapi import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from assay.sandboxes.json_depth import MAX_JSON_DEPTH, nested_deeper_than
 from assay.service.errors import envelope
@@ -42,21 +43,55 @@ class RateLimiter:
             return (1 - tokens) / self.rate
 
 
+class _BodyTooLarge(StarletteHTTPException):
+    """Raised from `receive` once a streamed body passes the cap. An HTTPException because FastAPI
+    turns any other error met while reading a body into 400 "error parsing the body"; the app's
+    handler answers it (413 `BAD_REQUEST` envelope), `BodySizeLimit` itself when no route read it."""
+
+    def __init__(self, max_bytes: int):
+        super().__init__(413, f"request body is larger than {max_bytes} bytes")
+
+
 class BodySizeLimit:
-    """Refuse a declared `Content-Length` over the cap with 413 in the SPEC §5 envelope, before the
-    body is read. Chunked bodies without a length are not capped here."""
+    """Refuse a body over the cap with 413 in the SPEC §5 envelope: a declared `Content-Length`
+    before anything is read; a chunked body (no length) as soon as the bytes received pass the
+    cap, so it is never buffered whole. Either way nothing of the request is acted on."""
 
     def __init__(self, app: ASGIApp, max_bytes: int):
         self.app = app
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            for name, value in scope["headers"]:
-                if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                    await self._refuse(scope, receive, send)
-                    return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+                await self._refuse(scope, receive, send)
+                return
+        received = 0
+        started = False
+
+        async def counted_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise _BodyTooLarge(self.max_bytes)
+            return message
+
+        async def watched_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted_receive, watched_send)
+        except _BodyTooLarge:
+            if started:  # a streaming route already answered; nothing more can be said
+                raise
+            await self._refuse(scope, receive, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         message = f"request body is larger than {self.max_bytes} bytes"
