@@ -8,8 +8,10 @@ server.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -21,7 +23,15 @@ if TYPE_CHECKING:
 
     from assay.sandboxes.fhir.actions import FhirResult
 
-__all__ = ["FhirForwarder", "ForwardedRequest", "is_under", "unanswered"]
+__all__ = [
+    "FhirForwarder",
+    "ForwardedRequest",
+    "hidden",
+    "hide_base",
+    "is_under",
+    "relative_under",
+    "unanswered",
+]
 
 log = logging.getLogger("assay.sandboxes")
 
@@ -78,3 +88,60 @@ def unanswered(server_url: str, problem: httpx.HTTPError | str) -> FhirError:
 def is_under(url: str, base: str) -> bool:
     """Whether `url` is `base` or below it (`http://h/fhir-binary/x` is not below `http://h/fhir`)."""
     return url == base or url.startswith((base + "/", base + "?"))
+
+
+@functools.lru_cache(maxsize=256)
+def _base_in_text(base: str) -> re.Pattern[str]:
+    """`base` where it ends a URL's path segment: followed by `/`, `?`, `#`, a quote, a space, a
+    full stop, the end — not by a letter, digit, `-` or `_` (`http://h/fhir-binary` is another
+    path on the server, not under `http://h/fhir`, as `is_under` decides for whole URLs)."""
+    return re.compile(re.escape(base) + r"(?![A-Za-z0-9_\-])")
+
+
+def hidden(text: str, old: str, new: str) -> str:
+    """`text` with the base `old` replaced by `new` wherever it occurs (`_base_in_text`)."""
+    return _base_in_text(old).sub(lambda _: new, text) if old in text else text
+
+
+def hide_base(value: Any, old: str, new: str) -> Any:
+    """`value` (decoded JSON) with the base `old` replaced by `new` in every string, in place;
+    returns it.
+
+    Why every string and not only the URL-valued elements: a server writes its own base into
+    free text too — OperationOutcome `diagnostics`, `issue.details.text`, narratives,
+    `Bundle.link`, `Binary` URLs, extensions — and an agent must never see the server, its host
+    or its space's path (`/stores/assay-<playground>/fhir`, a HAPI partition, a GCP dataset).
+    `old` without a trailing slash covers the base with one. Done on decoded values, not on the
+    response's bytes: JSON may write `/` as `\\/` (or any character as `\\uXXXX`), which a byte
+    replacement would miss; in place, the walk costs a ninth of the keyed copy it replaces (a
+    1,000-entry search page: docs/decisions.md). Object keys are element names, never URLs.
+    """
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, str):
+                if old in item:
+                    value[key] = hidden(item, old, new)
+            elif isinstance(item, dict | list):
+                hide_base(item, old, new)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            if isinstance(item, str):
+                if old in item:
+                    value[index] = hidden(item, old, new)
+            elif isinstance(item, dict | list):
+                hide_base(item, old, new)
+    return value
+
+
+def relative_under(base: str) -> Callable[[str], str | None]:
+    """A `rewrite_references` mapping: an absolute reference under `base` (some servers write
+    `http://<server>/fhir/Patient/1`) as the relative `Patient/1` the embedded store and every
+    criterion use (SPEC §5.1, §6); None for any other reference (left as written)."""
+    prefix = base + "/"
+
+    def mapped(reference: str) -> str | None:
+        if reference.startswith(prefix) and len(reference) > len(prefix):
+            return reference[len(prefix) :]
+        return None
+
+    return mapped

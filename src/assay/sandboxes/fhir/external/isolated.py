@@ -4,9 +4,11 @@ With a store, partition or project per playground (`spaces.py`), nothing needs r
 kept, no tag is added, and every interaction the embedded surface serves is forwarded — conditional
 update and delete and type/system `_history` included, which the tag strategy must refuse because
 there they would reach other playgrounds. Only URLs are mapped: the agent's absolute URLs from its
-Assay base to the space's base on the way out, and the server's (`fullUrl`, `Location`, paging
-`link.url`, `response.location`, absolute references) back to the Assay base on the way in, so an
-agent never sees the server.
+Assay base to the space's base on the way out (`fullUrl`, `url`, `location`, `reference`), and on
+the way in the space's base is replaced by the Assay base in every string of the answer and in
+its `Location` and `Content-Location` headers (`hide_base`: diagnostics, narratives and links
+quote it too), so an agent never sees the server. The capture makes references under the space's
+base relative (`Type/id`), as the embedded store keeps them.
 
 The surface forwards only the URL shapes of the embedded REST API: R4 resource types, FHIR ids, no
 `$operation` (an agent must not reach `$partition-management-*`, `Project/$init` or `$expunge`
@@ -37,10 +39,17 @@ from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import parse_entry
 from assay.sandboxes.fhir.external._reading import read_everything
 from assay.sandboxes.fhir.external._seeding import put_in_batches
-from assay.sandboxes.fhir.external.forwarding import ForwardedRequest, is_under, unanswered
+from assay.sandboxes.fhir.external.forwarding import (
+    ForwardedRequest,
+    hidden,
+    hide_base,
+    is_under,
+    relative_under,
+    unanswered,
+)
 from assay.sandboxes.fhir.external.spaces import ExternalFhirFailed, FhirSpaces, Space
 from assay.sandboxes.fhir.outcomes import FhirError
-from assay.sandboxes.fhir.resources import check_type
+from assay.sandboxes.fhir.resources import check_type, rewrite_references
 from assay.store.models import Sandbox
 
 __all__ = ["SPACE_KEY", "IsolatedFhir", "recorded_space"]
@@ -61,6 +70,7 @@ _REQUEST_HEADERS = (
     "prefer",
 )
 _RESPONSE_HEADERS = ("ETag", "Last-Modified")
+_URL_HEADERS = ("Location", "Content-Location")
 _CACHE = 1024
 """Spaces cached per process (LRU): a Medplum space costs a token request to resume."""
 
@@ -75,7 +85,8 @@ def recorded_space(conn: Connection, playground_id: str) -> dict[str, Any] | Non
 
 
 def _rebase(value: Any, old: str, new: str) -> Any:
-    """`value` with every URL under `old` (in `fullUrl`, `url`, `location`, `reference`) under `new`."""
+    """`value` with every URL under `old` (in `fullUrl`, `url`, `location`, `reference`) under `new`:
+    an agent's body on its way to the space (answers coming back go through `hide_base`)."""
     if isinstance(value, list):
         return [_rebase(item, old, new) for item in value]
     if not isinstance(value, dict):
@@ -227,14 +238,18 @@ class IsolatedFhir:
         put_in_batches(self.client, space.base_url, self._headers(space), stripped)
 
     def snapshot(self, playground_id: str, conn: Connection | None = None) -> list[dict[str, Any]]:
-        """Every resource in the playground's space (for the capture); raises on any failed read."""
+        """Every resource in the playground's space (for the capture); raises on any failed read.
+        An absolute reference under the space's base (what some servers write, and what an
+        agent's absolute reference under its Assay base became on the way out) is captured as
+        the relative `Type/id` the embedded store and every criterion search use."""
         with self._lock:
             cached = self._cache.get(playground_id)
         if cached is not None and not self.spaces.stateless:  # its token may have expired since
             space = self._refresh(playground_id, cached)
         else:  # derived, or resumed from the sandbox row with a fresh token
             space = self.space(playground_id, conn)
-        return read_everything(self.client, space.base_url, self._headers(space))
+        found = read_everything(self.client, space.base_url, self._headers(space))
+        return [rewrite_references(resource, relative_under(space.base_url)) for resource in found]
 
     # -- the interactions ----------------------------------------------------------------------
 
@@ -288,16 +303,19 @@ class IsolatedFhir:
         return response
 
     def _inbound(self, response: httpx.Response, space: Space, base: str) -> FhirResult:
-        """The server's answer as the agent sees it: every URL under the space's base mapped to `base`."""
+        """The server's answer as the agent sees it: the space's base replaced by `base` in every
+        string of the body (`hide_base`: URL-valued elements, free text, links) and in the
+        `Location` and `Content-Location` headers, so the server never shows through."""
         body = None
         if response.content:
             try:
-                body = _rebase(response.json(), space.base_url, base)
+                body = hide_base(response.json(), space.base_url, base)
             except ValueError:
                 raise FhirError(
                     502, f"the external FHIR server answered {response.status_code} without JSON"
                 ) from None
         out = {k: response.headers[k] for k in _RESPONSE_HEADERS if k in response.headers}
-        if "Location" in response.headers:
-            out["Location"] = _rebase_url(response.headers["Location"], space.base_url, base)
+        for name in _URL_HEADERS:
+            if name in response.headers:
+                out[name] = hidden(response.headers[name], space.base_url, base)
         return FhirResult(response.status_code, body, out)

@@ -45,7 +45,13 @@ from assay.sandboxes.fhir.bundles import parse_entry
 from assay.sandboxes.fhir.capability import capability_statement
 from assay.sandboxes.fhir.external._reading import read_everything
 from assay.sandboxes.fhir.external._seeding import put_in_batches
-from assay.sandboxes.fhir.external.forwarding import ForwardedRequest, is_under, unanswered
+from assay.sandboxes.fhir.external.forwarding import (
+    ForwardedRequest,
+    hidden,
+    is_under,
+    relative_under,
+    unanswered,
+)
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, rewrite_references
 
@@ -167,19 +173,24 @@ class TaggedFhir:
         return mapped
 
     def _inbound(self, value: Any, scope: _Scope, base: str) -> Any:
-        """A server response as our playground shows it: ids, references, URLs and tags mapped back."""
+        """A server response as our playground shows it: ids, references, URLs and tags mapped
+        back, and the server's base replaced by `base` in every other string (diagnostics,
+        narratives, links: the agent never sees the server; a namespaced id quoted in free text
+        keeps its prefix). An absolute reference under the server's base comes back under `base`."""
         if isinstance(value, list):
             return [self._inbound(item, scope, base) for item in value]
+        if isinstance(value, str):
+            return hidden(value, self.base_url, base)
         if not isinstance(value, dict):
             return value
         out: dict[str, Any] = {}
         for key, item in value.items():
             if key == "reference" and isinstance(item, str):
-                out[key] = scope.back_reference(item) or item
+                out[key] = self._reference_back(item, scope, base)
             elif key == "id" and isinstance(item, str) and "resourceType" in value:
                 out[key] = scope.back(item)
             elif key in ("fullUrl", "url", "location") and isinstance(item, str):
-                out[key] = self._url_back(item, scope, base)
+                out[key] = hidden(self._url_back(item, scope, base), self.base_url, base)
             elif key == "tag" and isinstance(item, list):
                 kept = [t for t in item if not (isinstance(t, dict) and t.get("system") == TAG_SYSTEM)]
                 if kept:
@@ -189,6 +200,12 @@ class TaggedFhir:
         if isinstance(out.get("meta"), dict) and not out["meta"]:
             del out["meta"]
         return out
+
+    def _reference_back(self, reference: str, scope: _Scope, base: str) -> str:
+        relative = relative_under(self.base_url)(reference)
+        if relative is None:
+            return hidden(scope.back_reference(reference) or reference, self.base_url, base)
+        return f"{base}/{scope.back_reference(relative) or relative}"
 
     def _url_back(self, url: str, scope: _Scope, base: str) -> str:
         if is_under(url, self.base_url):
@@ -257,8 +274,10 @@ class TaggedFhir:
                 admit(found, scope)
             body = self._inbound(found, scope, base)
         headers = {k: response.headers[k] for k in ("ETag", "Last-Modified") if k in response.headers}
-        if "Location" in response.headers:
-            headers["Location"] = self._url_back(response.headers["Location"], scope, base)
+        for name in ("Location", "Content-Location"):
+            if name in response.headers:
+                mapped = self._url_back(response.headers[name], scope, base)
+                headers[name] = hidden(mapped, self.base_url, base)
         return FhirResult(response.status_code, body, headers)
 
     # -- provisioning and capture --------------------------------------------------------------
@@ -273,10 +292,13 @@ class TaggedFhir:
 
     def snapshot(self, store_id: str, conn: Connection | None = None) -> list[dict[str, Any]]:
         """Every resource of the playground on the server, mapped back (for the capture); a type
-        the server answers with an error raises `ExternalFhirFailed` rather than being skipped."""
+        the server answers with an error raises `ExternalFhirFailed` rather than being skipped.
+        An absolute reference under the server's base is captured as the relative `Type/id` (its
+        prefix removed) the embedded store and every criterion search use."""
         scope = _scope(store_id)
         found = read_everything(self.client, self.base_url, {}, [("_tag", f"{TAG_SYSTEM}|{scope.code}")])
-        return [self._inbound(resource, scope, self.base_url) for resource in found]
+        relative = relative_under(self.base_url)
+        return [rewrite_references(self._inbound(r, scope, self.base_url), relative) for r in found]
 
     # -- the interactions ----------------------------------------------------------------------
 
