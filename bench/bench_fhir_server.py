@@ -401,12 +401,15 @@ def compare_table(results: dict[str, Measures]) -> None:
     single("complete after 200 writes (capture)", "ms", lambda m: m.complete_after_writes)
     for name in names[1:]:
         wrong = [
-            mine[0]
-            for mine, base in zip(results[name].answers, baseline.answers, strict=True)
-            if mine != base
+            (got, want)
+            for got, want in zip(results[name].answers, baseline.answers, strict=True)
+            if got != want
         ]
-        print(f"  {name}: {len(wrong)} of {len(baseline.answers)} warm-up answers differ from embedded"
-              + (f", e.g. {wrong[0]}" if wrong else ""))  # fmt: skip
+        print(f"  {name}: {len(wrong)} of {len(baseline.answers)} warm-up answers differ from embedded")
+        for got, want in wrong[:3]:
+            print(f"    {want[0]}: total {got[1]} (embedded {want[1]}); "
+                  f"only here {sorted(set(got[2]) - set(want[2]))}, "
+                  f"only in embedded {sorted(set(want[2]) - set(got[2]))}")  # fmt: skip
 
 
 def main() -> None:
