@@ -22,7 +22,7 @@ import pytest
 from fhirpy import SyncFHIRClient
 from sqlalchemy import create_engine, insert, select, update
 from sqlalchemy.exc import NoResultFound
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 from typer.testing import CliRunner
 
@@ -39,9 +39,10 @@ from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
 from assay.service.fhir_server import create_fhir_server
 from assay.service.settings import Settings
 from assay.store.models import Sandbox
+from tests.sandboxes import test_playgrounds as playgrounds
 from tests.sandboxes.conftest import free_port, serve
 from tests.sandboxes.test_external import refusals_of_not_strict_bodies, started_run
-from tests.sandboxes.test_playgrounds import LIZ, _book, _fhir_benchmark
+from tests.sandboxes.test_playgrounds import BOOKED_WITH_RIVERA, LIZ, _book, _fhir_benchmark
 from tests.service.builders import error, ok
 
 if TYPE_CHECKING:
@@ -60,6 +61,9 @@ class SecondServer:
     """(method, last path segment) pairs answered with a 500 instead of reaching the server."""
     seen: list[str] = field(default_factory=list)
     """Every request the server received, as `METHOD path?query`."""
+    canned: dict[tuple[str, str], tuple[int, bytes, dict[str, str]]] = field(default_factory=dict)
+    """(method, last path segment) pairs answered with (status, raw body, headers) instead of
+    reaching the server: what a real server may write that this one never does."""
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"})
@@ -77,31 +81,38 @@ class SecondServer:
 
 
 class _Faulty:
-    def __init__(self, app: Any, faults: set[tuple[str, str]], seen: list[str]):
-        self.app, self.faults, self.seen = app, faults, seen
+    def __init__(self, app: Any, second: SecondServer):
+        self.app, self.faults, self.seen, self.canned = app, second.faults, second.seen, second.canned
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            query = scope["query_string"].decode()
-            self.seen.append(f"{scope['method']} {scope['path']}" + (f"?{query}" if query else ""))
-        if scope["type"] == "http" and (scope["method"], scope["path"].rsplit("/", 1)[-1]) in self.faults:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        query = scope["query_string"].decode()
+        self.seen.append(f"{scope['method']} {scope['path']}" + (f"?{query}" if query else ""))
+        key = (scope["method"], scope["path"].rsplit("/", 1)[-1])
+        if key in self.canned:
+            status, body, headers = self.canned[key]
+            media = "application/fhir+json"
+            await Response(body, status, headers, media_type=media)(scope, receive, send)
+        elif key in self.faults:
             outcome = {
                 "resourceType": "OperationOutcome",
                 "issue": [{"severity": "error", "code": "exception"}],
             }
             await JSONResponse(outcome, 500)(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
 
 @pytest.fixture(scope="module")
 def second(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecondServer]:
     database = f"sqlite:///{tmp_path_factory.mktemp('second-fhir') / 'fhir.db'}"
-    faults: set[tuple[str, str]] = set()
-    seen: list[str] = []
-    app = _Faulty(create_fhir_server(database, token=TOKEN), faults, seen)
+    second = SecondServer("", database)
+    app = _Faulty(create_fhir_server(database, token=TOKEN), second)
     for url in serve(app):  # type: ignore[arg-type]
-        yield SecondServer(url, database, faults, seen)
+        second.url = url
+        yield second
 
 
 @pytest.fixture
@@ -112,6 +123,7 @@ def isolated(second: SecondServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     yield second
     second.faults.clear()
     second.seen.clear()
+    second.canned.clear()
     close_external_clients()
 
 
@@ -407,3 +419,86 @@ def test_a_server_resource_the_capture_cannot_hold_fails_complete_cleanly(
         assert "cannot be captured" in failed.json()["error"]["message"]
         record = ok(api.get(f"/task-runs/{run.task_run['id']}"))
         assert (record["phase"], record["criterion_runs"]) == ("started", [])
+
+
+def test_the_server_never_shows_through_to_the_agent(
+    server: Server, api: httpx.Client, isolated: SecondServer
+) -> None:
+    """A server writes its base into free text too (HAPI's `diagnostics`, narratives, headers), with
+    `/` escaped as `\\/` by some encoders: the agent sees its Assay base in every one of them,
+    never the server's host or the store's path; a real search and history come through mapped."""
+    with started_run(server, api) as run:
+        space = f"{isolated.url}{isolated.store(run.playground_id)}/fhir"
+        escaped = space.replace("/", "\\/")
+        outcome = (
+            '{"resourceType": "OperationOutcome", "text": {"status": "generated",'
+            f' "div": "<div xmlns=\\"http://www.w3.org/1999/xhtml\\">Store {space}</div>"}},'
+            ' "issue": [{"severity": "error", "code": "processing",'
+            f' "diagnostics": "HAPI-0450: {escaped}\\/Patient\\/{LIZ} could not be read from {space}/",'
+            f' "details": {{"text": "Partition at {space}?_id={LIZ}"}}}}]}}'
+        )
+        headers = {"Content-Location": f"{space}/Patient/{LIZ}/_history/1", "Location": f"{space}/"}
+        isolated.canned[("GET", LIZ)] = (500, outcome.encode(), headers)
+        failed = run.agent.get(f"{run.base}/Patient/{LIZ}")
+        assert failed.status_code == 500
+        [issue] = failed.json()["issue"]
+        assert (
+            issue["diagnostics"] == f"HAPI-0450: {run.base}/Patient/{LIZ} could not be read from {run.base}/"
+        )
+        assert issue["details"]["text"] == f"Partition at {run.base}?_id={LIZ}"
+        assert failed.json()["text"]["div"].endswith(f"Store {run.base}</div>")
+        assert failed.headers["content-location"] == f"{run.base}/Patient/{LIZ}/_history/1"
+        assert failed.headers["location"] == f"{run.base}/"
+        isolated.canned.clear()
+
+        _book(run.fhir())
+        answers = [
+            failed,
+            run.agent.get(
+                f"{run.base}/Appointment", params={"_count": "1", "_include": "Appointment:patient"}
+            ),
+            run.agent.get(f"{run.base}/_history"),
+            run.agent.get(f"{run.base}/metadata"),
+        ]
+        for answer in answers:
+            seen = answer.text + json.dumps(dict(answer.headers))
+            assert isolated.url not in seen and "/stores/" not in seen, answer.text
+
+
+def test_an_absolute_reference_is_captured_relative(
+    server: Server, api: httpx.Client, isolated: SecondServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent that writes its reference absolute (under its Assay base) reaches the server as an
+    absolute URL under the store's base, as some servers write references themselves; the capture
+    keeps `Patient/<id>`, so a criterion scores from it as from a relative reference — the search
+    `patient=Patient/<id>` compares a reference's tail either way, a field on the reference text
+    does not — and the state tar.gz holds the relative reference."""
+    reference_field = {"path": "participant.0.actor.reference", "expected": f"Patient/{LIZ}"}
+    booked = {**BOOKED_WITH_RIVERA, "fields": [*BOOKED_WITH_RIVERA["fields"], reference_field]}
+    monkeypatch.setattr(playgrounds, "BOOKED_WITH_RIVERA", booked)  # what `_fhir_benchmark` freezes
+    with started_run(server, api) as run, isolated.client() as remote:
+        space = f"{isolated.url}{isolated.store(run.playground_id)}/fhir"
+        appointment = {
+            "resourceType": "Appointment",
+            "status": "booked",
+            "participant": [
+                {"actor": {"reference": f"{run.base}/Patient/{LIZ}"}, "status": "accepted"},
+                {"actor": {"display": "Dr. Rivera"}, "status": "accepted"},
+            ],
+        }
+        appointment_id = ok(run.agent.post(f"{run.base}/Appointment", json=appointment), 201)["id"]
+        path = f"{isolated.store(run.playground_id)}/fhir/Appointment/{appointment_id}"
+        on_server = ok(remote.get(path))["participant"][0]["actor"]["reference"]
+        assert on_server == f"{space}/Patient/{LIZ}"
+        shown = ok(run.agent.get(f"{run.base}/Appointment/{appointment_id}"))
+        assert shown["participant"][0]["actor"]["reference"] == f"{run.base}/Patient/{LIZ}"
+
+        completed = ok(run.complete())
+        assert (completed["score"], completed["verdict"]) == (1.0, "pass")
+        assert completed["checks"][0]["evidence"]["resource"] == f"Appointment/{appointment_id}"
+
+    state = api.get(f"/task-runs/{run.task_run['id']}/state")
+    with tarfile.open(fileobj=io.BytesIO(state.content)) as archive:
+        captured = archive.extractfile(f"snapshot/fhir/Appointment/{appointment_id}.json")
+        assert captured is not None
+        assert json.load(captured)["participant"][0]["actor"]["reference"] == f"Patient/{LIZ}"
