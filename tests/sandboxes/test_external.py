@@ -19,7 +19,8 @@ from fhirpy import SyncFHIRClient
 
 from assay.sandboxes.fhir.external import TAG_SYSTEM, ExternalFhir, ForwardedRequest, close_external_clients
 from assay.sandboxes.fhir.outcomes import FhirError
-from tests.sandboxes.test_playgrounds import LIZ, _book, _fhir_benchmark
+from tests.sandboxes import test_playgrounds as playgrounds
+from tests.sandboxes.test_playgrounds import BOOKED_WITH_RIVERA, LIZ, _book, _fhir_benchmark
 from tests.service.builders import ok
 
 if TYPE_CHECKING:
@@ -294,3 +295,58 @@ def test_a_conditional_create_in_a_bundle_finds_the_existing_resource(
             run.agent.get(f"{run.base}/Observation", params={"subject": f"Patient/{patient_id}"})
         )
         assert observations["total"] == 3  # each bundle's reference resolved to the one Patient
+
+
+def judge_the_reference_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_fhir_benchmark`'s "booked" criterion also judges `participant.0.actor.reference` as text:
+    the search `patient=Patient/<id>` compares a reference's tail, absolute or not; a field on
+    the reference does not, so it scores an absolute reference in a capture differently."""
+    reference = {"path": "participant.0.actor.reference", "expected": f"Patient/{LIZ}"}
+    booked = {**BOOKED_WITH_RIVERA, "fields": [*BOOKED_WITH_RIVERA["fields"], reference]}
+    monkeypatch.setattr(playgrounds, "BOOKED_WITH_RIVERA", booked)
+
+
+def book_with_an_absolute_reference(run: StartedRun) -> str:
+    """Book with Dr. Rivera, the patient's reference absolute under the agent's own base; the
+    agent's `patient=` search finds it. Returns the Appointment's id."""
+    appointment = {
+        "resourceType": "Appointment",
+        "status": "booked",
+        "participant": [
+            {"actor": {"reference": f"{run.base}/Patient/{LIZ}"}, "status": "accepted"},
+            {"actor": {"display": "Dr. Rivera"}, "status": "accepted"},
+        ],
+    }
+    appointment_id = str(ok(run.agent.post(f"{run.base}/Appointment", json=appointment), 201)["id"])
+    found = ok(run.agent.get(f"{run.base}/Appointment", params={"patient": f"Patient/{LIZ}"}))
+    assert [e["resource"]["id"] for e in found["entry"]] == [appointment_id]
+    return appointment_id
+
+
+def captured_relative(api: httpx.Client, run: StartedRun, appointment_id: str) -> None:
+    """`complete` scores the capture as it would a relative reference (with
+    `judge_the_reference_text`), and the state tar.gz holds `Patient/<id>`."""
+    completed = ok(run.complete())
+    assert (completed["score"], completed["verdict"]) == (1.0, "pass")
+    assert completed["checks"][0]["evidence"]["resource"] == f"Appointment/{appointment_id}"
+    state = api.get(f"/task-runs/{run.task_run['id']}/state")
+    with tarfile.open(fileobj=io.BytesIO(state.content)) as archive:
+        captured = archive.extractfile(f"snapshot/fhir/Appointment/{appointment_id}.json")
+        assert captured is not None
+        assert json.load(captured)["participant"][0]["actor"]["reference"] == f"Patient/{LIZ}"
+
+
+def test_an_absolute_reference_goes_out_relative_and_is_captured_so(
+    server: Server, api: httpx.Client, external: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under the tag an agent's absolute reference went to the server as written (its Assay base,
+    no playground prefix): the agent's own `patient=` search missed it. It goes out relative and
+    namespaced, and is captured relative."""
+    judge_the_reference_text(monkeypatch)
+    with started_run(server, api) as run:
+        appointment_id = book_with_an_absolute_reference(run)
+        on_server = httpx.get(f"{external}/Appointment", params={"_count": "100"}).json()
+        [stored] = [e["resource"] for e in on_server["entry"] if e["resource"]["id"].endswith(appointment_id)]
+        assert stored["participant"][0]["actor"]["reference"].endswith(f"-{LIZ}")
+        assert stored["participant"][0]["actor"]["reference"].startswith("Patient/a")
+        captured_relative(api, run, appointment_id)

@@ -39,10 +39,15 @@ from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
 from assay.service.fhir_server import create_fhir_server
 from assay.service.settings import Settings
 from assay.store.models import Sandbox
-from tests.sandboxes import test_playgrounds as playgrounds
 from tests.sandboxes.conftest import free_port, serve
-from tests.sandboxes.test_external import refusals_of_not_strict_bodies, started_run
-from tests.sandboxes.test_playgrounds import BOOKED_WITH_RIVERA, LIZ, _book, _fhir_benchmark
+from tests.sandboxes.test_external import (
+    book_with_an_absolute_reference,
+    captured_relative,
+    judge_the_reference_text,
+    refusals_of_not_strict_bodies,
+    started_run,
+)
+from tests.sandboxes.test_playgrounds import LIZ, _book, _fhir_benchmark
 from tests.service.builders import error, ok
 
 if TYPE_CHECKING:
@@ -468,37 +473,13 @@ def test_the_server_never_shows_through_to_the_agent(
 def test_an_absolute_reference_is_captured_relative(
     server: Server, api: httpx.Client, isolated: SecondServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An agent that writes its reference absolute (under its Assay base) reaches the server as an
-    absolute URL under the store's base, as some servers write references themselves; the capture
-    keeps `Patient/<id>`, so a criterion scores from it as from a relative reference — the search
-    `patient=Patient/<id>` compares a reference's tail either way, a field on the reference text
-    does not — and the state tar.gz holds the relative reference."""
-    reference_field = {"path": "participant.0.actor.reference", "expected": f"Patient/{LIZ}"}
-    booked = {**BOOKED_WITH_RIVERA, "fields": [*BOOKED_WITH_RIVERA["fields"], reference_field]}
-    monkeypatch.setattr(playgrounds, "BOOKED_WITH_RIVERA", booked)  # what `_fhir_benchmark` freezes
+    """An agent's absolute reference (under its Assay base) reaches the server as an absolute URL
+    under the store's base, as some servers write references themselves; the capture keeps
+    `Patient/<id>` (`captured_relative`)."""
+    judge_the_reference_text(monkeypatch)
     with started_run(server, api) as run, isolated.client() as remote:
-        space = f"{isolated.url}{isolated.store(run.playground_id)}/fhir"
-        appointment = {
-            "resourceType": "Appointment",
-            "status": "booked",
-            "participant": [
-                {"actor": {"reference": f"{run.base}/Patient/{LIZ}"}, "status": "accepted"},
-                {"actor": {"display": "Dr. Rivera"}, "status": "accepted"},
-            ],
-        }
-        appointment_id = ok(run.agent.post(f"{run.base}/Appointment", json=appointment), 201)["id"]
+        appointment_id = book_with_an_absolute_reference(run)
         path = f"{isolated.store(run.playground_id)}/fhir/Appointment/{appointment_id}"
         on_server = ok(remote.get(path))["participant"][0]["actor"]["reference"]
-        assert on_server == f"{space}/Patient/{LIZ}"
-        shown = ok(run.agent.get(f"{run.base}/Appointment/{appointment_id}"))
-        assert shown["participant"][0]["actor"]["reference"] == f"{run.base}/Patient/{LIZ}"
-
-        completed = ok(run.complete())
-        assert (completed["score"], completed["verdict"]) == (1.0, "pass")
-        assert completed["checks"][0]["evidence"]["resource"] == f"Appointment/{appointment_id}"
-
-    state = api.get(f"/task-runs/{run.task_run['id']}/state")
-    with tarfile.open(fileobj=io.BytesIO(state.content)) as archive:
-        captured = archive.extractfile(f"snapshot/fhir/Appointment/{appointment_id}.json")
-        assert captured is not None
-        assert json.load(captured)["participant"][0]["actor"]["reference"] == f"Patient/{LIZ}"
+        assert on_server == f"{isolated.url}{isolated.store(run.playground_id)}/fhir/Patient/{LIZ}"
+        captured_relative(api, run, appointment_id)

@@ -158,9 +158,18 @@ class TaggedFhir:
 
     # -- mapping -------------------------------------------------------------------------------
 
-    def _outbound(self, resource: dict[str, Any], scope: _Scope, rid: str | None = None) -> dict[str, Any]:
-        """Our resource as the server stores it: namespaced id and references, plus our tag."""
-        mapped = rewrite_references(copy.deepcopy(resource), scope.out_reference)
+    def _outbound(
+        self, resource: dict[str, Any], scope: _Scope, rid: str | None = None, base: str | None = None
+    ) -> dict[str, Any]:
+        """Our resource as the server stores it: namespaced id and references, plus our tag. An
+        absolute reference under the agent's Assay `base` goes out relative and namespaced (it
+        went out as written: the server's reference searches and the capture missed it)."""
+        under_base = relative_under(base) if base is not None else lambda reference: None
+
+        def out(reference: str) -> str | None:
+            return scope.out_reference(under_base(reference) or reference)
+
+        mapped = rewrite_references(copy.deepcopy(resource), out)
         if rid is not None or isinstance(mapped.get("id"), str):
             mapped["id"] = scope.out(rid if rid is not None else mapped["id"])
         meta = dict(mapped["meta"]) if isinstance(mapped.get("meta"), dict) else {}
@@ -345,7 +354,7 @@ class TaggedFhir:
         if method == "GET" and len(parts) in (2, 3, 4):
             return self._send("GET", target, scope, base)
         if method == "PUT" and len(parts) == 2:
-            body = self._outbound(check_resource(parse_json(raw), kind, parts[1]), scope)
+            body = self._outbound(check_resource(parse_json(raw), kind, parts[1]), scope, base=base)
             return self._send("PUT", target, scope, base, json=body, headers=conditions)
         if method == "PATCH" and len(parts) == 2:
             patch_headers = {
@@ -376,7 +385,7 @@ class TaggedFhir:
                 return existing
         rid = str(uuid.uuid4())
         result = self._send(
-            "PUT", f"{kind}/{scope.out(rid)}", scope, base, json=self._outbound(resource, scope, rid)
+            "PUT", f"{kind}/{scope.out(rid)}", scope, base, json=self._outbound(resource, scope, rid, base)
         )
         if result.status in (200, 201):
             result.status = 201
@@ -436,7 +445,7 @@ class TaggedFhir:
             if isinstance(resource, dict):
                 resource = rewrite_references(resource, aliases.get)
                 own_id = resource.get("id") if isinstance(resource.get("id"), str) else None
-                entry["resource"] = self._outbound(resource, scope, rid or own_id)
+                entry["resource"] = self._outbound(resource, scope, rid or own_id, base)
             url = str(request.get("url", ""))
             path, _, q = url.partition("?")
             path = "/".join(
