@@ -210,9 +210,20 @@ def service_workload(
     *,
     say: Callable[[str], None],
     compare: bool,
+    server_log: Path | None = None,
 ) -> tuple[Measures, Vocabulary]:
-    """Steps 2-3 against one service process (`extra_env` selects the FHIR backend)."""
+    """Steps 2-3 against one service process (`extra_env` selects the FHIR backend); with the
+    external server's access log, how many requests it got during each `start` and `complete`."""
     measures = Measures()
+    seen = [0]
+
+    def calls() -> str:
+        if server_log is None:
+            return ""
+        total = server_log.read_text(encoding="utf-8", errors="replace").count(' HTTP/1.1" ')
+        new, seen[0] = total - seen[0], total
+        return f"  ({new} requests to the FHIR server)"
+
     tmp = tempfile.TemporaryDirectory()
     url, process = serve(Path(tmp.name), extra_env)
     try:
@@ -228,21 +239,24 @@ def service_workload(
             base_url=url, headers={"Authorization": f"Bearer {run['bearer_token']}"}, timeout=120
         )
         first, second = run["task_runs"]
+        calls()
         start = time.perf_counter()
         started = agent.post(first["start_url"])
         if started.is_error:
             raise StartFailed(f"{started.status_code} {started.text}")
         measures.start_cold = time.perf_counter() - start
-        say(f"start through the service, {len(files)} datasets, cold: {measures.start_cold:.2f} s")
+        say(f"start through the service, {len(files)} datasets, cold: {measures.start_cold:.2f} s{calls()}")
         began = time.perf_counter()
         ok(agent.post(first["complete_url"]))
         measures.complete_seeded = (time.perf_counter() - began) * 1000
         if compare:
-            say(f"complete of the first task run (seeded, unchanged): {measures.complete_seeded:.1f} ms")
+            say(
+                f"complete of the first task run (seeded, unchanged): {measures.complete_seeded:.1f} ms{calls()}"
+            )
         start = time.perf_counter()
         base = ok(agent.post(second["start_url"]))["endpoints"]["fhir"]
         measures.start_second = time.perf_counter() - start
-        say(f"start of a second task run on the same datasets: {measures.start_second:.2f} s")
+        say(f"start of a second task run on the same datasets: {measures.start_second:.2f} s{calls()}")
 
         if vocabulary is None:
             patients = [
@@ -326,11 +340,12 @@ def service_workload(
         say(
             f"searches after 200 writes (own index): p50 {pct(after, 0.5):.2f} ms  p99 {pct(after, 0.99):.2f} ms"
         )
+        calls()  # the searches and writes above are not the capture's
         began = time.perf_counter()
         ok(agent.post(second["complete_url"]))
         measures.complete_after_writes = (time.perf_counter() - began) * 1000
         what = "capture + verify, no criteria" if compare else "capture pointer + verify, no criteria"
-        say(f"complete ({what}): {measures.complete_after_writes:.1f} ms")
+        say(f"complete ({what}): {measures.complete_after_writes:.1f} ms{calls()}")
     finally:  # never leave the server process behind, even when a step fails
         process.terminate()
         process.wait(30)
@@ -353,7 +368,15 @@ def external_workload(
         print(f"\n== backend {isolation}: ASSAY_FHIR_URL={fhir_url} (assay fhir-server, own process)")
         env = {"ASSAY_FHIR_URL": fhir_url, "ASSAY_FHIR_ISOLATION": isolation}
         try:
-            measures, _ = service_workload(files, bundles, env, vocabulary, say=print, compare=True)
+            measures, _ = service_workload(
+                files,
+                bundles,
+                env,
+                vocabulary,
+                say=print,
+                compare=True,
+                server_log=Path(tmp.name) / "fhir-server.log",
+            )
         except StartFailed as failure:
             print(f"start of the first task run failed, backend {isolation} not measured: {failure}")
             return None
