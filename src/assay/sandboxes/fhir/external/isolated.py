@@ -37,16 +37,10 @@ from sqlalchemy import Connection, Engine, select
 
 from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import parse_entry
+from assay.sandboxes.fhir.external import forwarding
 from assay.sandboxes.fhir.external._reading import read_everything
 from assay.sandboxes.fhir.external._seeding import put_in_batches
-from assay.sandboxes.fhir.external.forwarding import (
-    ForwardedRequest,
-    hidden,
-    hide_base,
-    is_under,
-    relative_under,
-    unanswered,
-)
+from assay.sandboxes.fhir.external.forwarding import ForwardedRequest, is_under, unanswered
 from assay.sandboxes.fhir.external.spaces import ExternalFhirFailed, FhirSpaces, Space
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_type, rewrite_references
@@ -249,7 +243,8 @@ class IsolatedFhir:
         else:  # derived, or resumed from the sandbox row with a fresh token
             space = self.space(playground_id, conn)
         found = read_everything(self.client, space.base_url, self._headers(space))
-        return [rewrite_references(resource, relative_under(space.base_url)) for resource in found]
+        relative = forwarding.relative_under(space.base_url)
+        return [rewrite_references(resource, relative) for resource in found]
 
     # -- the interactions ----------------------------------------------------------------------
 
@@ -309,7 +304,7 @@ class IsolatedFhir:
         body = None
         if response.content:
             try:
-                body = hide_base(response.json(), space.base_url, base)
+                body = forwarding.hide_base(response.json(), space.base_url, base)
             except ValueError:
                 raise FhirError(
                     502, f"the external FHIR server answered {response.status_code} without JSON"
@@ -317,5 +312,5 @@ class IsolatedFhir:
         out = {k: response.headers[k] for k in _RESPONSE_HEADERS if k in response.headers}
         for name in _URL_HEADERS:
             if name in response.headers:
-                out[name] = hidden(response.headers[name], space.base_url, base)
+                out[name] = forwarding.hidden(response.headers[name], space.base_url, base)
         return FhirResult(response.status_code, body, out)

@@ -17,7 +17,9 @@ another playground's *server* id (`Patient/<other prefix>-x`) resolves, and `_in
 follow it; a JSON Patch may remove the tag or change the id; conditional creates are a search then
 a write, not atomic; conditional update/delete and type/system `_history` are refused (501: on the
 server they would reach other playgrounds); ids longer than 64 - len(prefix) characters are
-refused; resources stay on the server after the task run ends. A GET on the base with a query
+refused; resources stay on the server after the task run ends. The server's base is replaced by
+the agent's in every string of an answer (`hidden`), but a namespaced id quoted in free text
+(`diagnostics`) keeps its prefix. A GET on the base with a query
 (HAPI's paging links `[base]?_getpages=<id>&…`, a system-level search) is forwarded with the
 `_tag` added, and refused (404) when the answer matches a resource without the playground's tag.
 
