@@ -48,12 +48,14 @@ from tests.sandboxes.test_external import (
     started_run,
 )
 from tests.sandboxes.test_playgrounds import LIZ, _book, _fhir_benchmark
-from tests.service.builders import error, ok
+from tests.service.builders import error, ok, unique
 
 if TYPE_CHECKING:
     from tests.service.conftest import Server
 
 TOKEN = "second-server-token"
+BOB_FILE = Path(__file__).parents[1] / "fixtures" / "fhir" / "synthea" / "hiv-2021"
+BOB_FILE = BOB_FILE / "Bob965_Keeling57_3f6fd0bb-6cd3-eb3f-4401-cd38ace25f2b.json"
 
 
 @dataclass
@@ -483,3 +485,30 @@ def test_an_absolute_reference_is_captured_relative(
         on_server = ok(remote.get(path))["participant"][0]["actor"]["reference"]
         assert on_server == f"{isolated.url}{isolated.store(run.playground_id)}/fhir/Patient/{LIZ}"
         captured_relative(api, run, appointment_id)
+
+
+def test_a_dataset_with_unresolvable_conditional_references_seeds_the_space(
+    server: Server, api: httpx.Client, isolated: SecondServer
+) -> None:
+    """SPEC §5.1 keeps a conditional reference that resolves to nothing (Synthea's hiv-2021 files
+    name practitioners and locations they do not include); seeding sent them to the server in a
+    batch of PUTs, which resolved them and answered 412 per entry, so `start` failed (500) for every
+    such dataset. Batch entries now keep them as sent (R4: transactions only), on the server too."""
+    bundle = json.loads(BOB_FILE.read_text())
+    dataset = ok(api.post("/datasets", json={"name": unique("bob"), "type": "fhir", "data": bundle}), 201)
+    environment = ok(
+        api.post("/environments", json={"name": unique("env"), "dataset_ids": [dataset["id"]]}), 201
+    )
+    benchmark = ok(
+        api.post("/benchmarks", json={"name": unique("hiv"), "environment_id": environment["id"]}), 201
+    )
+    ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "look"}), 201)
+    run = ok(api.post("/v1/benchmark-runs", json={"benchmark_id": benchmark["id"]}), 201)
+    [task_run] = run["task_runs"]
+    with server.client(run["bearer_token"]) as agent:
+        base = server.url + ok(agent.post(task_run["start_url"]))["endpoints"]["fhir"]
+        encounters = ok(agent.get(f"{base}/Encounter", params={"_count": "1000"}))["entry"]
+        seeded = sum(1 for e in bundle["entry"] if e["resource"]["resourceType"] == "Encounter")
+        assert len(encounters) == seeded
+        practitioners = {e["resource"]["participant"][0]["individual"]["reference"] for e in encounters}
+        assert all(text.startswith("Practitioner?identifier=") for text in practitioners)

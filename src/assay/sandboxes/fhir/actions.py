@@ -36,7 +36,6 @@ __all__ = [
     "DEFAULT_COUNT",
     "MAX_COUNT",
     "FhirResult",
-    "ReferenceResolver",
     "Searchable",
     "apply_json_patch",
     "conditional_delete",
@@ -66,19 +65,6 @@ class FhirResult:
     status: int
     body: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
-
-
-ReferenceResolver = Callable[[WriteTransaction, dict[str, Any]], dict[str, Any]]
-"""Rewrites a resource's references inside its write transaction, just before it is written (a
-batch entry's conditional references, `bundles.py`); plain REST writes pass none and keep every
-reference as sent."""
-
-
-def _put(
-    tx: WriteTransaction, resource: dict[str, Any], resource_id: str, references: ReferenceResolver | None
-) -> dict[str, Any]:
-    """`tx.put`, after the caller's reference rewriting when it passed one."""
-    return tx.put(resource if references is None else references(tx, resource), resource_id)
 
 
 def _existing(tx: WriteTransaction, resource_type: str, resource_id: str) -> Current:
@@ -528,8 +514,6 @@ def create(
     resource_type: str,
     body: Any,
     if_none_exist: str | None = None,
-    *,
-    references: ReferenceResolver | None = None,
 ) -> FhirResult:
     check_type(resource_type)
     resource = check_resource(body, resource_type)
@@ -540,7 +524,7 @@ def create(
                 raise FhirError(412, f"If-None-Exist {if_none_exist!r} matches {len(found)} resources")
             if found:
                 return FhirResult(200, found[0], version_headers(found[0]))
-        stored = _put(tx, resource, str(uuid.uuid4()), references)
+        stored = tx.put(resource, str(uuid.uuid4()))
     return FhirResult(201, stored, {**version_headers(stored), "Location": _location(base, stored)})
 
 
@@ -552,15 +536,13 @@ def update(
     resource_id: str,
     body: Any,
     if_match: str | None = None,
-    *,
-    references: ReferenceResolver | None = None,
 ) -> FhirResult:
     check_type(resource_type)
     resource = check_resource(body, resource_type, resource_id)
     with fhir.writing(store_id) as tx:
         current = tx.current(resource_type, resource_id)
         _check_if_match(if_match, current, f"{resource_type}/{resource_id}")
-        stored = _put(tx, resource, resource_id, references)
+        stored = tx.put(resource, resource_id)
     return written(base, stored, current)
 
 
@@ -572,8 +554,6 @@ def conditional_update(
     pairs: Sequence[tuple[str, str]],
     body: Any,
     if_match: str | None = None,
-    *,
-    references: ReferenceResolver | None = None,
 ) -> FhirResult:
     """`PUT [type]?criteria` (FHIR R4 §3.1.0.4.3): no match creates, one match is updated, more 412.
 
@@ -595,7 +575,7 @@ def conditional_update(
         rid = found[0]["id"] if found else (body_id or str(uuid.uuid4()))
         current = tx.current(resource_type, rid)
         _check_if_match(if_match, current, f"{resource_type}/{rid}")
-        stored = _put(tx, resource, rid, references)
+        stored = tx.put(resource, rid)
     return written(base, stored, current)
 
 

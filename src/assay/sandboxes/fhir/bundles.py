@@ -7,11 +7,12 @@ here). As FHIR says, a POST gets a server-assigned id, and every reference to th
 DELETE, POST, PUT/PATCH, GET and answer in the request's order. A batch runs each entry on its own.
 
 Conditional references (`"reference": "Patient?identifier=urn:mrn|42"`, R4 http.html "Transaction
-Processing Rules") in what a transaction or batch entry writes are resolved to the one matching
-`Type/id` with the store's own search (`conditional_matches`); none or several matches are 412
-naming the entry and the reference, a bad query 400. See `ConditionalReferences` for which state
-is searched. Plain create and update outside bundles keep such references as sent: FHIR defines
-them for transactions only.
+Processing Rules") in what a transaction writes are resolved to the one matching `Type/id` with
+the store's own search (`conditional_matches`); none or several matches are 412 naming the entry
+and the reference, a bad query 400. See `ConditionalReferences` for which state is searched. Batch
+entries and plain create and update keep such references as sent: R4 defines them for
+transactions only, and a batch of PUTs is how a dataset loaded per SPEC §5.1 (which leaves
+unresolvable ones alone) is seeded into an external server, Assay's own included.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from assay.formats.fhir.bundles import ConditionalReference, parse_conditional_r
 from assay.sandboxes.fhir import actions
 from assay.sandboxes.fhir.actions import (
     FhirResult,
-    ReferenceResolver,
     apply_json_patch,
     conditional_matches,
     version_headers,
@@ -139,8 +139,7 @@ class _Writes:
 
 @dataclass
 class ConditionalReferences:
-    """Resolves the conditional references of one transaction, or of one batch entry, inside its
-    write transaction (R4 http.html "Transaction Processing Rules"), each text once.
+    """Resolves the conditional references of one transaction inside its write transaction (R4 http.html "Transaction Processing Rules"), each text once.
 
     The state searched is the store before the transaction with the transaction's own writes in
     place (FHIR processes deletes and creates before the entries that reference them): a resource
@@ -148,7 +147,6 @@ class ConditionalReferences:
     matches as sent. PATCH entries do not count (their result is known only when they run), and
     a PATCH result's references are not resolved: the entry's resource is the patch, and the
     rest is what was stored (where dataset loading may have left an unresolvable one, SPEC §5.1).
-    A batch entry is its own transaction and sees the store before it, `writes` being None.
     """
 
     tx: WriteTransaction
@@ -200,15 +198,6 @@ class ConditionalReferences:
         return f"{kind}/{found[0]['id']}"
 
 
-def _batch_references(position: int) -> ReferenceResolver:
-    """A batch entry's conditional references, resolved against the store before it."""
-
-    def resolve(tx: WriteTransaction, resource: dict[str, Any]) -> dict[str, Any]:
-        return ConditionalReferences(tx).rewrite(copy.deepcopy(resource), position)
-
-    return resolve
-
-
 # -- batch ---------------------------------------------------------------------------------------
 
 
@@ -224,11 +213,10 @@ def _batch(fhir: EmbeddedFhir, store_id: str, base: str, raw_entries: list[Any])
 
 
 def _run_alone(fhir: EmbeddedFhir, store_id: str, base: str, e: _Entry) -> FhirResult:
-    references = _batch_references(e.position)
+    """One batch entry, as the plain interaction would run it: conditional references are kept as
+    sent (R4 defines them for transactions only)."""
     if e.method == "POST":
-        return actions.create(
-            fhir, store_id, base, e.resource_type, e.resource, e.if_none_exist, references=references
-        )
+        return actions.create(fhir, store_id, base, e.resource_type, e.resource, e.if_none_exist)
     if e.method in ("GET", "HEAD"):
         if e.resource_id is None:
             return actions.search(fhir, store_id, base, e.resource_type, parse_qsl(e.query or ""))
@@ -237,22 +225,13 @@ def _run_alone(fhir: EmbeddedFhir, store_id: str, base: str, e: _Entry) -> FhirR
         criteria = parse_qsl(e.query, keep_blank_values=True)
         if e.method == "PUT":
             return actions.conditional_update(
-                fhir, store_id, base, e.resource_type, criteria, e.resource, e.if_match, references=references
+                fhir, store_id, base, e.resource_type, criteria, e.resource, e.if_match
             )
         return actions.conditional_delete(fhir, store_id, e.resource_type, criteria)
     if e.resource_id is None:
         raise FhirError(400, f"entry {e.position}: {e.method} needs a url Type/id")
     if e.method == "PUT":
-        return actions.update(
-            fhir,
-            store_id,
-            base,
-            e.resource_type,
-            e.resource_id,
-            e.resource,
-            e.if_match,
-            references=references,
-        )
+        return actions.update(fhir, store_id, base, e.resource_type, e.resource_id, e.resource, e.if_match)
     if e.method == "PATCH":
         return actions.patch(fhir, store_id, e.resource_type, e.resource_id, e.resource, e.if_match)
     return actions.delete(fhir, store_id, e.resource_type, e.resource_id, e.if_match)
