@@ -47,8 +47,8 @@ from tests.sandboxes.test_external import (
     refusals_of_not_strict_bodies,
     started_run,
 )
-from tests.sandboxes.test_playgrounds import LIZ, _book, _fhir_benchmark
-from tests.service.builders import error, ok, unique
+from tests.sandboxes.test_playgrounds import LIZ, _book, _fhir_benchmark, dataset_run
+from tests.service.builders import error, ok
 
 if TYPE_CHECKING:
     from tests.service.conftest import Server
@@ -495,15 +495,7 @@ def test_a_dataset_with_unresolvable_conditional_references_seeds_the_space(
     batch of PUTs, which resolved them and answered 412 per entry, so `start` failed (500) for every
     such dataset. Batch entries now keep them as sent (R4: transactions only), on the server too."""
     bundle = json.loads(BOB_FILE.read_text())
-    dataset = ok(api.post("/datasets", json={"name": unique("bob"), "type": "fhir", "data": bundle}), 201)
-    environment = ok(
-        api.post("/environments", json={"name": unique("env"), "dataset_ids": [dataset["id"]]}), 201
-    )
-    benchmark = ok(
-        api.post("/benchmarks", json={"name": unique("hiv"), "environment_id": environment["id"]}), 201
-    )
-    ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "look"}), 201)
-    run = ok(api.post("/v1/benchmark-runs", json={"benchmark_id": benchmark["id"]}), 201)
+    run = dataset_run(api, "fhir", bundle)
     [task_run] = run["task_runs"]
     with server.client(run["bearer_token"]) as agent:
         base = server.url + ok(agent.post(task_run["start_url"]))["endpoints"]["fhir"]

@@ -180,18 +180,21 @@ def test_the_benchmark_run_base_routes_to_its_started_task_run(server: Server, a
         assert stranger.get(f"/v1/task-runs/{first['id']}/fhir/Patient").status_code == 404
 
 
-def test_a_dataset_type_without_a_loader_fails_the_start(server: Server, api: httpx.Client) -> None:
-    dataset = ok(
-        api.post("/datasets", json={"name": unique("turns"), "type": "voice", "data": {"turns": []}}), 201
-    )
+def dataset_run(api: httpx.Client, kind: str, data: Any) -> Json:
+    """A run of a one-task benchmark (no criteria) whose environment loads one dataset."""
+    dataset = ok(api.post("/datasets", json={"name": unique(kind), "type": kind, "data": data}), 201)
     environment = ok(
         api.post("/environments", json={"name": unique("env"), "dataset_ids": [dataset["id"]]}), 201
     )
     benchmark = ok(
-        api.post("/benchmarks", json={"name": unique("voice"), "environment_id": environment["id"]}), 201
+        api.post("/benchmarks", json={"name": unique(kind), "environment_id": environment["id"]}), 201
     )
-    ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "call"}), 201)
-    run = ok(api.post("/v1/benchmark-runs", json={"benchmark_id": benchmark["id"]}), 201)
+    ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "one"}), 201)
+    return ok(api.post("/v1/benchmark-runs", json={"benchmark_id": benchmark["id"]}), 201)
+
+
+def test_a_dataset_type_without_a_loader_fails_the_start(server: Server, api: httpx.Client) -> None:
+    run = dataset_run(api, "voice", {"turns": []})
     [task_run] = run["task_runs"]
     with server.client(run["bearer_token"]) as agent:
         details = error(agent.post(task_run["start_url"]), 409, "CONFLICT")
