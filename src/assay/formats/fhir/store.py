@@ -127,23 +127,17 @@ class FhirStore:
 
     # -- searching ----------------------------------------------------------------------------
 
-    def parse_search(self, resource_type: str, params: SearchParams) -> ParsedSearch:
-        """Parse and validate without running (raises `InvalidSearch`/`UnknownSearchParameter`)."""
-        return parse_search(resource_type, params)
-
     def search(self, resource_type: str, params: SearchParams) -> list[dict[str, Any]]:
-        """Every match of `GET [base]/{resource_type}?{params}`, all pages (SPEC §3.2).
+        """Every match of `GET [base]/{resource_type}?{params}`, all pages, in recency or `_sort`
+        order, capped by `_count` (SPEC §3.2).
 
         Raises:
             UnknownSearchParameter: unknown, composite, chained or `_has` parameters.
             InvalidSearch: a bad value.
         """
-        return self.execute(parse_search(resource_type, params))
-
-    def execute(self, search: ParsedSearch) -> list[dict[str, Any]]:
-        """Run a parsed search: matching resources in recency or `_sort` order, capped by `_count`."""
+        parsed = parse_search(resource_type, params)
         with self._lock:
-            return self._execute(search)
+            return self._execute(parsed)
 
     def _execute(self, search: ParsedSearch) -> list[dict[str, Any]]:
         entries = self._by_type.get(search.resource_type, {})
