@@ -150,9 +150,9 @@ class ConditionalReferences:
     """
 
     tx: WriteTransaction
-    aliases: Mapping[str, str] = field(default_factory=dict)
+    aliases: Mapping[str, str]
     """fullUrl → `Type/id` of the transaction's entries, rewritten first."""
-    writes: Callable[[], _Writes] | None = None
+    writes: Callable[[], _Writes]
     """Builds the transaction's writes on the first conditional reference (most have none)."""
     _writes: _Writes | None = field(default=None, init=False, repr=False)
     _answers: dict[str, str] = field(default_factory=dict, init=False, repr=False)
@@ -183,13 +183,15 @@ class ConditionalReferences:
         pairs = conditional.criteria
         if not pairs:
             raise FhirError(400, f"{label}: no search parameter to match on")
-        if self._writes is None and self.writes is not None:
+        if self._writes is None:
             self._writes = self.writes()
         try:
-            found = conditional_matches(self.tx, kind, pairs)
-            if self._writes is not None:
-                found = [r for r in found if (kind, r["id"]) not in self._writes.replaced]
-                found += conditional_matches(self._writes.store, kind, pairs)
+            found = [
+                r
+                for r in conditional_matches(self.tx, kind, pairs)
+                if (kind, r["id"]) not in self._writes.replaced
+            ]
+            found += conditional_matches(self._writes.store, kind, pairs)
         except FhirError as error:
             raise FhirError(error.status, f"{label}: {error.diagnostics}") from None
         if len(found) != 1:
