@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -292,11 +291,3 @@ _ORDERING = {
     "greaterOrEqual": lambda c: c >= 0,
     "lessOrEqual": lambda c: c <= 0,
 }
-
-
-def expected_is_list_for(operator: str) -> bool:
-    return operator in LIST_EXPECTED
-
-
-def sequence_or_one(value: Any) -> Sequence[Any]:
-    return value if isinstance(value, list) else [value]
