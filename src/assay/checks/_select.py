@@ -13,6 +13,7 @@ from fractions import Fraction
 from typing import Any, TypeVar
 
 from assay.checks._fields import matched_details
+from assay.core.results import CriterionResult
 
 __all__ = ["Judged", "Selection", "choose"]
 
@@ -40,8 +41,17 @@ class Judged:
 @dataclass(frozen=True, slots=True)
 class Selection:
     judged: Judged
-    score: Fraction
+    """The candidate `match` picked; its score is the criterion's."""
     candidates: int
+
+    @property
+    def score(self) -> Fraction:
+        return self.judged.score
+
+    def result(self, **evidence: Any) -> CriterionResult:
+        """The criterion's result: the picked candidate's score, sentence and evidence, plus
+        `evidence` (what the check adds about the whole pool, e.g. `matchedPaths`)."""
+        return CriterionResult(self.judged.score, self.judged.details, {**self.judged.evidence, **evidence})
 
 
 def choose(candidates: Sequence[T], judge: Callable[[T], Judged], match: str) -> Selection | None:
@@ -49,10 +59,10 @@ def choose(candidates: Sequence[T], judge: Callable[[T], Judged], match: str) ->
         return None
     if match == "first":
         one = judge(candidates[0])
-        return Selection(one, one.score, len(candidates))
+        return Selection(one, len(candidates))
     if match == "latest":
         one = judge(candidates[-1])
-        return Selection(one, one.score, len(candidates))
+        return Selection(one, len(candidates))
     pick: Judged | None = None
     for candidate in candidates:
         judged = judge(candidate)
@@ -64,4 +74,4 @@ def choose(candidates: Sequence[T], judge: Callable[[T], Judged], match: str) ->
         elif judged.score >= pick.score:
             pick = judged
     assert pick is not None
-    return Selection(pick, pick.score, len(candidates))
+    return Selection(pick, len(candidates))

@@ -44,13 +44,7 @@ def check(assertion: FhirResourceState, state: SandboxState, context: CheckConte
             no_match_details(assertion.resource_type, _selector(assertion)),
             _evidence(absent_entries(assertion.fields), None, 0),
         )
-    judged = selection.judged
-    evidence = {**judged.evidence, "candidates": selection.candidates}
-    return CriterionResult(
-        selection.score,
-        judged.details,
-        evidence,
-    )
+    return selection.result(candidates=selection.candidates)
 
 
 def _judge(assertion: FhirResourceState, resource: dict[str, Any]) -> Judged:

@@ -61,8 +61,7 @@ def check(assertion: Hl7Structural, state: SandboxState, context: CheckContext) 
         details = _no_match(assertion.correlate_by, candidates, parse_errors)
         evidence = {"field_results": absent_entries(assertion.fields), "event_id": None, "control_id": None}
         return CriterionResult.failed(details, evidence)
-    judged = selection.judged
-    return CriterionResult(selection.score, judged.details, judged.evidence)
+    return selection.result()
 
 
 def _candidates(records: Sequence[Hl7Record]) -> tuple[list[_Candidate], list[str]]:

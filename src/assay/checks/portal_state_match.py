@@ -44,12 +44,7 @@ def check(assertion: PortalStateMatch, state: SandboxState, context: CheckContex
             no_match_details(_kind(assertion), _selector(assertion, wanted)),
             _evidence(absent_entries(assertion.assertions), None),
         )
-    judged = selection.judged
-    return CriterionResult(
-        selection.score,
-        judged.details,
-        judged.evidence,
-    )
+    return selection.result()
 
 
 class _MissingKey:

@@ -40,12 +40,7 @@ def check(assertion: SftpFilePresent, state: SandboxState, context: CheckContext
             no_match_details("file", selector),
             {"fieldResults": absent_entries(assertion.fields), "matchedPaths": matched_paths},
         )
-    judged = selection.judged
-    return CriterionResult(
-        selection.score,
-        judged.details,
-        {**judged.evidence, "matchedPaths": matched_paths},
-    )
+    return selection.result(matchedPaths=matched_paths)
 
 
 def _path_test(assertion: SftpFilePresent) -> tuple[Callable[[str], bool], str]:

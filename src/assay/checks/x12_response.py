@@ -91,8 +91,7 @@ def check(assertion: X12Response, state: SandboxState, context: CheckContext) ->
         evidence = {"fieldResults": absent_entries(assertion.fields), "record_id": None, "transaction": None}
         details = _no_match(assertion, pool)
         return CriterionResult.failed(details, evidence)
-    judged = selection.judged
-    return CriterionResult(selection.score, judged.details, judged.evidence)
+    return selection.result()
 
 
 class _Pool(NamedTuple):
