@@ -13,7 +13,7 @@ from assay.store.errors import (
 )
 from assay.store.ids import iso, new_id, utcnow
 from assay.store.pagination import Page, clamp_limit, paginate
-from assay.store.scope import Caller, get_owned, owned, where_given
+from assay.store.scope import Caller, first_or_404, get_owned, owned, where_given
 
 __all__ = [
     "BadRequest",
@@ -28,6 +28,7 @@ __all__ = [
     "RateLimited",
     "Unauthorized",
     "clamp_limit",
+    "first_or_404",
     "get_owned",
     "iso",
     "new_id",

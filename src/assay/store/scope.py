@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from assay.store.errors import NotFound
 
-__all__ = ["Caller", "CallerKind", "get_owned", "owned", "where_given"]
+__all__ = ["Caller", "CallerKind", "first_or_404", "get_owned", "owned", "where_given"]
 
 CallerKind = Literal["org", "solver", "run"]
 M = TypeVar("M")
@@ -38,6 +38,11 @@ def get_owned(session: Session, model: type[M], caller: Caller, ident: str, noun
     statement = owned(model, caller).where(model.id == ident)  # type: ignore[attr-defined]
     for key, value in filters.items():
         statement = statement.where(getattr(model, key) == value)
+    return first_or_404(session, statement, noun, ident)
+
+
+def first_or_404(session: Session, statement: Select[M], noun: str, ident: str) -> M:
+    """The first row of `statement` (already scoped to the caller), or `NotFound` naming `noun ident`."""
     row = session.scalars(statement).first()
     if row is None:
         raise NotFound.of(noun, ident)

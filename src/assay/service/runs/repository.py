@@ -9,12 +9,10 @@ the winner's commit. Lock order is always benchmark run, then task run: take loc
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
-from assay.store import Caller, NotFound
+from assay.store import Caller, first_or_404, get_owned, owned
 from assay.store.models import BenchmarkRun, CriterionRun, Playground, TaskRun
 
 __all__ = [
@@ -50,34 +48,26 @@ def task_runs(caller: Caller) -> Select[TaskRun]:
 
 
 def criterion_runs(caller: Caller) -> Select[CriterionRun]:
-    return select(CriterionRun).where(CriterionRun.org_id == caller.org_id)
-
-
-def _one(session: Session, statement: Select[Any], noun: str, ident: str) -> Any:
-    row = session.scalars(statement).first()
-    if row is None:
-        raise NotFound.of(noun, ident)
-    return row
+    return owned(CriterionRun, caller)
 
 
 def get_benchmark_run(session: Session, caller: Caller, ident: str) -> BenchmarkRun:
     statement = benchmark_runs(caller).where(BenchmarkRun.id == ident)
-    return _one(session, statement, "benchmark run", ident)  # type: ignore[no-any-return]
+    return first_or_404(session, statement, "benchmark run", ident)
 
 
 def get_task_run(session: Session, caller: Caller, ident: str) -> TaskRun:
     statement = task_runs(caller).where(TaskRun.id == ident)
-    return _one(session, statement, "task run", ident)  # type: ignore[no-any-return]
+    return first_or_404(session, statement, "task run", ident)
 
 
 def get_criterion_run(session: Session, caller: Caller, ident: str) -> CriterionRun:
     statement = criterion_runs(caller).where(CriterionRun.id == ident)
-    return _one(session, statement, "criterion run", ident)  # type: ignore[no-any-return]
+    return first_or_404(session, statement, "criterion run", ident)
 
 
 def get_playground(session: Session, caller: Caller, ident: str) -> Playground:
-    statement = select(Playground).where(Playground.org_id == caller.org_id, Playground.id == ident)
-    return _one(session, statement, "playground", ident)  # type: ignore[no-any-return]
+    return get_owned(session, Playground, caller, ident, "playground")
 
 
 def task_runs_of(session: Session, benchmark_run_id: str, *, lock: bool = False) -> list[TaskRun]:

@@ -30,7 +30,7 @@ from assay.service.runs.schemas import (
     task_run_json,
 )
 from assay.snapshot import archive_snapshot
-from assay.store import Conflict, NotFound, iso, utcnow, where_given
+from assay.store import Conflict, get_owned, iso, utcnow, where_given
 from assay.store.models import BenchmarkRun, CriterionRun, Playground, Sandbox, SandboxEvent, TaskRun
 
 __all__ = ["router"]
@@ -157,11 +157,7 @@ def get_playground(playground_id: str, session: SessionDep, caller: OrgCaller) -
 
 @router.get("/sandboxes/{sandbox_id}/events", tags=["playgrounds"])
 def list_sandbox_events(sandbox_id: str, session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
-    sandbox = session.scalars(
-        select(Sandbox).where(Sandbox.org_id == caller.org_id, Sandbox.id == sandbox_id)
-    ).first()
-    if sandbox is None:
-        raise NotFound.of("sandbox", sandbox_id)
+    sandbox = get_owned(session, Sandbox, caller, sandbox_id, "sandbox")
     statement = select(SandboxEvent).where(SandboxEvent.sandbox_id == sandbox.id)
     return list_json(session, statement, SandboxEvent, page, _event_json, newest_first=False)
 
