@@ -25,6 +25,7 @@ from assay.sandboxes.fhir.store import embedded_fhir
 from assay.service.auth.actions import authenticate
 from assay.service.deps import limit_rate
 from assay.service.runs import repository as repo
+from assay.service.runs import states
 from assay.store import Caller, Conflict, Database, Forbidden, NotFound, utcnow
 from assay.store.models import Sandbox, TaskRun
 
@@ -40,7 +41,7 @@ def _run_caller(request: Request, session: Session, authorization: str | None) -
 
 def _open(session: Session, task_run: TaskRun) -> tuple[str, str]:
     """(playground id, fhir sandbox id) of a task run whose surfaces take traffic, else 409."""
-    if task_run.phase != "started" or task_run.status != "active":
+    if not states.is_running((task_run.phase, task_run.status)):
         raise Conflict(
             f"task run {task_run.id} is {task_run.phase}/{task_run.status}: its surfaces take no traffic"
         )
@@ -96,7 +97,7 @@ def benchmark_run_fhir(
         started = [
             task_run
             for task_run in repo.task_runs_of(session, benchmark_run_id)
-            if task_run.phase == "started" and task_run.status == "active"
+            if states.is_running((task_run.phase, task_run.status))
         ]
         if len(started) != 1:
             ids = [task_run.id for task_run in started]
