@@ -44,7 +44,10 @@ def parse_messages(raw: str | bytes) -> list[Hl7Message]:
     lines = _segments(_text(raw))
     if not lines:
         raise Hl7ParseError("empty input: no HL7 segments")
-    return [_parse(group, start, position) for position, (start, group) in enumerate(_group(lines), 1)]
+    return [
+        _parse(group, start, delimiters, position)
+        for position, (start, delimiters, group) in enumerate(_group(lines), 1)
+    ]
 
 
 def parse_message(raw: str | bytes) -> Hl7Message:
@@ -70,16 +73,18 @@ def _segments(text: str) -> list[str]:
     return [line for line in (raw.strip() for raw in lines) if line]
 
 
-def _group(lines: list[str]) -> list[tuple[int, list[str]]]:
-    """Split segments into messages: (1-based number of the MSH, the message's segments)."""
-    groups: list[tuple[int, list[str]]] = []
+def _group(lines: list[str]) -> list[tuple[int, Delimiters, list[str]]]:
+    """Split segments into messages: (1-based number of the MSH, its delimiters, the message's
+    segments)."""
+    groups: list[tuple[int, Delimiters, list[str]]] = []
     current: list[str] | None = None
     in_batch = False
     field = "|"
     for number, line in enumerate(lines, 1):
         segment_id = line[:3]
         if segment_id in _HEADERS:
-            field = _delimiters(line, number).field
+            delimiters = _delimiters(line, number)
+            field = delimiters.field
         elif not _SEGMENT_ID.fullmatch(segment_id) or (len(line) > 3 and line[3] != field):
             bad = line.split(field, 1)[0][:20]
             raise Hl7ParseError(
@@ -88,7 +93,7 @@ def _group(lines: list[str]) -> list[tuple[int, list[str]]]:
             )
         if segment_id == "MSH":
             current = [line]
-            groups.append((number, current))
+            groups.append((number, delimiters, current))
         elif segment_id == "FHS" and number != 1:
             raise Hl7ParseError(
                 "a file header (FHS) may only be the first segment", segment=number, segment_id="FHS"
@@ -169,8 +174,7 @@ class _ListFactory:
         return sequence
 
 
-def _parse(lines: list[str], start: int, position: int) -> Hl7Message:
-    delimiters = _delimiters(lines[0], start)
+def _parse(lines: list[str], start: int, delimiters: Delimiters, position: int) -> Hl7Message:
     text = "\r".join(lines)
     try:
         tree = hl7.parse(text, factory=_ListFactory)
