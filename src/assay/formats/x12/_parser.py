@@ -57,11 +57,11 @@ class _Assembler:
         self.transaction: X12TransactionSet | None = None
 
     def feed(self, segment: X12Segment) -> None:
+        """An envelope segment, or one outside any transaction set (`parse_x12` appends the
+        body segments of an open set itself)."""
         handler = _HANDLERS.get(segment.id)
         if handler is not None:
             handler(self, segment)
-        elif self.transaction is not None:
-            self.transaction.segments.append(segment)
         else:
             self._interchange_for(segment).other.append(segment)
 

@@ -41,7 +41,7 @@ def tokenize(text: str) -> Iterator[X12Segment]:
             be read, or a segment id is not 2–3 upper-case letters or digits.
     """
     length = len(text)
-    pos = _skip_space(text, 0, bom=True)
+    pos = length - len(text.lstrip(_WHITESPACE + "\ufeff"))
     if pos >= length:
         raise X12ParseError("empty input: expected an X12 interchange starting with ISA", offset=0)
     if not text.startswith("ISA", pos):
@@ -153,17 +153,6 @@ def _read_isa(text: str, start: int, index: int) -> _Header:
     delimiters = Delimiters(element, component, repetition if usable else None, terminator)
     isa = X12Segment("ISA", tuple(fields), delimiters, start)
     return _Header(isa, delimiters, component_at + 2)
-
-
-def _skip_space(text: str, pos: int, bom: bool = False) -> int:
-    length = len(text)
-    while pos < length:
-        char = text[pos]
-        if char in _WHITESPACE or (bom and char == "\ufeff"):
-            pos += 1
-        else:
-            break
-    return pos
 
 
 def _is_segment_id(seg_id: str) -> bool:
