@@ -22,7 +22,6 @@ __all__ = [
     "RUN_TOKEN_PREFIX",
     "SOLVER_KEY_PREFIX",
     "MintedKey",
-    "default_org",
     "ensure_api_key",
     "ensure_org",
     "generate_token",
@@ -96,16 +95,12 @@ def ensure_org(session: Session, name: str = DEFAULT_ORG_NAME) -> Organization:
     return org
 
 
-def default_org(session: Session) -> Organization:
-    return ensure_org(session, DEFAULT_ORG_NAME)
-
-
-def ensure_api_key(session: Session, token: str, org_name: str = DEFAULT_ORG_NAME) -> ApiKey:
-    """Make sure an org key with exactly this plaintext exists (`ASSAY_BOOTSTRAP_API_KEY`)."""
+def ensure_api_key(session: Session, token: str) -> ApiKey:
+    """Make sure a key of the default org with exactly this plaintext exists (`ASSAY_BOOTSTRAP_API_KEY`)."""
     if not token.startswith(ORG_KEY_PREFIX):
         raise ValueError(f"a bootstrap API key must start with {ORG_KEY_PREFIX}")
     existing = session.scalars(select(ApiKey).where(ApiKey.token_hash == hash_token(token))).first()
     if existing is not None:
         return existing
-    org = ensure_org(session, org_name)
+    org = ensure_org(session)
     return mint_key(session, org.id, name="bootstrap", token=token).row
