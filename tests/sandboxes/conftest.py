@@ -6,8 +6,9 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import pytest
 import uvicorn
@@ -35,6 +36,27 @@ class FhirServer:
 def make_app(fhir: EmbeddedFhir, events: list[SurfaceEvent], token: str = "") -> FastAPI:
     """The standalone Assay FHIR server (`assay fhir-server`) over `fhir`, recording to `events`."""
     return create_fhir_server(fhir=fhir, record=events.append, token=token)
+
+
+T = TypeVar("T")
+
+
+def at_once(count: int, work: Callable[[int], T]) -> list[T]:
+    """`work(0)` … `work(count - 1)`, each in its own thread, all released together by a barrier
+    (racing writers); their results in `n` order."""
+    barrier = threading.Barrier(count)
+    results: dict[int, T] = {}
+
+    def run(n: int) -> None:
+        barrier.wait()
+        results[n] = work(n)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return [results[n] for n in range(count)]
 
 
 def free_port() -> int:

@@ -8,7 +8,6 @@ references to organizations and practitioners that are not included.
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,7 @@ from sqlalchemy import Engine, func, select
 from assay.sandboxes.fhir import EmbeddedFhir, FhirError, actions
 from assay.sandboxes.fhir import store as fhir_store
 from assay.sandboxes.fhir.tables import FhirLayer, FhirVersion
+from tests.sandboxes.conftest import at_once
 
 if TYPE_CHECKING:
     from tests.sandboxes.conftest import FhirServer
@@ -142,25 +142,15 @@ def test_if_match_races_across_workers_are_serialized_by_the_database(engine: En
     workers[0].provision("pg_race")
     with workers[0].writing("pg_race") as tx:
         tx.put({"resourceType": "Patient"}, "p")
-    barrier = threading.Barrier(8)
-    outcomes: list[int] = []
 
-    def write(n: int) -> None:
-        barrier.wait()
+    def write(n: int) -> int:
         try:
             body = {"resourceType": "Patient", "id": "p", "gender": "other"}
-            outcomes.append(
-                actions.update(workers[n % 2], "pg_race", "", "Patient", "p", body, 'W/"1"').status
-            )
+            return actions.update(workers[n % 2], "pg_race", "", "Patient", "p", body, 'W/"1"').status
         except FhirError as error:
-            outcomes.append(error.status)
+            return error.status
 
-    threads = [threading.Thread(target=write, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert sorted(outcomes) == [200] + [412] * 7
+    assert sorted(at_once(8, write)) == [200] + [412] * 7
     with workers[1].reading("pg_race") as index:
         assert index.current(("Patient", "p")).version_id == "2"  # type: ignore[union-attr]
 

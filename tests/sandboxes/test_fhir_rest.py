@@ -7,11 +7,11 @@ errors with their statuses.
 
 from __future__ import annotations
 
-import threading
-
 import httpx
 import pytest
 from fhirpy import SyncFHIRClient
+
+from tests.sandboxes.conftest import at_once
 
 FHIR = {"Content-Type": "application/fhir+json"}
 
@@ -195,23 +195,15 @@ def test_conditional_create_twice_gives_one_resource(http: httpx.Client) -> None
 
 def test_concurrent_if_match_writes_exactly_one_wins(http: httpx.Client, base: str) -> None:
     pid = http.post("/Patient", json=_patient()).json()["id"]
-    barrier = threading.Barrier(6)
-    statuses: list[int] = []
 
-    def write(n: int) -> None:
+    def write(n: int) -> int:
         with httpx.Client(base_url=base, headers=FHIR, timeout=30) as own:
-            barrier.wait()
             response = own.put(
                 f"/Patient/{pid}", json=_patient(f"Writer{n}", id=pid), headers={"If-Match": 'W/"1"'}
             )
-            statuses.append(response.status_code)
+            return response.status_code
 
-    threads = [threading.Thread(target=write, args=(n,)) for n in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert sorted(statuses) == [200, 412, 412, 412, 412, 412]
+    assert sorted(at_once(6, write)) == [200, 412, 412, 412, 412, 412]
     assert http.get(f"/Patient/{pid}").json()["meta"]["versionId"] == "2"
 
 
