@@ -18,7 +18,7 @@ from assay.checks import CHECKS, CheckContext
 from assay.core.assertions import parse_assertion
 from assay.core.errors import AssertionInvalid
 from assay.core.results import CriterionResult
-from assay.core.scoring import ScoredCriterion, TaskScore, as_fraction, score_task
+from assay.core.scoring import ScoredCriterion, TaskScore, as_fraction, json_number, score_task
 from assay.core.state import SandboxState
 
 __all__ = [
@@ -87,7 +87,7 @@ class CriterionRunResult:
         return {
             "label": self.spec.label,
             "axis": self.spec.axis,
-            "weight": _number(self.weight),
+            "weight": json_number(self.weight),
             "status": self.result.status,
             "passed": self.result.passed,
             "score": float(self.result.score),
@@ -211,7 +211,3 @@ def _reason(exc: AssertionInvalid) -> str:
         for message in messages:
             parts.append(f"{message} (at {key})" if key else message)
     return "; ".join(parts)
-
-
-def _number(value: Fraction) -> float | int:
-    return int(value) if value.denominator == 1 else float(value)

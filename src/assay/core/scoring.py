@@ -20,6 +20,7 @@ __all__ = [
     "TaskScore",
     "Verdict",
     "as_fraction",
+    "json_number",
     "score_benchmark_run",
     "score_task",
     "verdict_for",
@@ -60,7 +61,7 @@ class AxisScore:
     weight: Fraction
 
     def as_json(self) -> dict[str, float | int]:
-        return {"score": float(self.score), "weight": _number(self.weight)}
+        return {"score": float(self.score), "weight": json_number(self.weight)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,5 +106,6 @@ def score_benchmark_run(task_scores: Sequence[Fraction]) -> tuple[Fraction, Verd
     return mean, verdict_for(mean)
 
 
-def _number(value: Fraction) -> float | int:
+def json_number(value: Fraction) -> float | int:
+    """A weight as JSON shows it: `2`, not `2.0`, when it is whole."""
     return int(value) if value.denominator == 1 else float(value)
