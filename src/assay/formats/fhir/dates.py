@@ -20,6 +20,7 @@ __all__ = [
     "date_range",
     "date_range_of",
     "matches_range",
+    "micros",
     "now_micros",
 ]
 
@@ -46,6 +47,12 @@ class DateRange:
 def _micros(moment: datetime) -> int:
     delta = moment - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def micros(moment: datetime) -> int:
+    """Microseconds since the epoch; a naive datetime is UTC, as a FHIR date without a zone is
+    (SPEC §3.2)."""
+    return _micros(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
 
 
 def date_range(text: str) -> DateRange | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from assay.formats.fhir.dates import DateRange, date_range, now_micros
+from assay.formats.fhir.dates import DateRange, date_range, micros, now_micros
 from assay.formats.fhir.extract import compile_extractor
 from assay.formats.fhir.index import ParamIndex
 from assay.formats.fhir.parameters import SearchParameter
@@ -60,7 +60,7 @@ class FhirStore:
     def __init__(self, resources: Iterable[dict[str, Any]] = (), *, loaded_at: datetime | None = None):
         """Load resources (last write wins per type and id); `loaded_at` stands in for missing
         `meta.lastUpdated` values (default: now)."""
-        self._received_at = _micros(loaded_at) if loaded_at else now_micros()
+        self._received_at = micros(loaded_at) if loaded_at else now_micros()
         self._by_type: dict[str, dict[str, _Entry]] = {}
         self._indexes: dict[tuple[str, str], ParamIndex] = {}
         self._ranks: dict[str, dict[str, int]] = {}
@@ -93,7 +93,7 @@ class FhirStore:
     def put(self, resource: dict[str, Any], *, received_at: datetime | None = None) -> None:
         """Insert or replace a resource by (resourceType, id), keeping indexes consistent."""
         with self._lock:
-            self._store(resource, _micros(received_at) if received_at else now_micros())
+            self._store(resource, micros(received_at) if received_at else now_micros())
 
     def delete(self, resource_type: str, rid: str) -> bool:
         """Remove a resource; False when there was none."""
@@ -200,10 +200,3 @@ def _sorted_by(ids: list[str], index: ParamIndex, descending: bool) -> list[str]
     absent = [rid for rid, key in keyed if key is None]
     present.sort(key=lambda pair: pair[1], reverse=descending)
     return [rid for rid, _ in present] + absent
-
-
-def _micros(moment: datetime) -> int:
-    found = date_range(moment.isoformat())
-    if found is None:
-        raise ValueError(f"not a datetime: {moment!r}")
-    return found.low
