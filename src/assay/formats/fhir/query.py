@@ -114,8 +114,8 @@ class DateQuery:
     prefix: str
     range: DateRange
 
-    def matches(self, target: DateRange, now: int | None = None) -> bool:
-        return matches_range(self.prefix, self.range, target, now)
+    def matches(self, target: DateRange) -> bool:
+        return matches_range(self.prefix, self.range, target)
 
 
 @dataclass(frozen=True, slots=True)
