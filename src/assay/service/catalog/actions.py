@@ -24,6 +24,7 @@ from assay.service.catalog.schemas import (
     EnvironmentCreate,
     SolverCreate,
     TaskCreate,
+    entity_reference,
 )
 from assay.store import Caller, Conflict, Invalid, NotFound, new_id, owned, utcnow
 from assay.store.models import (
@@ -111,8 +112,9 @@ def validate_assertion(assertion: Any) -> None:
 
 
 def _input_entity(session: Session, caller: Caller, value: dict[str, Any] | None) -> None:
-    if isinstance(value, dict) and set(value) == {"entity_id"}:
-        _require_ids(session, DatasetEntity, caller, [str(value["entity_id"])])
+    reference = entity_reference(value)
+    if reference is not None:
+        _require_ids(session, DatasetEntity, caller, [reference])
 
 
 # -- datasets -----------------------------------------------------------------------------------

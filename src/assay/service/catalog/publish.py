@@ -20,6 +20,7 @@ from assay.service.catalog.schemas import (
     benchmark_json,
     criterion_json,
     dataset_json,
+    entity_reference,
     environment_json,
     task_json,
 )
@@ -38,14 +39,13 @@ def freeze_task(session: Session, caller: Caller, task: Task) -> dict[str, Any]:
     criteria = repo.criteria_of(session, caller, task.id)
     wanted = {c.input_entity_id for c in criteria if c.input_entity_id}
     wanted.update(repo.task_entity_ids(session, caller, task.id))
-    inline = task.input_entity if isinstance(task.input_entity, dict) else {}
-    reference = inline.get("entity_id") if set(inline) == {"entity_id"} else None
+    reference = entity_reference(task.input_entity)
     if reference:
-        wanted.add(str(reference))
+        wanted.add(reference)
     entities = {ident: row.data for ident, row in repo.entities_by_id(session, caller, wanted).items()}
     frozen_task = task_json(task)
     if reference:
-        frozen_task["input_entity"] = entities.get(str(reference))
+        frozen_task["input_entity"] = entities.get(reference)
         frozen_task["input_entity_id"] = reference
     return {
         "task": frozen_task,

@@ -45,6 +45,7 @@ __all__ = [
     "criterion_json",
     "dataset_json",
     "entity_json",
+    "entity_reference",
     "environment_json",
     "key_json",
     "solver_json",
@@ -144,6 +145,14 @@ class TaskPatch(_Body):
     timeout: Seconds | None = None
     dataset_ids: list[str] | None = None
     input_entity: dict[str, Any] | None = None
+
+
+def entity_reference(input_entity: Any) -> str | None:
+    """The entity id when a task's `input_entity` is a reference `{"entity_id": "ent_…"}`; None for
+    an inline object or none at all. Create and PATCH check it, freezing resolves it, a run skips it."""
+    if isinstance(input_entity, dict) and set(input_entity) == {"entity_id"}:
+        return str(input_entity["entity_id"])
+    return None
 
 
 class TaskEntityLink(_Body):

@@ -20,6 +20,7 @@ from assay.sandboxes import Access
 from assay.sandboxes.fhir.layers import LayerNotLoadable
 from assay.service.catalog import repository as catalog
 from assay.service.catalog.publish import freeze_task
+from assay.service.catalog.schemas import entity_reference
 from assay.service.runs import states
 from assay.service.runs.lifecycle import end_task_run, finalize_if_done, lock_run, settle
 from assay.service.runs.repository import current_criterion_runs, get_benchmark_run, get_task_run
@@ -362,7 +363,7 @@ def complete_task_run(session: Session, caller: Caller, task_run_id: str) -> Com
 
 def _input_entity(task_run: TaskRun) -> dict[str, Any] | None:
     entity = task_run.snapshot["task"].get("input_entity")
-    if isinstance(entity, dict) and set(entity) != {"entity_id"}:
+    if isinstance(entity, dict) and entity_reference(entity) is None:
         return entity
     return None
 
