@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -178,3 +180,15 @@ def test_deeply_nested_json_file_fails_the_field_not_the_check(tmp_path: Path) -
     (criterion,) = json.loads(run(task_path, snap, "--json").stdout)["criterion_runs"]
     assert criterion["status"] == "ok" and criterion["score"] == 0
     assert "nested too deeply" in criterion["details"]
+
+
+def test_the_assay_command_starts_without_the_service_stack() -> None:
+    """`assay verify` is offline: `serve`, `keys` and `fhir-server` import the service when they
+    run, so starting `assay` loads no web framework, ORM or HTTP client (it used to load them all)."""
+    probe = (
+        "import sys, assay.clients.cli; "
+        "print(sorted(m for m in ('fastapi', 'starlette', 'uvicorn', 'sqlalchemy', 'httpx', 'asyncssh') "
+        "if m in sys.modules))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "[]"

@@ -2,6 +2,7 @@
 
 What `ASSAY_FHIR_ISOLATION=assay-store` points an Assay API at (`ASSAY_FHIR_URL=http://host:port`),
 or a plain FHIR server for anything that wants stores created and dropped over HTTP.
+The service is imported when the command runs, not when `assay` starts (see `serve.py`).
 """
 
 from __future__ import annotations
@@ -12,10 +13,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-
-from assay.service.fhir_server import create_fhir_server
-from assay.service.server import run
-from assay.store import sqlite_url
 
 __all__ = ["DEFAULT_PORT", "fhir_server"]
 
@@ -36,6 +33,10 @@ def fhir_server(
 
     Set ASSAY_FHIR_SERVER_TOKEN to require `Authorization: Bearer <token>` on every request.
     """
+    from assay.service.fhir_server import create_fhir_server
+    from assay.service.server import run
+    from assay.store import sqlite_url
+
     url = database_url or os.environ.get("ASSAY_FHIR_SERVER_DATABASE_URL") or sqlite_url(Path(".assay-fhir"))
     guarded = "token required" if os.environ.get("ASSAY_FHIR_SERVER_TOKEN") else "no token: open to anyone"
     print(f"Assay FHIR server on http://{host}:{port}/stores/{{id}}/fhir  ({guarded})", file=sys.stderr)

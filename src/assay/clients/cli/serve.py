@@ -1,5 +1,10 @@
 """`assay serve` and `assay keys create` (SPEC §7): the service on the embedded default or
-PostgreSQL (`ASSAY_DATABASE_URL`), and org API keys minted straight into its database."""
+PostgreSQL (`ASSAY_DATABASE_URL`), and org API keys minted straight into its database.
+
+The service, store and SQLAlchemy are imported inside the commands: the `assay` entry point
+registers these beside `assay verify`, which is offline and must not pay for the whole service
+stack at start-up (importing it took longer than the verification itself).
+"""
 
 from __future__ import annotations
 
@@ -7,16 +12,12 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from sqlalchemy.engine import make_url
 
-from assay.service.app import create_app
-from assay.service.server import run
-from assay.service.settings import Settings
-from assay.store import Database
-from assay.store.tokens import DEFAULT_ORG_NAME, ensure_org, mint_key
+if TYPE_CHECKING:
+    from assay.service.settings import Settings
 
 __all__ = ["keys_app", "serve"]
 
@@ -27,6 +28,8 @@ DataDir = Annotated[
 
 def _settings(data_dir: Path | None) -> Settings:
     """The settings from the environment; a malformed `ASSAY_*` number is exit 2 with its name."""
+    from assay.service.settings import Settings
+
     try:
         settings = Settings.from_env()
     except ValueError as exc:
@@ -36,6 +39,8 @@ def _settings(data_dir: Path | None) -> Settings:
 
 
 def _where(settings: Settings) -> str:
+    from sqlalchemy.engine import make_url
+
     url = make_url(settings.resolved_database_url)
     return (
         url.render_as_string(hide_password=True) if url.get_backend_name() != "sqlite" else str(url.database)
@@ -51,6 +56,9 @@ def serve(
     mllp_port: Annotated[int | None, typer.Option(help="MLLP port (ASSAY_MLLP_PORT, default 2575).")] = None,
 ) -> None:
     """Run the Assay API. Stops cleanly on Ctrl-C (SIGINT) or SIGTERM."""
+    from assay.service.app import create_app
+    from assay.service.server import run
+
     for name, value in (("ASSAY_SFTP_PORT", sftp_port), ("ASSAY_MLLP_PORT", mllp_port)):
         if value is not None:
             os.environ[name] = str(value)
@@ -74,11 +82,18 @@ keys_app = typer.Typer(help="Organization API keys.", no_args_is_help=True)
 
 @keys_app.command("create")
 def create_key(
-    org: Annotated[str, typer.Option(help="Organization name; created when missing.")] = DEFAULT_ORG_NAME,
+    org: Annotated[
+        str | None, typer.Option(help="Organization name, created when missing (default: `default`).")
+    ] = None,
     name: Annotated[str | None, typer.Option(help="A label for the key.")] = None,
     data_dir: DataDir = None,
 ) -> None:
     """Mint an org API key (`vk_…`) and print it once, on stdout."""
+    from assay.store import Database
+    from assay.store.tokens import DEFAULT_ORG_NAME, ensure_org, mint_key
+
+    if org is None:
+        org = DEFAULT_ORG_NAME
     database = Database(_settings(data_dir).resolved_database_url)
     try:
         database.migrate()
