@@ -17,7 +17,6 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, func, insert, select, update
@@ -40,12 +39,6 @@ Key = tuple[str, str]
 MAX_INDEXES = 256
 """Store indexes one process keeps (least recently used first out; a store torn down in another
 worker is never `forget`-ed here, so the bound is what keeps memory flat)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Pending:
-    row: VersionRow
-    current: Current
 
 
 class WriteTransaction:
