@@ -74,6 +74,7 @@ def test_task_entities_are_frozen_into_runs(server: Server, api: httpx.Client) -
     catalog = make_benchmark(api, [[]])
     task_id = catalog.task_ids[0]
     ok(api.post(f"/tasks/{task_id}/entities", json={"entity_id": entity_id}), 201)
+    ok(api.post(f"/tasks/{task_id}/entities", json={"entity_id": entity_id}), 201)  # linking again: no-op
     assert [e["id"] for e in ok(api.get(f"/tasks/{task_id}/entities"))["data"]] == [entity_id]
     body = {"task_id": task_id, "label": "scoped", "assertion": PASSES, "input_entity_id": entity_id}
     assert ok(api.post("/criteria", json=body), 201)["input_entity_id"] == entity_id

@@ -247,7 +247,7 @@ def delete_task(session: Session, caller: Caller, task_id: str) -> None:
 def link_task_entity(session: Session, caller: Caller, task_id: str, entity_id: str) -> DatasetEntity:
     task = repo.get(session, Task, caller, task_id)
     entity = repo.get(session, DatasetEntity, caller, entity_id)
-    if entity_id not in repo.task_entity_ids(session, caller, task.id):
+    if session.get(TaskEntity, (task.id, entity.id)) is None:
         session.add(
             TaskEntity(task_id=task.id, entity_id=entity.id, org_id=caller.org_id, created_at=utcnow())
         )
