@@ -8,9 +8,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import FIXTURES
+
 from assay.formats.fhir import resources_from_bundle
 
-FHIR = Path(__file__).resolve().parents[2] / "fixtures" / "fhir"
+FHIR = FIXTURES / "fhir"
 NPI = "http://hl7.org/fhir/sid/us-npi"
 
 

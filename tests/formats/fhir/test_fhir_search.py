@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import FIXTURES
 
 from assay.formats.fhir import FhirStore, InvalidSearch, UnknownSearchParameter, resources_from_bundle
 
-SYNTHEA = Path(__file__).resolve().parents[2] / "fixtures" / "fhir" / "synthea"
+SYNTHEA = FIXTURES / "fhir" / "synthea"
 ALFREDA = "6d23a95e-7e18-4201-90ec-9501fa89fbd2"
 """Alfreda Wyman, smart-2019 (born 1980-10-28, Wilmington)."""
 GUSTAVO = "cdf500b9-7cc4-424d-a86c-a18e6620d6e7"

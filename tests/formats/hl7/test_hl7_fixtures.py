@@ -10,10 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.conftest import FIXTURES
 
 from assay.formats.hl7 import Hl7Message, Hl7ParseError, parse_messages, unescape
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"  # tests/conftest.py FIXTURES
 
 HL7_FILES = sorted(p for p in (FIXTURES / "hl7v2").rglob("*") if p.is_file())
 

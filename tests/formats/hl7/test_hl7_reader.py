@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.conftest import FIXTURES
 
 from assay.formats.hl7 import Hl7Message, Hl7ParseError, parse_message, parse_messages
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"  # tests/conftest.py FIXTURES
 
 HL7 = FIXTURES / "hl7v2"
 

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 import pyx12.x12file
+from tests.conftest import FIXTURES
 
 from assay.formats.x12 import X12Document, X12ParseError, parse_x12, tokenize, write_x12
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"  # tests/conftest.py FIXTURES
 
 X12_FILES = sorted(p for p in (FIXTURES / "x12").rglob("*") if p.is_file() and p.suffix != ".csv")
 

@@ -7,14 +7,12 @@ loops no bundled file shows (2115C, 2010EC, 2010FB) are built with the writer's 
 
 from __future__ import annotations
 
-from pathlib import Path
 from textwrap import dedent
 
 import pytest
+from tests.conftest import FIXTURES
 
 from assay.formats.x12 import X12Path, build_transaction, guide_for, parse_x12, segments_in
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"  # tests/conftest.py FIXTURES
 
 X12 = FIXTURES / "x12"
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.conftest import FIXTURES
 
 from assay.formats.x12 import X12Filter, X12Path, X12PathError, parse_x12
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"  # tests/conftest.py FIXTURES
 
 SUBSCRIBER_271 = FIXTURES / "x12/linuxforhealth/271_005010X279A1/subscriber-health-benefit-check.271"
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.conftest import FIXTURES
 
 from assay.formats.x12 import (
     Delimiters,
@@ -19,8 +19,6 @@ from assay.formats.x12 import (
     parse_x12,
     write_x12,
 )
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"  # tests/conftest.py FIXTURES
 
 WHEN = datetime(2026, 1, 2, 3, 4, tzinfo=UTC)
 
