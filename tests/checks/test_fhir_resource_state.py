@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import FIXTURES
 from typer.testing import CliRunner
 
 from assay.clients.cli import app
@@ -18,7 +19,7 @@ from assay.snapshot import open_snapshot, write_snapshot
 from assay.snapshot.reader import SnapshotState
 from assay.verify import CriterionSpec, TaskVerification, verify_task
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fhir"
+FHIR = FIXTURES / "fhir"
 ALFREDA = "6d23a95e-7e18-4201-90ec-9501fa89fbd2"
 
 SEED_004_APPOINTMENT = {
@@ -44,7 +45,7 @@ CANCELLED = {
 
 def _synthea() -> list[dict[str, Any]]:
     resources: list[dict[str, Any]] = []
-    files = sorted((FIXTURES / "synthea").glob("*/*.json"))
+    files = sorted((FHIR / "synthea").glob("*/*.json"))
     assert len(files) == 18
     for path in files:
         resources.extend(resources_from_bundle(json.loads(path.read_text(encoding="utf-8"))))
@@ -53,7 +54,7 @@ def _synthea() -> list[dict[str, Any]]:
 
 def _r4_examples() -> list[dict[str, Any]]:
     resources = []
-    for path in sorted((FIXTURES / "r4-examples").glob("*.json")):
+    for path in sorted((FHIR / "r4-examples").glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(data, dict) and "resourceType" in data and "id" in data:
             resources.append(data)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import FIXTURES
 from typer.testing import CliRunner
 
 from assay.checks import CHECKS
@@ -20,8 +21,6 @@ from assay.core.results import CriterionResult
 from assay.core.state import Hl7Record
 from assay.snapshot import open_snapshot, write_snapshot
 from assay.verify import CriterionSpec, verify_task
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"  # tests/conftest.py FIXTURES
 
 HL7 = FIXTURES / "hl7v2"
 ADT_A04 = (HL7 / "fhir-converter/ADT-A04-01.hl7").read_text(encoding="utf-8")

@@ -12,13 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import FIXTURES
 
 from assay.core.state import PortalRow
 from assay.snapshot import open_snapshot, write_snapshot
 from assay.verify import CriterionSpec, verify_task
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"  # tests/conftest.py FIXTURES
-
 
 SYNTHEA = FIXTURES / "sftp/synthea-csv"
 

@@ -18,15 +18,13 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.conftest import FIXTURES
 
 from assay.checks.sftp_file_present import glob_regex
 from assay.core.errors import SnapshotError
 from assay.core.operators import compile_pattern
 from assay.snapshot import SnapshotFile, open_snapshot, write_snapshot
 from assay.verify import CriterionSpec, verify_task
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"  # tests/conftest.py FIXTURES
-
 
 SYNTHEA = FIXTURES / "sftp/synthea-csv"
 HEROPHILUS = FIXTURES / "sftp/herophilus"

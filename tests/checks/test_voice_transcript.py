@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.conftest import FIXTURES
 
 from assay.checks import CheckContext, voice_transcript
 from assay.checks._speech import normalise
@@ -23,9 +24,6 @@ from assay.core.assertions import parse_assertion
 from assay.core.state import VoiceTurn
 from assay.snapshot import open_snapshot, write_snapshot
 from assay.verify import CriterionSpec, verify_task
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"  # tests/conftest.py FIXTURES
-
 
 SPEAKERS = {"doctor": "agent", "patient": "caller"}
 

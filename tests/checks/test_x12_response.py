@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import FIXTURES
 from typer.testing import CliRunner
 
 from assay.checks import CHECKS
@@ -22,8 +23,6 @@ from assay.core.state import X12Record
 from assay.formats.x12 import build_interchange, build_transaction, write_x12
 from assay.snapshot import open_snapshot, write_snapshot
 from assay.verify import CriterionSpec, verify_task
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"  # tests/conftest.py FIXTURES
 
 X12 = FIXTURES / "x12"
 REQUEST_270 = (X12 / "linuxforhealth/270_005010X279A1/subscriber-health-benefit-check.270").read_text()
