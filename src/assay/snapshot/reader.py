@@ -138,7 +138,7 @@ class SnapshotState:
             stem = path.removesuffix(".hl7")
             meta = self._json(stem + ".json") if self.tree.exists(stem + ".json") else None
             meta = meta if isinstance(meta, dict) else {}
-            message = self.tree.read(path).decode("utf-8", errors="replace")
+            message = _text(self.tree.read(path))
             records.append(Hl7Record(_seq(stem), message, meta.get("event_id"), meta.get("received_at")))
         return sorted(records, key=lambda r: r.seq)
 
