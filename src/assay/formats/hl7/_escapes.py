@@ -46,23 +46,13 @@ class Delimiters:
     @cached_property
     def _encoding_table(self) -> dict[int, str]:
         esc = self.escape
-        table = {code: f"{esc}{letter}{esc}" for letter, code in _codes(self).items()}
+        table = {ord(char): f"{esc}{letter}{esc}" for letter, char in self._decoded.items()}
         table[ord("\r")] = f"{esc}X0D{esc}"
         table[ord("\n")] = f"{esc}X0A{esc}"
         return table
 
 
 DEFAULT_DELIMITERS = Delimiters()
-
-
-def _codes(delimiters: Delimiters) -> dict[str, int]:
-    return {
-        "E": ord(delimiters.escape),
-        "F": ord(delimiters.field),
-        "S": ord(delimiters.component),
-        "T": ord(delimiters.subcomponent),
-        "R": ord(delimiters.repetition),
-    }
 
 
 def unescape(text: str, delimiters: Delimiters = DEFAULT_DELIMITERS) -> str:
