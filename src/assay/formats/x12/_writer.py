@@ -256,7 +256,7 @@ def _scalar(value: Scalar, delimiters: Delimiters) -> str:
     return text
 
 
-def _refuse_delimiters(text: str, delimiters: Delimiters, allowed: str = "") -> None:
+def _refuse_delimiters(text: str, delimiters: Delimiters) -> None:
     for char in (delimiters.element, delimiters.component, delimiters.repetition, delimiters.segment):
-        if char and char != allowed and char in text:
+        if char and char in text:
             raise ValueError(f"X12 value {text!r} contains the delimiter {char!r}")
