@@ -56,7 +56,8 @@ _DOMAIN: list[tuple[type[DomainError], int, str]] = [
     (BadRequest, 400, "BAD_REQUEST"),
     (RateLimited, 429, "RATE_LIMITED"),
 ]
-_HTTP_CODES = {400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND", 409: "CONFLICT"}
+_HTTP_CODES = {status: code for _, status, code in _DOMAIN}
+"""The envelope code of an HTTPException's status (routing's 404, 405, 413 …): the domain table's."""
 
 
 class ErrorBody(BaseModel):
