@@ -49,7 +49,11 @@ class _BodyTooLarge(StarletteHTTPException):
     handler answers it (413 `BAD_REQUEST` envelope), `BodySizeLimit` itself when no route read it."""
 
     def __init__(self, max_bytes: int):
-        super().__init__(413, f"request body is larger than {max_bytes} bytes")
+        super().__init__(413, _too_large(max_bytes))
+
+
+def _too_large(max_bytes: int) -> str:
+    return f"request body is larger than {max_bytes} bytes"
 
 
 class BodySizeLimit:
@@ -94,8 +98,7 @@ class BodySizeLimit:
             await self._refuse(scope, receive, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        message = f"request body is larger than {self.max_bytes} bytes"
-        await envelope(413, "BAD_REQUEST", message)(scope, receive, send)
+        await envelope(413, "BAD_REQUEST", _too_large(self.max_bytes))(scope, receive, send)
 
 
 async def json_body_limit(request: Request) -> None:
