@@ -115,9 +115,7 @@ def _read(message: Hl7Message, field: Hl7Field) -> Reading | str:
         value = message.read(field.hl7_path)
     except Hl7PathError as exc:
         return str(exc)
-    if not value.found:
-        return ABSENT
-    return Reading(True, (value.value,), value.value)
+    return Reading.of([value.value]) if value.found else ABSENT
 
 
 def _no_match(

@@ -192,7 +192,7 @@ def _judge(fields: Sequence[X12Field], candidate: _Candidate) -> Judged:
 
 def _read(transaction: X12TransactionSet, field: X12Field) -> Reading:
     value = field.x12_path.read(transaction)
-    return ABSENT if value is None else Reading(True, (value,), value)
+    return ABSENT if value is None else Reading.of([value])
 
 
 def _no_match(assertion: X12Response, pool: _Pool) -> str:

@@ -22,12 +22,11 @@ class Reading:
     """What evidence shows: a single value unwrapped, a list for several, None when absent."""
 
     @classmethod
-    def of(cls, values: list[Any], actual: Any = ...) -> Reading:
+    def of(cls, values: list[Any]) -> Reading:
+        """Leaf values as read: none is `ABSENT`; one is its own `actual`, several a list."""
         if not values:
             return ABSENT
-        if actual is ...:
-            actual = values[0] if len(values) == 1 else list(values)
-        return cls(True, tuple(values), actual)
+        return cls(True, tuple(values), values[0] if len(values) == 1 else list(values))
 
 
 ABSENT = Reading(False, (), None)
