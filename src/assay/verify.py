@@ -114,11 +114,11 @@ class _Runner:
     """Runs checks on one worker thread so a runaway check can be abandoned at its time limit.
 
     Python cannot kill a thread: a check past its limit keeps running in the background while its
-    criterion is recorded as an error, and the next check gets a fresh worker.
+    criterion is recorded as an error, and the next check gets a fresh worker. Each calling thread
+    has its own runner (`_runner()`), so no two callers ever share a pool.
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._pool = self._new_pool()
 
     @staticmethod
@@ -126,14 +126,13 @@ class _Runner:
         return concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="assay-check")
 
     def run(self, fn: Any, *args: Any, time_limit: float) -> CriterionResult:
-        with self._lock:
-            future = self._pool.submit(fn, *args)
-            try:
-                return future.result(timeout=time_limit)
-            except concurrent.futures.TimeoutError:
-                self._pool.shutdown(wait=False, cancel_futures=True)
-                self._pool = self._new_pool()
-                return CriterionResult.error(f"check exceeded its time limit of {time_limit:g} s")
+        future = self._pool.submit(fn, *args)
+        try:
+            return future.result(timeout=time_limit)
+        except concurrent.futures.TimeoutError:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = self._new_pool()
+            return CriterionResult.error(f"check exceeded its time limit of {time_limit:g} s")
 
 
 _RUNNERS = threading.local()
@@ -171,15 +170,9 @@ def verify_criterion(
             input_entity = entity
     context = CheckContext(input_entity=input_entity)
     try:
-        return _runner().run(_guarded, check, assertion, state, context, time_limit=time_limit)
+        return _runner().run(check, assertion, state, context, time_limit=time_limit)
     except Exception as exc:  # the contract: a check never raises; if one does, it is data
-        return CriterionResult.error(f"check failed: {type(exc).__name__}: {exc}")
-
-
-def _guarded(check: Any, assertion: Any, state: SandboxState, context: CheckContext) -> CriterionResult:
-    try:
-        return check(assertion, state, context)
-    except Exception as exc:
+        # `future.result()` re-raises here what the check raised on the worker.
         return CriterionResult.error(f"check failed: {type(exc).__name__}: {exc}")
 
 
