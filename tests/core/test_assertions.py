@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import Tag
 
 from assay.checks import CHECKS
-from assay.core.assertions import ASSERTION_MODELS, Assertion, SftpFilePresent, parse_assertion
+from assay.core.assertions import ASSERTION_MODELS, AssertionModel, SftpFilePresent, parse_assertion
 from assay.core.errors import AssertionInvalid
 from assay.core.state import VoiceTurn
 from assay.snapshot import open_snapshot, write_snapshot
@@ -56,12 +55,12 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 
 
 def _union_tags() -> set[str]:
-    """The `Tag`s of the `Assertion` discriminated union, read from its type."""
-    union = typing.get_args(Assertion)[0]
-    tags: set[str] = set()
-    for member in typing.get_args(union):
-        tags.update(meta.tag for meta in getattr(member, "__metadata__", ()) if isinstance(meta, Tag))
-    return tags
+    """The `assert` tags of the `AssertionModel` union, read from each model's `assert_` Literal."""
+    return {
+        tag
+        for model in typing.get_args(AssertionModel)
+        for tag in typing.get_args(model.model_fields["assert_"].annotation)
+    }
 
 
 @pytest.mark.parametrize("tag", sorted(EXAMPLES))

@@ -6,9 +6,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Discriminator, Tag, ValidationError
+from pydantic import ValidationError
 
 from assay.core.assertions._base import AT_VERIFY, FieldAssertion, MatchMode, TaggedAssertion
 from assay.core.assertions.fhir import FhirField, FhirResourceState
@@ -21,7 +21,6 @@ from assay.core.errors import AssertionInvalid
 
 __all__ = [
     "ASSERTION_MODELS",
-    "Assertion",
     "AssertionModel",
     "FhirField",
     "FhirResourceState",
@@ -53,24 +52,7 @@ ASSERTION_MODELS: dict[str, type[TaggedAssertion]] = {
 AssertionModel = (
     FhirResourceState | Hl7Structural | PortalStateMatch | SftpFilePresent | VoiceTranscript | X12Response
 )
-
-
-def _tag(value: Any) -> str | None:
-    if isinstance(value, dict):
-        return value.get("assert")
-    return getattr(value, "assert_", None)
-
-
-Assertion = Annotated[
-    Annotated[FhirResourceState, Tag("fhir-resource-state")]
-    | Annotated[Hl7Structural, Tag("hl7-structural")]
-    | Annotated[PortalStateMatch, Tag("portal-state-match")]
-    | Annotated[SftpFilePresent, Tag("sftp-file-present")]
-    | Annotated[VoiceTranscript, Tag("voice-transcript")]
-    | Annotated[X12Response, Tag("x12-response")],
-    Discriminator(_tag),
-]
-"""The union as a type, for schemas (OpenAPI) and typed fields."""
+"""What `parse_assertion` returns; each member's `assert_` Literal is its tag in `ASSERTION_MODELS`."""
 
 
 def parse_assertion(data: Any, *, at_verify: bool = False) -> AssertionModel:
