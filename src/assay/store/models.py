@@ -1,8 +1,9 @@
 """Tables (SQLAlchemy 2, typed `Mapped[...]`); the Alembic scripts in `migrations/` create them.
 
 Every row carries `org_id`, so a repository can scope any query by the caller's organization
-(style.md: a foreign id is a 404 by construction). Relationships are `lazy="raise"`: a query that
-needs children says so with `selectinload`, and an accidental N+1 fails loudly in tests.
+(style.md: a foreign id is a 404 by construction). There are no ORM relationships: children are
+read by query (`catalog.repository.criteria_of`), and deleting a parent leaves its owned children
+to the schema's `ON DELETE CASCADE`.
 
 Scores are stored as exact fractions in text (`"9/10"`), weights as the JSON number the user sent,
 so the arithmetic of SPEC §4 never passes through a binary float.
@@ -15,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import JSON, Boolean, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 __all__ = [
@@ -115,9 +116,6 @@ class Dataset(Base):
     data: Mapped[Any]
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
-    entities: Mapped[list[DatasetEntity]] = relationship(
-        lazy="raise", cascade="all, delete-orphan", passive_deletes=True, order_by="DatasetEntity.id"
-    )
 
 
 class DatasetEntity(Base):
@@ -188,9 +186,6 @@ class Task(Base):
     input_entity: Mapped[Any | None]
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
-    criteria: Mapped[list[Criterion]] = relationship(
-        lazy="raise", cascade="all, delete-orphan", passive_deletes=True, order_by="Criterion.id"
-    )
 
 
 class TaskEntity(Base):
@@ -237,7 +232,6 @@ class BenchmarkRun(Base):
     created_at: Mapped[datetime]
     started_at: Mapped[datetime | None]
     completed_at: Mapped[datetime | None]
-    task_runs: Mapped[list[TaskRun]] = relationship(lazy="raise", order_by="TaskRun.position")
 
 
 class TaskRun(Base):
@@ -297,7 +291,6 @@ class Playground(Base):
     status: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
-    sandboxes: Mapped[list[Sandbox]] = relationship(lazy="raise", order_by="Sandbox.id")
 
 
 class Sandbox(Base):
