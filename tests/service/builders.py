@@ -81,6 +81,12 @@ def make_benchmark(
     return Catalog(benchmark["id"], task_ids, criteria)
 
 
+def make_dataset(api: httpx.Client, kind: str, data: Json, *entities: Json) -> Json:
+    """A dataset of `kind` with `data` and these entities (201), as the API returned it."""
+    body = {"name": unique(kind), "type": kind, "data": data, "entities": list(entities)}
+    return ok(api.post("/datasets", json=body), 201)
+
+
 def criterion(assertion: Json, weight: float = 1, axis: str | None = None, label: str | None = None) -> Json:
     return {"label": label or assertion["assert"], "assertion": assertion, "weight": weight, "axis": axis}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from .builders import PASSES, error, make_benchmark, ok, start_run, unique
+from .builders import PASSES, error, make_benchmark, make_dataset, ok, start_run, unique
 from .conftest import Server
 
 BUNDLE = {
@@ -15,18 +15,7 @@ BUNDLE = {
 
 
 def test_datasets_and_entities(api: httpx.Client) -> None:
-    created = ok(
-        api.post(
-            "/datasets",
-            json={
-                "name": unique("ehr"),
-                "type": "fhir",
-                "data": BUNDLE,
-                "entities": [{"kind": "patient", "key": "p1", "data": {"id": "p1"}}],
-            },
-        ),
-        201,
-    )
+    created = make_dataset(api, "fhir", BUNDLE, {"kind": "patient", "key": "p1", "data": {"id": "p1"}})
     assert created["id"].startswith("ds_") and created["entities"][0]["id"].startswith("ent_")
     entity = ok(
         api.post(f"/datasets/{created['id']}/entities", json={"kind": "referral", "data": {"n": 1}}), 201
@@ -58,18 +47,7 @@ def test_environment_patch_merges_and_clears(api: httpx.Client) -> None:
 
 
 def test_task_entities_are_frozen_into_runs(server: Server, api: httpx.Client) -> None:
-    dataset = ok(
-        api.post(
-            "/datasets",
-            json={
-                "name": unique("p"),
-                "type": "portal",
-                "data": {"resources": {}},
-                "entities": [{"kind": "member", "data": {"member_id": "M9"}}],
-            },
-        ),
-        201,
-    )
+    dataset = make_dataset(api, "portal", {"resources": {}}, {"kind": "member", "data": {"member_id": "M9"}})
     entity_id = dataset["entities"][0]["id"]
     catalog = make_benchmark(api, [[]])
     task_id = catalog.task_ids[0]

@@ -10,27 +10,18 @@ from typer.testing import CliRunner
 
 from assay.clients.cli.app import app as cli
 
-from .builders import FAILS, PASSES, criterion, error, insert_legacy_criterion, ok, unique
+from .builders import FAILS, PASSES, criterion, error, insert_legacy_criterion, make_dataset, ok, unique
 from .conftest import Server
 
 
 def _catalog(api: httpx.Client) -> tuple[str, str]:
-    dataset = ok(
-        api.post(
-            "/datasets",
-            json={
-                "name": unique("members"),
-                "type": "fhir",
-                "data": {
-                    "resourceType": "Bundle",
-                    "type": "collection",
-                    "entry": [{"resource": {"resourceType": "Patient", "id": "M1"}}],
-                },
-                "entities": [{"kind": "patient", "key": "M1", "data": {"member_id": "M1", "name": "Ann"}}],
-            },
-        ),
-        201,
-    )
+    bundle = {
+        "resourceType": "Bundle",
+        "type": "collection",
+        "entry": [{"resource": {"resourceType": "Patient", "id": "M1"}}],
+    }
+    member = {"kind": "patient", "key": "M1", "data": {"member_id": "M1", "name": "Ann"}}
+    dataset = make_dataset(api, "fhir", bundle, member)
     environment = ok(
         api.post("/environments", json={"name": unique("env"), "dataset_ids": [dataset["id"]]}), 201
     )

@@ -5,24 +5,13 @@ from __future__ import annotations
 
 import httpx
 
-from .builders import PASSES, criterion, error, make_benchmark, ok, start_run, unique
+from .builders import PASSES, criterion, error, make_benchmark, make_dataset, ok, start_run, unique
 from .conftest import Server
 
 
 def test_org_b_sees_nothing_of_org_a(server: Server, api: httpx.Client) -> None:
     catalog = make_benchmark(api, [[criterion(PASSES)]])
-    dataset = ok(
-        api.post(
-            "/datasets",
-            json={
-                "name": unique("d"),
-                "type": "voice",
-                "data": {"turns": []},
-                "entities": [{"kind": "caller", "data": {}}],
-            },
-        ),
-        201,
-    )
+    dataset = make_dataset(api, "voice", {"turns": []}, {"kind": "caller", "data": {}})
     environment = ok(api.post("/environments", json={"name": unique("e")}), 201)
     solver = ok(api.post("/solvers", json={"name": unique("s")}), 201)
     run = start_run(api, catalog.benchmark_id)
