@@ -78,12 +78,9 @@ def _score(text: str | None) -> float | None:
     return None if text is None else float(Fraction(text))
 
 
-def _number(value: Any) -> Any:
-    return value
-
-
-def criterion_run_json(row: CriterionRun, *, full: bool = True) -> dict[str, Any]:
-    body: dict[str, Any] = {
+def criterion_run_json(row: CriterionRun) -> dict[str, Any]:
+    """The authoritative record: `details` and `evidence` always, also for scored runs."""
+    return {
         "id": row.id,
         "task_run_id": row.task_run_id,
         "criterion_id": row.criterion_id,
@@ -93,18 +90,12 @@ def criterion_run_json(row: CriterionRun, *, full: bool = True) -> dict[str, Any
         "status": row.status,
         "passed": row.passed,
         "score": _score(row.score),
+        "details": row.details,
+        "evidence": row.evidence,
+        "superseded": row.superseded,
+        "started_at": iso(row.started_at),
+        "completed_at": iso(row.completed_at),
     }
-    if full:
-        body["details"] = row.details
-        body["evidence"] = row.evidence
-    body.update(
-        {
-            "superseded": row.superseded,
-            "started_at": iso(row.started_at),
-            "completed_at": iso(row.completed_at),
-        }
-    )
-    return body
 
 
 def _summary(row: CriterionRun) -> dict[str, Any]:
