@@ -32,17 +32,17 @@ def check(assertion: FhirResourceState, state: SandboxState, context: CheckConte
     try:
         candidates = state.fhir_search(assertion.resource_type, assertion.search)
     except UnknownSearchParameter as exc:
-        return CriterionResult.unsupported(str(exc), _evidence(absent_entries(assertion.fields), None, 0))
+        return CriterionResult.unsupported(str(exc), _no_resource(assertion))
     except InvalidSearch as exc:
         return CriterionResult.failed(
             f"Invalid search for {assertion.resource_type}: {exc}.",
-            _evidence(absent_entries(assertion.fields), None, 0),
+            _no_resource(assertion),
         )
     selection = choose(candidates, lambda resource: _judge(assertion, resource), assertion.match)
     if selection is None:
         return CriterionResult.failed(
             no_match_details(assertion.resource_type, _selector(assertion)),
-            _evidence(absent_entries(assertion.fields), None, 0),
+            _no_resource(assertion),
         )
     return selection.result(candidates=selection.candidates)
 
@@ -55,7 +55,7 @@ def _judge(assertion: FhirResourceState, resource: dict[str, Any]) -> Judged:
         score=judgment.score,
         passed=judgment.passed,
         total=judgment.total,
-        evidence=_evidence(judgment.entries, target, 0),
+        evidence=_evidence(judgment.entries, target),
         errors=judgment.errors,
     )
 
@@ -82,8 +82,14 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def _evidence(entries: Sequence[dict[str, Any]], resource: str | None, candidates: int) -> dict[str, Any]:
-    return {"fieldResults": list(entries), "resource": resource, "candidates": candidates}
+def _no_resource(assertion: FhirResourceState) -> dict[str, Any]:
+    """Evidence when no resource was judged: every field listed as absent."""
+    return _evidence(absent_entries(assertion.fields), None)
+
+
+def _evidence(entries: Sequence[dict[str, Any]], resource: str | None) -> dict[str, Any]:
+    """`candidates` is 0 until `check` sets the pool's size on the picked candidate's evidence."""
+    return {"fieldResults": list(entries), "resource": resource, "candidates": 0}
 
 
 def _selector(assertion: FhirResourceState) -> str:
