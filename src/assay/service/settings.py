@@ -38,7 +38,7 @@ class Settings:
         return self.database_url or sqlite_url(self.data_dir)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Settings from `ASSAY_*` (unset or empty: the default); a variable that is set but is
         not a number (or a bootstrap key that is not a `vk_` key) is a `ValueError` naming it, not
         a traceback from the app's start-up."""
@@ -53,7 +53,7 @@ class Settings:
         if key and not key.startswith(ORG_KEY_PREFIX):
             raise ValueError(f"ASSAY_BOOTSTRAP_API_KEY must be an org key starting with {ORG_KEY_PREFIX}")
         external_fhir_settings(env)  # an unknown ASSAY_FHIR_ISOLATION is refused here, by name
-        return cls(**{**values, **overrides})
+        return cls(**values)
 
 
 _FROM_ENV: dict[str, type[Any]] = {

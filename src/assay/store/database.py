@@ -25,6 +25,7 @@ __all__ = ["Database", "sqlite_url"]
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 _MIGRATION_LOCK_KEY = 0x4153_5341  # "ASSA": one advisory lock id for schema upgrades
+_POOL_SIZE = 10
 
 
 def sqlite_url(data_dir: Path) -> str:
@@ -34,26 +35,25 @@ def sqlite_url(data_dir: Path) -> str:
 class Database:
     """A SQLAlchemy engine plus the transaction discipline of its backend."""
 
-    def __init__(self, url: str | URL, *, pool_size: int = 10, echo: bool = False):
+    def __init__(self, url: str | URL):
         self.url = make_url(url)
         self.is_sqlite = self.url.get_backend_name() == "sqlite"
-        self.engine = self._create_engine(pool_size, echo)
+        self.engine = self._create_engine()
         self._write_lock: threading.Lock | None = threading.Lock() if self.is_sqlite else None
         self.sessions = sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
 
-    def _create_engine(self, pool_size: int, echo: bool) -> Engine:
+    def _create_engine(self) -> Engine:
         if not self.is_sqlite:
             return create_engine(
-                self.url, pool_size=pool_size, max_overflow=2 * pool_size, pool_recycle=1800, echo=echo
+                self.url, pool_size=_POOL_SIZE, max_overflow=2 * _POOL_SIZE, pool_recycle=1800
             )
         if self.url.database:
             Path(self.url.database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(
             self.url,
             connect_args={"check_same_thread": False, "timeout": 30},
-            pool_size=pool_size,
-            max_overflow=pool_size,
-            echo=echo,
+            pool_size=_POOL_SIZE,
+            max_overflow=_POOL_SIZE,
         )
 
         @event.listens_for(engine, "connect")
