@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from fractions import Fraction
 from pathlib import Path
 from typing import Annotated
 
@@ -97,8 +98,8 @@ def print_verification(result: TaskVerification, console: Console) -> None:
     console.print(f"verdict: {result.score.verdict}  score: {_score(result.score.score)}", highlight=False)
 
 
-def _score(value: object) -> str:
-    return f"{round(float(value), 4):g}"  # type: ignore[arg-type]
+def _score(value: Fraction) -> str:
+    return f"{round(float(value), 4):g}"
 
 
 app.command()(serve)
