@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import insert
+from sqlalchemy import insert, update
 from sqlalchemy.orm import Session
 
 from assay import sandboxes
@@ -374,9 +374,11 @@ def rescore_task_run(session: Session, caller: Caller, task_run_id: str) -> Comp
     task_run = _pick(task_runs, task_run_id)
     if task_run.capture is None:
         raise Conflict(f"task run {task_run.id} is {task_run.status} and has no captured state to rescore")
-    for previous in current_criterion_runs(session, task_run.id):
-        previous.superseded = True
-    session.flush()
+    session.execute(
+        update(CriterionRun)
+        .where(CriterionRun.task_run_id == task_run.id, CriterionRun.superseded.is_(False))
+        .values(superseded=True)
+    )
     verification = _verify(session, task_run, task_run.capture)
     rows = _record(session, task_run, verification)
     task_run.score = str(verification.score.score)
