@@ -7,21 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Select
 
-from assay.store import Page, paginate
+from assay.store import paginate
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from assay.service.deps import PageQuery
 
-__all__ = ["list_json", "page_json"]
-
-
-def page_json(page: Page[Any], serialize: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "data": [serialize(item) for item in page.items],
-        "_meta": {"next": page.next, "prev": page.prev, "limit": page.limit},
-    }
+__all__ = ["list_json"]
 
 
 def list_json(
@@ -38,4 +31,7 @@ def list_json(
     found = paginate(
         session, statement, model, limit=page.limit, cursor=page.cursor, newest_first=newest_first
     )
-    return page_json(found, serialize)
+    return {
+        "data": [serialize(item) for item in found.items],
+        "_meta": {"next": found.next, "prev": found.prev, "limit": found.limit},
+    }
