@@ -22,12 +22,12 @@ __all__ = [
     "RUN_TOKEN_PREFIX",
     "SOLVER_KEY_PREFIX",
     "MintedKey",
+    "digests_match",
     "ensure_api_key",
     "ensure_org",
     "generate_token",
     "hash_token",
     "mint_key",
-    "tokens_match",
 ]
 
 ORG_KEY_PREFIX = "vk_"
@@ -44,8 +44,9 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def tokens_match(stored_hash: str, token: str) -> bool:
-    return hmac.compare_digest(stored_hash, hash_token(token))
+def digests_match(stored_hash: str, digest: str) -> bool:
+    """`hash_token(token) == stored_hash` in constant time, for a digest the caller already has."""
+    return hmac.compare_digest(stored_hash, digest)
 
 
 @dataclass(frozen=True, slots=True)

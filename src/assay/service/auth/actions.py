@@ -16,8 +16,8 @@ from assay.store.tokens import (
     ORG_KEY_PREFIX,
     RUN_TOKEN_PREFIX,
     SOLVER_KEY_PREFIX,
+    digests_match,
     hash_token,
-    tokens_match,
 )
 
 __all__ = ["authenticate", "bearer_token"]
@@ -38,7 +38,7 @@ def authenticate(session: Session, authorization: str | None) -> Caller:
         run = session.execute(
             select(*columns, BenchmarkRun.token_expires_at).where(BenchmarkRun.token_hash == digest)
         ).first()
-        if run is None or not tokens_match(run.token_hash, token):
+        if run is None or not digests_match(run.token_hash, digest):
             raise Unauthorized("invalid run token")
         if run.token_expires_at <= utcnow():
             raise Unauthorized("run token expired")
@@ -49,7 +49,7 @@ def authenticate(session: Session, authorization: str | None) -> Caller:
                 ApiKey.token_hash == digest
             )
         ).first()
-        if key is None or not tokens_match(key.token_hash, token):
+        if key is None or not digests_match(key.token_hash, digest):
             raise Unauthorized("invalid API key")
         if key.kind == "solver":
             return Caller("solver", key.org_id, key_id=key.id, solver_id=key.solver_id)
