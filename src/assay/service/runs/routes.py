@@ -14,6 +14,7 @@ from sqlalchemy import select
 
 from assay import sandboxes
 from assay.core.errors import SnapshotError
+from assay.sandboxes.provision import sandboxes_of
 from assay.service.deps import OrgCaller, PageDep, SessionDep
 from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import list_json
@@ -149,10 +150,7 @@ def get_criterion_run(criterion_run_id: str, session: SessionDep, caller: OrgCal
 @router.get("/playgrounds/{playground_id}", tags=["playgrounds"])
 def get_playground(playground_id: str, session: SessionDep, caller: OrgCaller) -> Json:
     playground: Playground = repo.get_playground(session, caller, playground_id)
-    boxes = list(
-        session.scalars(select(Sandbox).where(Sandbox.playground_id == playground.id).order_by(Sandbox.id))
-    )
-    return playground_json(playground, boxes)
+    return playground_json(playground, sandboxes_of(session, playground.id))
 
 
 @router.get("/sandboxes/{sandbox_id}/events", tags=["playgrounds"])
