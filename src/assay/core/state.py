@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from assay.formats.fhir.store import SearchParams
+
 __all__ = [
     "FileRecord",
     "Hl7Record",
@@ -23,8 +25,6 @@ __all__ = [
     "VoiceTurn",
     "X12Record",
 ]
-
-SearchParams = Mapping[str, "str | Sequence[str]"]
 
 
 @dataclass(frozen=True, slots=True)
