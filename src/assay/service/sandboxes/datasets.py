@@ -19,9 +19,9 @@ __all__ = ["datasets_for"]
 
 def datasets_for(session: Session, benchmark_run: BenchmarkRun, task_run: TaskRun) -> list[dict[str, Any]]:
     """`[{id, type, data}]` in load order; ids named twice load once, at their first place."""
-    task_ids = list(task_run.snapshot["task"].get("dataset_ids") or [])
     environment = run_environment(session, benchmark_run)
-    ordered = _unique([*(environment.get("dataset_ids") or []), *task_ids])
+    named = [*(environment.get("dataset_ids") or []), *(task_run.snapshot["task"].get("dataset_ids") or [])]
+    ordered = list(dict.fromkeys(map(str, named)))
     if benchmark_run.version_id:
         version = session.get(BenchmarkVersion, benchmark_run.version_id)
         by_id = (version.frozen if version is not None else {}).get("datasets") or {}
@@ -31,13 +31,6 @@ def datasets_for(session: Session, benchmark_run: BenchmarkRun, task_run: TaskRu
     ).all()
     found = {row.id: {"id": row.id, "type": row.type, "data": row.data} for row in rows}
     return [found[ident] for ident in ordered if ident in found]
-
-
-def _unique(ids: list[Any]) -> list[str]:
-    seen: dict[str, None] = {}
-    for ident in ids:
-        seen.setdefault(str(ident), None)
-    return list(seen)
 
 
 def _shape(dataset: dict[str, Any]) -> dict[str, Any]:
