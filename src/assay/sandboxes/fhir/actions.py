@@ -31,6 +31,7 @@ from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, parse_etag
 from assay.sandboxes.fhir.store import EmbeddedFhir, WriteTransaction
 from assay.sandboxes.json_depth import MAX_JSON_DEPTH, nested_deeper_than
+from assay.store import iso
 
 __all__ = [
     "DEFAULT_COUNT",
@@ -254,8 +255,7 @@ def store_history(
     if resource_type is not None:
         check_type(resource_type)
     request = _history_request(pairs)
-    since = request.since
-    after = None if since is None else since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    after = iso(request.since)  # the stored lastUpdated format, so the store compares text
     total, rows = fhir.store_history(store_id, resource_type, after, request.offset, request.count)
     entries = [_history_entry(base, row, row.version_id == "1") for row in rows]
     path = f"{base}/{resource_type}/_history" if resource_type else f"{base}/_history"
