@@ -87,3 +87,20 @@ def test_benchmark_without_tasks_runs_to_a_fail(api: httpx.Client) -> None:
         "fail",
         [],
     )
+
+
+def test_x12_dataset_is_a_payer_definition_checked_key_by_key(api: httpx.Client) -> None:
+    member = {"member_id": "M1", "first_name": "Ann", "last_name": "Lee"}
+    body = {"name": unique("x12"), "type": "x12", "data": {"payer": {"id": "P1"}, "members": [member]}}
+    details = error(api.post("/datasets", json=body), 422, "VALIDATION_ERROR")
+    assert details == {"data.members.0.birth_date": ["missing required key 'birth_date'"]}
+    created = make_dataset(
+        api, "x12", {"payer": {"id": "P1"}, "members": [{**member, "birth_date": "1990-01-01"}]}
+    )
+    bad_rule = {
+        "payer": {"id": "P1"},
+        "authorization_rules": [{"procedure_code": "1", "determination": "yes"}],
+    }
+    assert "data.authorization_rules.0.determination" in error(
+        api.patch(f"/datasets/{created['id']}", json={"data": bad_rule}), 422, "VALIDATION_ERROR"
+    )

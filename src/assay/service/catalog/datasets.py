@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from assay.sandboxes.payer import PayerDefinitionInvalid, parse_payer
 from assay.store import Invalid
 
 __all__ = ["check_dataset"]
@@ -70,9 +71,11 @@ def _list_of(key: str, kind: type[Any], what: str) -> Any:
 
 
 def _x12(data: dict[str, Any]) -> dict[str, list[str]]:
-    payer = data.get("payer")
-    if not isinstance(payer, dict) or not isinstance(payer.get("id"), str):
-        return {"data.payer.id": ["a payer definition needs payer.id"]}
+    """The payer definition of SPEC §5.3, every key checked (`data.members.0.birth_date`)."""
+    try:
+        parse_payer(data)
+    except PayerDefinitionInvalid as exc:
+        return {".".join(filter(None, ("data", key))): messages for key, messages in exc.errors.items()}
     return {}
 
 
