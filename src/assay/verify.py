@@ -43,6 +43,10 @@ class CriterionSpec:
     axis: str | None = None
     input_entity_id: str | None = None
     criterion_id: str | None = None
+    required: bool = False
+    """A gate: the task scores 0 unless this criterion passes (docs/scoring.md)."""
+    idle_ok: bool = False
+    """The author's word that passing with no agent action is right (a "never said X" rule)."""
     problem: str | None = None
     """Why the criterion as given cannot be judged (a non-string axis or input_entity_id)."""
 
@@ -61,6 +65,10 @@ class CriterionSpec:
             for key, value in (("axis", axis), ("input_entity_id", entity_id))
             if value is not None and not isinstance(value, str)
         ]
+        flags = {key: data.get(key, False) for key in ("required", "idle_ok")}
+        problems += [
+            f"{key} must be true or false" for key, value in flags.items() if not isinstance(value, bool)
+        ]
         return cls(
             assertion=data.get("assertion"),
             label=str(data.get("label") or f"criterion {position + 1}"),
@@ -68,6 +76,8 @@ class CriterionSpec:
             axis=axis if isinstance(axis, str) else None,
             input_entity_id=entity_id if isinstance(entity_id, str) else None,
             criterion_id=data.get("id"),
+            required=flags["required"] is True,
+            idle_ok=flags["idle_ok"] is True,
             problem="; ".join(problems) or None,
         )
 
@@ -102,12 +112,15 @@ class TaskVerification:
     score: TaskScore = field(repr=False)
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "score": float(self.score.score),
             "verdict": self.score.verdict,
             "axes": self.score.axes_json(),
             "criterion_runs": [run.as_json() for run in self.runs],
         }
+        if self.score.gated_by is not None:
+            body["gated_by"] = self.score.gated_by.as_json()
+        return body
 
 
 class _Runner:
@@ -192,7 +205,15 @@ def verify_task(
         result = verify_criterion(spec, state, input_entity=input_entity, time_limit=time_limit)
         runs.append(CriterionRunResult(spec, result, started, datetime.now(UTC)))
     scored = [
-        ScoredCriterion(run.result.score, run.weight, run.spec.axis, run.result.status == "error")
+        ScoredCriterion(
+            run.result.score,
+            run.weight,
+            run.spec.axis,
+            run.result.status == "error",
+            required=run.spec.required,
+            passed=run.result.passed,
+            label=run.spec.label,
+        )
         for run in runs
     ]
     return TaskVerification(runs, score_task(scored))

@@ -117,3 +117,19 @@ def test_a_non_string_axis_or_input_entity_id_is_unsupported_not_a_crash(state: 
     assert [run["axis"] for run in runs] == [None, None, "speech"]
     assert runs[2]["passed"] is True
     assert set(result["axes"]) == {"__default__", "speech"}
+
+
+def test_a_required_criterion_that_fails_gates_the_task(state: SandboxState) -> None:
+    criteria = [
+        CriterionSpec.from_json({"label": "said nothing wrong", "assertion": VOICE, "weight": 3}),
+        CriterionSpec.from_json({"label": "portal row", "assertion": PORTAL, "required": True}, 1),
+    ]
+    result = verify_task(criteria, state).as_json()
+    assert result["score"] == 0 and result["verdict"] == "fail"
+    assert result["gated_by"] == {"position": 1, "label": "portal row", "ungated_score": 0.75}
+
+
+def test_required_must_be_true_or_false(state: SandboxState) -> None:
+    spec = CriterionSpec.from_json({"assertion": VOICE, "required": "yes"})
+    (run,) = verify_task([spec], state).runs
+    assert not run.result.passed and "required must be true or false" in run.result.details

@@ -15,6 +15,8 @@ CRITERION_KEYS = {
     "assertion",
     "weight",
     "axis",
+    "required",
+    "idle_ok",
     "created_at",
     "updated_at",
 }

@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_AXIS",
     "PASS_THRESHOLD",
     "AxisScore",
+    "Gate",
     "ScoredCriterion",
     "TaskScore",
     "Verdict",
@@ -53,6 +54,10 @@ class ScoredCriterion:
     axis: str | None = None
     errored: bool = False
     """A criterion run with `status: error` counts as 0 (SPEC §4)."""
+    required: bool = False
+    """A gate (docs/scoring.md): if it does not pass, the task scores 0 and fails."""
+    passed: bool = True
+    label: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +70,24 @@ class AxisScore:
 
 
 @dataclass(frozen=True, slots=True)
+class Gate:
+    """The required criterion that zeroed a task, and the score the task would have had."""
+
+    position: int
+    label: str
+    ungated_score: Fraction
+
+    def as_json(self) -> dict[str, object]:
+        return {"position": self.position, "label": self.label, "ungated_score": float(self.ungated_score)}
+
+
+@dataclass(frozen=True, slots=True)
 class TaskScore:
     score: Fraction
     verdict: Verdict
     axes: dict[str, AxisScore] = field(default_factory=dict)
+    gated_by: Gate | None = None
+    """Set when a required criterion did not pass; `score` is then 0 and `verdict` fail."""
 
     def axes_json(self) -> dict[str, dict[str, float | int]]:
         return {name: axis.as_json() for name, axis in self.axes.items()}
@@ -84,7 +103,12 @@ def _weighted_mean(items: Iterable[ScoredCriterion]) -> AxisScore:
 
 
 def score_task(criteria: Sequence[ScoredCriterion]) -> TaskScore:
-    """Weighted mean over criteria, per-axis means (no axis → `__default__`), and the verdict."""
+    """Weighted mean over criteria, per-axis means (no axis → `__default__`), and the verdict.
+
+    A required criterion that did not pass (or errored) gates the task: score 0, verdict `fail`,
+    `gated_by` naming the first such criterion. The axes keep their weighted means, so what the
+    agent got right stays visible next to the gate.
+    """
     if not criteria:
         return TaskScore(Fraction(0), "fail", {})
     for item in criteria:
@@ -95,6 +119,10 @@ def score_task(criteria: Sequence[ScoredCriterion]) -> TaskScore:
     for item in criteria:
         by_axis.setdefault(item.axis or DEFAULT_AXIS, []).append(item)
     axes = {name: _weighted_mean(items) for name, items in by_axis.items()}
+    for position, item in enumerate(criteria):
+        if item.required and (item.errored or not item.passed):
+            gate = Gate(position, item.label, overall.score)
+            return TaskScore(Fraction(0), "fail", axes, gate)
     return TaskScore(overall.score, verdict_for(overall.score), axes)
 
 

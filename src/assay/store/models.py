@@ -14,7 +14,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+)
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -208,6 +219,8 @@ class Criterion(Base):
     weight: Mapped[Any]
     axis: Mapped[str | None] = mapped_column(String(200))
     input_entity_id: Mapped[str | None] = mapped_column(_ID)
+    required: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    idle_ok: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 
@@ -227,6 +240,7 @@ class BenchmarkRun(Base):
     score: Mapped[str | None] = mapped_column(String(80))
     verdict: Mapped[str | None] = mapped_column(String(16))
     concurrency: Mapped[int] = mapped_column(Integer)
+    trials: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     token_expires_at: Mapped[datetime]
     created_at: Mapped[datetime]
@@ -245,12 +259,15 @@ class TaskRun(Base):
     task_id: Mapped[str] = mapped_column(_ID)
     name: Mapped[str] = mapped_column(String(200))
     position: Mapped[int] = mapped_column(Integer)
+    trial: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     playground_id: Mapped[str | None] = mapped_column(_ID)
     phase: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16))
     verdict: Mapped[str | None] = mapped_column(String(16))
     score: Mapped[str | None] = mapped_column(String(80))
     axes: Mapped[Any | None]
+    gate: Mapped[Any | None]
+    """`{position, label, ungated_score}` when a required criterion zeroed the score."""
     snapshot: Mapped[Any]
     entities: Mapped[Any]
     timeout_seconds: Mapped[int] = mapped_column(Integer)
@@ -277,6 +294,8 @@ class CriterionRun(Base):
     score: Mapped[str] = mapped_column(String(80))
     details: Mapped[str] = mapped_column(Text)
     evidence: Mapped[Any]
+    override: Mapped[Any | None]
+    """A person's verdict (services/runs/overrides.py); `status`/`passed`/`score` then hold it."""
     superseded: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime]
     started_at: Mapped[datetime]

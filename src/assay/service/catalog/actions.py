@@ -70,7 +70,18 @@ __all__ = [
 ]
 
 Row = TypeVar("Row", bound=Base)
-_REQUIRED = {"name", "label", "assertion", "weight", "tags", "dataset_ids", "settings", "data"}
+_REQUIRED = {
+    "name",
+    "label",
+    "assertion",
+    "weight",
+    "tags",
+    "dataset_ids",
+    "settings",
+    "data",
+    "required",
+    "idle_ok",
+}
 
 
 def apply_patch(row: Any, body: BaseModel) -> dict[str, Any]:

@@ -167,6 +167,10 @@ class CriterionCreate(_Body):
     weight: Weight = 1
     axis: Short | None = None
     input_entity_id: Short | None = None
+    required: bool = False
+    """A gate: unless this criterion passes, the task run scores 0 and fails (docs/scoring.md)."""
+    idle_ok: bool = False
+    """Passing with no agent action is intended (e.g. "never said X"): self-tests do not flag it."""
 
 
 class CriterionPatch(_Body):
@@ -175,6 +179,8 @@ class CriterionPatch(_Body):
     weight: Weight = None
     axis: Short | None = None
     input_entity_id: Short | None = None
+    required: bool | None = None
+    idle_ok: bool | None = None
 
 
 class SolverCreate(_Body):
@@ -211,6 +217,10 @@ class CriterionOut(BaseModel):
     """Relative weight for task scoring; higher means more important."""
     axis: str | None
     """Optional scoring axis for the per-axis breakdown."""
+    required: bool
+    """A gate: unless it passes, the task run scores 0 (docs/scoring.md)."""
+    idle_ok: bool
+    """Passing with no agent action is intended; self-tests do not flag it."""
     created_at: str
     updated_at: str
 
@@ -250,7 +260,9 @@ def version_json(row: BenchmarkVersion) -> dict[str, Any]:
 
 def criterion_json(row: Criterion) -> dict[str, Any]:
     """Exactly the Criterion object of seed 003, plus `updated_at` (SPEC §5.1)."""
-    return _row_json(row, "id", "task_id", "input_entity_id", "label", "assertion", "weight", "axis")
+    return _row_json(
+        row, "id", "task_id", "input_entity_id", "label", "assertion", "weight", "axis", "required", "idle_ok"
+    )
 
 
 def task_json(row: Task, criteria: list[Criterion] | None = None) -> dict[str, Any]:

@@ -22,7 +22,8 @@ from assay.service.catalog import repository as catalog
 from assay.service.catalog.publish import freeze_task
 from assay.service.catalog.schemas import entity_reference
 from assay.service.runs import states
-from assay.service.runs.lifecycle import end_task_run, finalize_if_done, lock_run, settle
+from assay.service.runs.lifecycle import end_task_run, finalize_if_done, lock_run, settle, store_score
+from assay.service.runs.overrides import carry_overrides, score_rows
 from assay.service.runs.repository import current_criterion_runs, get_benchmark_run, get_task_run
 from assay.service.runs.schemas import BenchmarkRunCreate
 from assay.service.sandboxes.datasets import datasets_for
@@ -138,6 +139,9 @@ def create_benchmark_run(session: Session, caller: Caller, body: BenchmarkRunCre
         frozen["task"].get("timeout") or frozen_benchmark.get("timeout") or DEFAULT_TIMEOUT
         for frozen in tasks
     ]
+    # Each trial is its own task run with its own playground; the token lives as long as all of them.
+    tasks = [frozen for frozen in tasks for _ in range(body.trials)]
+    timeouts = [timeout for timeout in timeouts for _ in range(body.trials)]
     token = generate_token(RUN_TOKEN_PREFIX)
     run = BenchmarkRun(
         id=new_id("br_"),
@@ -151,6 +155,7 @@ def create_benchmark_run(session: Session, caller: Caller, body: BenchmarkRunCre
         phase="created",
         status="active",
         concurrency=frozen_benchmark.get("concurrency") or 1,
+        trials=body.trials,
         token_hash=hash_token(token),
         token_expires_at=now + max(MIN_TOKEN_LIFETIME, timedelta(seconds=sum(timeouts))),
         created_at=now,
@@ -164,6 +169,7 @@ def create_benchmark_run(session: Session, caller: Caller, body: BenchmarkRunCre
             task_id=frozen["task"]["id"],
             name=frozen["task"]["name"],
             position=i,
+            trial=i % body.trials,
             phase="created",
             status="active",
             snapshot={"task": frozen["task"], "criteria": frozen["criteria"]},
@@ -313,6 +319,7 @@ def _record(session: Session, task_run: TaskRun, verification: TaskVerification)
             score=str(run.result.score),
             details=run.result.details.replace("\x00", "\\x00"),  # PostgreSQL text holds no NUL
             evidence=_jsonable(run.result.evidence),
+            override=None,
             superseded=False,
             created_at=now,
             started_at=run.started_at,
@@ -353,9 +360,8 @@ def complete_task_run(session: Session, caller: Caller, task_run_id: str) -> Com
     verification = _verify(session, task_run, pointer)
     rows = _record(session, task_run, verification)
     score = verification.score
-    end_task_run(
-        session, task_run, "complete", now, score=score.score, verdict=score.verdict, axes=score.axes_json()
-    )
+    end_task_run(session, task_run, "complete", now)
+    store_score(task_run, score)
     finalize_if_done(benchmark_run, task_runs, now)
     session.flush()
     return Completion(task_run, rows, benchmark_run.scored)
@@ -374,6 +380,7 @@ def rescore_task_run(session: Session, caller: Caller, task_run_id: str) -> Comp
     task_run = _pick(task_runs, task_run_id)
     if task_run.capture is None:
         raise Conflict(f"task run {task_run.id} is {task_run.status} and has no captured state to rescore")
+    previous = current_criterion_runs(session, task_run.id)
     session.execute(
         update(CriterionRun)
         .where(CriterionRun.task_run_id == task_run.id, CriterionRun.superseded.is_(False))
@@ -381,9 +388,8 @@ def rescore_task_run(session: Session, caller: Caller, task_run_id: str) -> Comp
     )
     verification = _verify(session, task_run, task_run.capture)
     rows = _record(session, task_run, verification)
-    task_run.score = str(verification.score.score)
-    task_run.verdict = verification.score.verdict
-    task_run.axes = verification.score.axes_json()
+    carry_overrides(session, previous, rows)
+    store_score(task_run, score_rows(task_run, rows) if any(r.override for r in rows) else verification.score)
     finalize_if_done(benchmark_run, task_runs, utcnow())
     session.flush()
     return Completion(task_run, rows, benchmark_run.scored)

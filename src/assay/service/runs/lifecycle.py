@@ -15,13 +15,21 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from assay.core.scoring import score_benchmark_run
+from assay.core.scoring import TaskScore, score_benchmark_run
 from assay.sandboxes import teardown
 from assay.service.runs import states
 from assay.service.runs.repository import task_runs_of
 from assay.store.models import BenchmarkRun, TaskRun
 
-__all__ = ["end_task_run", "finalize_if_done", "is_due", "lock_run", "settle", "settle_if_due"]
+__all__ = [
+    "end_task_run",
+    "finalize_if_done",
+    "is_due",
+    "lock_run",
+    "settle",
+    "settle_if_due",
+    "store_score",
+]
 
 
 def end_task_run(
@@ -33,6 +41,7 @@ def end_task_run(
     score: Fraction = Fraction(0),
     verdict: str = "fail",
     axes: dict[str, Any] | None = None,
+    gate: dict[str, Any] | None = None,
     reason: str | None = None,
 ) -> None:
     state = states.next_state(
@@ -42,10 +51,19 @@ def end_task_run(
     task_run.score = str(score)
     task_run.verdict = verdict
     task_run.axes = axes or {}
+    task_run.gate = gate
     task_run.completed_at = now
     if reason:
         task_run.failure_reason = reason
     teardown(session, task_run.playground_id)
+
+
+def store_score(task_run: TaskRun, score: TaskScore) -> None:
+    """A scored task run's result: score, verdict, axes and the gate that zeroed it, if any."""
+    task_run.score = str(score.score)
+    task_run.verdict = score.verdict
+    task_run.axes = score.axes_json()
+    task_run.gate = score.gated_by.as_json() if score.gated_by else None
 
 
 def finalize_if_done(benchmark_run: BenchmarkRun, task_runs: list[TaskRun], now: datetime) -> bool:

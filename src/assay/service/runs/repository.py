@@ -23,6 +23,7 @@ __all__ = [
     "get_criterion_run",
     "get_playground",
     "get_task_run",
+    "overrides_in_force",
     "task_runs",
     "task_runs_of",
 ]
@@ -85,3 +86,17 @@ def current_criterion_runs(session: Session, task_run_id: str) -> list[Criterion
         .order_by(CriterionRun.position)
     )
     return list(session.scalars(statement))
+
+
+def overrides_in_force(session: Session, task_run_ids: list[str]) -> dict[str, int]:
+    """Per task run, how many current criterion runs carry a person's verdict (stale ones excluded)."""
+    statement = select(CriterionRun.task_run_id, CriterionRun.override).where(
+        CriterionRun.task_run_id.in_(task_run_ids),
+        CriterionRun.superseded.is_(False),
+        CriterionRun.override.is_not(None),
+    )
+    counts: dict[str, int] = {}
+    for task_run_id, override in session.execute(statement):
+        if isinstance(override, dict) and not override.get("stale"):
+            counts[task_run_id] = counts.get(task_run_id, 0) + 1
+    return counts

@@ -14,13 +14,15 @@ from sqlalchemy import select
 
 from assay import sandboxes
 from assay.core.errors import SnapshotError
+from assay.core.statistics import compare_paired
 from assay.sandboxes.provision import sandboxes_of
 from assay.service.deps import OrgCaller, PageDep, SessionDep
 from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import list_json
-from assay.service.runs import actions
+from assay.service.runs import actions, overrides
 from assay.service.runs import repository as repo
 from assay.service.runs.lifecycle import settle_if_due
+from assay.service.runs.overrides import OverrideCreate
 from assay.service.runs.schemas import (
     BenchmarkRunCreate,
     CompletionOut,
@@ -29,9 +31,10 @@ from assay.service.runs.schemas import (
     criterion_run_json,
     playground_json,
     task_run_json,
+    trials_by_task,
 )
 from assay.snapshot import archive_snapshot
-from assay.store import Conflict, get_owned, iso, utcnow, where_given
+from assay.store import Conflict, Invalid, get_owned, iso, utcnow, where_given
 from assay.store.models import BenchmarkRun, CriterionRun, Playground, Sandbox, SandboxEvent, TaskRun
 
 __all__ = ["router"]
@@ -55,10 +58,45 @@ def create_benchmark_run(body: BenchmarkRunCreate, session: SessionDep, caller: 
     return {**benchmark_run_json(created.benchmark_run, created.task_runs), "bearer_token": created.token}
 
 
+@router.get("/benchmark-runs/compare", tags=["benchmark-runs"])
+def compare_benchmark_runs(
+    session: SessionDep,
+    caller: OrgCaller,
+    a: Annotated[str, Query(description="benchmark run id")],
+    b: Annotated[str, Query(description="benchmark run id of the same benchmark")],
+) -> Json:
+    """A minus B per task (trials averaged), the difference of means with its 95% interval, and
+    whether it exceeds the noise (the interval leaves out 0)."""
+    runs = {}
+    for key, ident in (("a", a), ("b", b)):
+        run = repo.get_benchmark_run(session, caller, ident)
+        runs[key] = (run, settle_if_due(session, run, utcnow()))
+    (run_a, task_runs_a), (run_b, task_runs_b) = runs["a"], runs["b"]
+    if run_a.benchmark_id != run_b.benchmark_id:
+        raise Invalid({"b": [f"benchmark run {b} is of another benchmark than {a}"]})
+    unfinished = [run.id for run, _ in runs.values() if run.phase != "completed"]
+    if unfinished:
+        raise Conflict(f"benchmark run {unfinished[0]} has not completed; compare finished runs")
+    comparison = compare_paired(trials_by_task(task_runs_a), trials_by_task(task_runs_b))
+    names = {tr.task_id: tr.name for tr in [*task_runs_a, *task_runs_b]}
+    return {
+        "a": benchmark_run_json(run_a),
+        "b": benchmark_run_json(run_b),
+        **comparison.as_json(),
+        "task_names": {task_id: names[task_id] for task_id in comparison.differences},
+    }
+
+
 @router.get("/benchmark-runs/{benchmark_run_id}", tags=["benchmark-runs"])
 def get_benchmark_run(benchmark_run_id: str, session: SessionDep, caller: OrgCaller) -> Json:
     run = repo.get_benchmark_run(session, caller, benchmark_run_id)
-    return benchmark_run_json(run, settle_if_due(session, run, utcnow()))
+    task_runs = settle_if_due(session, run, utcnow())
+    body = benchmark_run_json(run, task_runs)
+    counts = repo.overrides_in_force(session, [task_run.id for task_run in task_runs])
+    for task_run in body["task_runs"]:
+        task_run["overrides"] = counts.get(task_run["id"], 0)
+    body["overrides"] = sum(counts.values())
+    return body
 
 
 @router.post("/benchmark-runs/{benchmark_run_id}/cancel", tags=["benchmark-runs"])
@@ -145,6 +183,14 @@ def list_criterion_runs(
 def get_criterion_run(criterion_run_id: str, session: SessionDep, caller: OrgCaller) -> Json:
     """The authoritative record, with full `details` and `evidence`, also for scored runs."""
     return criterion_run_json(repo.get_criterion_run(session, caller, criterion_run_id))
+
+
+@router.post("/criterion-runs/{criterion_run_id}/override", tags=["criterion-runs"])
+def override_criterion_run(
+    criterion_run_id: str, body: OverrideCreate, session: SessionDep, caller: OrgCaller
+) -> Json:
+    """Record a person's verdict (who, when, why); the task and benchmark run are rescored with it."""
+    return criterion_run_json(overrides.override_criterion_run(session, caller, criterion_run_id, body))
 
 
 @router.get("/playgrounds/{playground_id}", tags=["playgrounds"])

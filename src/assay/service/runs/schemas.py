@@ -8,10 +8,11 @@ and `evidence`, so the rubric does not leak to the agent; `GET /criterion-runs/{
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from assay.core.statistics import TaskTrials, run_statistics
 from assay.sandboxes import Access, surface_endpoints
 from assay.store import iso
 from assay.store.models import BenchmarkRun, CriterionRun, Playground, Sandbox, TaskRun
@@ -26,6 +27,7 @@ __all__ = [
     "playground_json",
     "started_json",
     "task_run_json",
+    "trials_by_task",
     "v1_benchmark_run_json",
     "v1_created_json",
 ]
@@ -40,6 +42,9 @@ class BenchmarkRunCreate(BaseModel):
     """Run a published version: `slug@version`, or `slug` for the latest."""
     scored: bool = False
     """Scored runs keep `details` and `evidence` out of the complete response."""
+    trials: Annotated[int, Field(ge=1, le=50)] = 1
+    """Run each task this many times, each in its own playground; the run then reports a 95%
+    interval, pass@k and pass^k (docs/scoring.md)."""
     agent: Any = None
     solver_id: str | None = None
     """With an org key: attribute the run to this solver (a Solver key implies its own)."""
@@ -92,6 +97,7 @@ def criterion_run_json(row: CriterionRun) -> dict[str, Any]:
         "score": _score(row.score),
         "details": row.details,
         "evidence": row.evidence,
+        "override": row.override,
         "superseded": row.superseded,
         "started_at": iso(row.started_at),
         "completed_at": iso(row.completed_at),
@@ -99,13 +105,16 @@ def criterion_run_json(row: CriterionRun) -> dict[str, Any]:
 
 
 def _summary(row: CriterionRun) -> dict[str, Any]:
-    return {
+    body = {
         "id": row.id,
         "criterion_id": row.criterion_id,
         "status": row.status,
         "passed": row.passed,
         "score": _score(row.score),
     }
+    if row.override:
+        body["override"] = row.override
+    return body
 
 
 def task_run_json(
@@ -122,7 +131,10 @@ def task_run_json(
         "verdict": row.verdict,
         "score": _score(row.score),
         "axes": row.axes,
+        "trial": row.trial,
     }
+    if row.gate:
+        body["gated_by"] = row.gate
     if snapshot:
         body["snapshot"] = {"task": row.snapshot["task"], "criteria": row.snapshot["criteria"]}
     if row.failure_reason:
@@ -153,6 +165,7 @@ def benchmark_run_json(row: BenchmarkRun, task_runs: list[TaskRun] | None = None
         "score": _score(row.score),
         "verdict": row.verdict,
         "concurrency": row.concurrency,
+        "trials": row.trials,
         "bearer_token_expires_at": iso(row.token_expires_at),
         "created_at": iso(row.created_at),
         "started_at": iso(row.started_at),
@@ -160,7 +173,22 @@ def benchmark_run_json(row: BenchmarkRun, task_runs: list[TaskRun] | None = None
     }
     if task_runs is not None:
         body["task_runs"] = [task_run_json(task_run, snapshot=False) for task_run in task_runs]
+        if row.phase == "completed":
+            body["statistics"] = run_statistics(trials_by_task(task_runs), row.trials).as_json()
     return body
+
+
+def trials_by_task(task_runs: list[TaskRun]) -> dict[str, TaskTrials]:
+    """Each task's trials in position order; a run that never scored counts as 0 and not passed."""
+    grouped: dict[str, list[TaskRun]] = {}
+    for task_run in task_runs:
+        grouped.setdefault(task_run.task_id, []).append(task_run)
+    return {
+        task_id: TaskTrials(
+            tuple(_score(run.score) or 0.0 for run in runs), tuple(run.verdict == "pass" for run in runs)
+        )
+        for task_id, runs in grouped.items()
+    }
 
 
 def _urls(task_run_id: str) -> dict[str, str]:
@@ -241,8 +269,10 @@ def completion_json(row: TaskRun, criterion_runs: list[CriterionRun], *, scored:
         if not scored:
             check["details"] = run.details
             check["evidence"] = run.evidence
+        if run.override:
+            check["override"] = run.override
         checks.append(check)
-    return {
+    body = {
         "task_run_id": row.id,
         "phase": row.phase,
         "status": row.status,
@@ -251,6 +281,9 @@ def completion_json(row: TaskRun, criterion_runs: list[CriterionRun], *, scored:
         "axes": row.axes or {},
         "checks": checks,
     }
+    if row.gate:
+        body["gated_by"] = row.gate
+    return body
 
 
 def playground_json(row: Playground, sandboxes: list[Sandbox]) -> dict[str, Any]:
