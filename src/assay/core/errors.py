@@ -2,24 +2,25 @@
 
 Tree::
 
-    AssayError
+    CoreError
     ├── AssertionInvalid      an assertion does not parse (unknown `assert`, bad key, bad path)
     ├── SnapshotError         a snapshot directory or archive cannot be read
     └── TaskFileError         a task file for `assay verify` cannot be read
 
-Core errors carry no HTTP status; the service maps them to SPEC §5 in one place.
+Core errors carry no HTTP status; the service maps them to SPEC §5 in one place. (`AssayError`
+is the SDK's: `assay.client` raises it for API errors; one name, one meaning.)
 """
 
 from __future__ import annotations
 
-__all__ = ["AssayError", "AssertionInvalid", "SnapshotError", "TaskFileError"]
+__all__ = ["AssertionInvalid", "CoreError", "SnapshotError", "TaskFileError"]
 
 
-class AssayError(Exception):
+class CoreError(Exception):
     """Base of every error the verification core raises on purpose."""
 
 
-class AssertionInvalid(AssayError):
+class AssertionInvalid(CoreError):
     """An assertion that does not parse.
 
     `errors` maps a dotted key path inside the assertion (`fields.0.operator`) to messages, the
@@ -33,9 +34,9 @@ class AssertionInvalid(AssayError):
         super().__init__(f"{where}{messages[0]}")
 
 
-class SnapshotError(AssayError):
+class SnapshotError(CoreError):
     """A snapshot that cannot be opened: missing, not a directory or tar.gz, unsafe paths."""
 
 
-class TaskFileError(AssayError):
+class TaskFileError(CoreError):
     """A task file that cannot be read or has no `criteria` list."""

@@ -18,6 +18,7 @@ from assay.sandboxes.fhir.external import close_external_clients
 from assay.service.catalog.routes import router as catalog_router
 from assay.service.catalog.task_routes import router as task_router
 from assay.service.errors import install_error_handlers
+from assay.service.health import router as health_router
 from assay.service.limits import BodySizeLimit, RateLimiter, json_body_limit
 from assay.service.runs.routes import router as runs_router
 from assay.service.runs.sweeper import Sweeper
@@ -74,6 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
+    app.include_router(health_router)
     body_checks = [Depends(json_body_limit)]
     app.include_router(catalog_router, dependencies=body_checks)
     app.include_router(task_router, dependencies=body_checks)

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from assay.clients.cli.fhir_server import fhir_server
 from assay.clients.cli.serve import keys_app, serve
-from assay.core.errors import AssayError
+from assay.core.errors import CoreError
 from assay.snapshot import open_snapshot
 from assay.taskfile import load_task_file
 from assay.verify import TaskVerification, verify_task
@@ -53,7 +53,7 @@ def verify(
     try:
         task = load_task_file(task_file)
         state = open_snapshot(snapshot)
-    except AssayError as exc:
+    except CoreError as exc:
         raise _fail(str(exc)) from None
     result = verify_task(task.criteria, state, input_entity=task.input_entity)
     if as_json:

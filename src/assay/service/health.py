@@ -1,0 +1,29 @@
+"""`GET /healthz`: is this API up and can it reach its database? No token needed, so load balancers,
+`assay demo` and the SDK's `health()` can ask before they have a key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+
+from assay import __version__
+from assay.service.errors import envelope
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", responses={503: {"description": "The database cannot be reached"}})
+def healthz(request: Request) -> Any:
+    """`{"status": "ok", "version": …}`; 503 `UNAVAILABLE` when a `SELECT 1` on the database fails."""
+    try:
+        with request.app.state.database.transaction() as session:
+            session.execute(text("SELECT 1"))
+    except SQLAlchemyError as exc:
+        return envelope(503, "UNAVAILABLE", f"the database cannot be reached: {type(exc).__name__}")
+    return JSONResponse({"status": "ok", "version": __version__})
