@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from assay.clients.cli.fhir_server import fhir_server
+from assay.clients.cli.mcp import mcp
 from assay.clients.cli.serve import keys_app, serve
 from assay.core.errors import CoreError
 from assay.snapshot import open_snapshot
@@ -104,6 +105,7 @@ def _score(value: Fraction) -> str:
 
 app.command()(serve)
 app.command("fhir-server")(fhir_server)
+app.command()(mcp)
 app.add_typer(keys_app, name="keys")
 
 

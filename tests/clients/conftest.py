@@ -1,0 +1,7 @@
+"""Client tests run against a real server: the service suite's uvicorn-in-a-thread fixtures."""
+
+from __future__ import annotations
+
+from tests.service.conftest import Server, _postgres_database, server  # noqa: F401  (fixtures)
+
+__all__ = ["Server"]
