@@ -27,7 +27,6 @@ from starlette.types import Receive, Scope, Send
 from typer.testing import CliRunner
 
 from assay.clients.cli.app import app as cli
-from assay.sandboxes.datasets import _seed_space
 from assay.sandboxes.fhir.external import (
     SPACE_KEY,
     IsolatedFhir,
@@ -35,6 +34,7 @@ from assay.sandboxes.fhir.external import (
     close_external_clients,
     configured_external_fhir,
 )
+from assay.sandboxes.fhir.surface import seed_space
 from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
 from assay.service.fhir_server import create_fhir_server
 from assay.service.settings import Settings
@@ -388,7 +388,7 @@ def test_a_seed_that_fails_after_the_load_deletes_the_store(server: Server, isol
     assert isinstance(external, IsolatedFhir)
     before = isolated.store_ids()
     with pytest.raises(NoResultFound), server.database.transaction() as session:
-        _seed_space(session, external, "pg_NOSANDBOXROW", [{"resourceType": "Patient", "id": "p"}])
+        seed_space(session, external, "pg_NOSANDBOXROW", [{"resourceType": "Patient", "id": "p"}])
     assert isolated.store_ids() == before
 
 

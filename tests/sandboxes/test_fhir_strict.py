@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from assay.sandboxes import settings as sandbox_settings
+from assay.sandboxes.fhir import surface as fhir_surface
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.strict import validate_strict
 from tests.conftest import FIXTURES
@@ -118,7 +118,7 @@ def test_without_the_setting_writes_are_only_structural(server: Server, api: htt
 def test_strict_without_fhir_resources_fails_the_start(
     server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sandbox_settings, "strict_available", lambda: False)
+    monkeypatch.setattr(fhir_surface, "strict_available", lambda: False)
     run = _run(api, {"fhir": {"strict_validation": True}})
     [task_run] = run["task_runs"]
     with server.client(run["bearer_token"]) as agent:

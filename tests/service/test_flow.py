@@ -9,6 +9,7 @@ import httpx
 from typer.testing import CliRunner
 
 from assay.clients.cli.app import app as cli
+from assay.sandboxes import SURFACES, surface_endpoints
 
 from .builders import FAILS, PASSES, criterion, error, insert_legacy_criterion, make_dataset, ok, unique
 from .conftest import Server
@@ -71,16 +72,10 @@ def test_v1_flow_and_drill_down(server: Server, api: httpx.Client, tmp_path: Pat
     with server.client(created["bearer_token"]) as run:
         started = ok(run.post(task_run["start_url"]))
         assert started["phase"] == "started" and started["playground_id"].startswith("pg_")
-        assert set(started["endpoints"]) == {
-            "fhir",
-            "hl7_inbox",
-            "hl7_outbound",
-            "files",
-            "portal",
-            "x12",
-            "voice",
-        }
-        assert started["credentials"]["sftp"]["host"] == "127.0.0.1"
+        # Only live surfaces are advertised (issue 10 §5): each key is one a registered surface owns.
+        assert "fhir" in started["endpoints"]
+        assert set(started["endpoints"]) == set(surface_endpoints(""))
+        assert all(c.get("host", "127.0.0.1") == "127.0.0.1" for c in started["credentials"].values())
         assert not started["endpoints"]["fhir"].endswith("/")
         completed = ok(run.post(task_run["complete_url"]))
         summary = ok(run.get(f"/v1/benchmark-runs/{created['benchmark_run_id']}"))
@@ -114,7 +109,9 @@ def test_v1_flow_and_drill_down(server: Server, api: httpx.Client, tmp_path: Pat
     assert record["evidence"]["phraseResults"][0]["kind"] == "not_contains"
     assert record["status"] == "ok" and record["passed"] is True and record["superseded"] is False
     playground = ok(api.get(f"/playgrounds/{started['playground_id']}"))
-    assert playground["status"] == "torn_down" and len(playground["sandboxes"]) == 6
+    assert playground["status"] == "torn_down" and {s["type"] for s in playground["sandboxes"]} == set(
+        SURFACES
+    )
     assert ok(api.get(f"/task-runs/{task_run['id']}/events"))["data"] == []
     assert ok(api.get(f"/sandboxes/{playground['sandboxes'][0]['id']}/events"))["data"] == []
 

@@ -23,7 +23,14 @@ from .conftest import BOOTSTRAP_KEY, _serve
 def _service(tmp_path_factory: pytest.TempPathFactory, **limits: Any) -> Iterator[tuple[str, Any]]:
     """The service with `limits` set (Settings fields), on a fresh data folder."""
     data_dir = Path(tmp_path_factory.mktemp("limits"))
-    settings = Settings(data_dir=data_dir, bootstrap_api_key=BOOTSTRAP_KEY, sweep_interval=0, **limits)
+    settings = Settings(
+        data_dir=data_dir,
+        bootstrap_api_key=BOOTSTRAP_KEY,
+        sweep_interval=0,
+        mllp_port=0,
+        sftp_port=0,
+        **limits,
+    )
     yield from _serve(settings)
 
 

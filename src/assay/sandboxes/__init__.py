@@ -1,31 +1,62 @@
-"""Playgrounds and their sandboxes: the seam between the run lifecycle and the sandbox stores.
+"""Playgrounds and their sandboxes: the seam between the run lifecycle and the sandbox surfaces.
 
-`provision` creates a task run's playground (one sandbox per surface, SPEC §1), `describe` gives
-its endpoints and credentials (SPEC §5.2), `capture` pins its final state when the task run ends,
+Every surface implements `Surface` (`surface.py`) and is one line in `registry.SURFACES`; nothing
+here names a surface. `provision` creates a task run's playground (one sandbox per surface, SPEC
+§1), `seed` loads its datasets and `run_scenario` its scenario steps, `describe` gives its
+endpoints and credentials (SPEC §5.2), `capture` pins its final state when the task run ends,
 `state_of` reads a capture as a `SandboxState`, and `materialize` writes it as a SPEC §6 snapshot.
-`seed` loads the task run's datasets (FHIR so far) and `record_event` appends to the event log.
-`unsupported_settings` is the reason an environment's sandbox settings cannot be honoured.
+`listeners` runs the surfaces' servers (MLLP, SFTP) once per deployment.
 """
 
 from assay.sandboxes.capture import CapturedState, capture, materialize, state_of
-from assay.sandboxes.datasets import seed, unsupported_dataset
+from assay.sandboxes.datasets import dataset_problems, seed, unsupported_dataset
 from assay.sandboxes.events import record_event
-from assay.sandboxes.provision import SURFACES, Access, describe, provision, surface_endpoints, teardown
-from assay.sandboxes.settings import unsupported_settings
+from assay.sandboxes.listeners import Listeners, has_listeners
+from assay.sandboxes.provision import describe, provision, sandboxes_of, surface_endpoints, teardown
+from assay.sandboxes.registry import SURFACES
+from assay.sandboxes.scenario import run_scenario, unsupported_step
+from assay.sandboxes.settings import RunEnvironment, run_environment, unsupported_settings
+from assay.sandboxes.surface import (
+    Access,
+    BaseSurface,
+    Deployment,
+    ProvisionFailed,
+    RunContext,
+    SandboxHandle,
+    Surface,
+    deployment_of,
+    open_deployment,
+)
 
 __all__ = [
     "SURFACES",
     "Access",
+    "BaseSurface",
     "CapturedState",
+    "Deployment",
+    "Listeners",
+    "ProvisionFailed",
+    "RunContext",
+    "RunEnvironment",
+    "SandboxHandle",
+    "Surface",
     "capture",
+    "dataset_problems",
+    "deployment_of",
     "describe",
+    "has_listeners",
     "materialize",
+    "open_deployment",
     "provision",
     "record_event",
+    "run_environment",
+    "run_scenario",
+    "sandboxes_of",
     "seed",
     "state_of",
     "surface_endpoints",
     "teardown",
     "unsupported_dataset",
     "unsupported_settings",
+    "unsupported_step",
 ]

@@ -2,8 +2,9 @@
 
 The lifespan opens the database, upgrades the schema (Alembic, under a lock, so several workers
 may start together), makes sure `ASSAY_BOOTSTRAP_API_KEY` exists, and runs the sweeper thread that
-times out task runs and expires run tokens (SPEC §1.1); on shutdown it stops the sweeper and
-disposes of the engine.
+times out task runs and expires run tokens (SPEC §1.1), and starts the surfaces' listeners (MLLP,
+SFTP) unless `ASSAY_LISTENERS=0` (a multi-worker `serve` runs them in its listener process); on
+shutdown it stops them and the sweeper and disposes of the engine.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from sqlalchemy.exc import IntegrityError
 
+from assay.sandboxes import Deployment, Listeners, open_deployment
 from assay.sandboxes.fhir.external import close_external_clients
 from assay.service.catalog.routes import router as catalog_router
 from assay.service.catalog.task_routes import router as task_router
@@ -55,6 +57,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             _bootstrap(database, settings.bootstrap_api_key)
         app.state.database = database
         app.state.settings = settings
+        deployment = open_deployment(
+            Deployment(database.engine, host=settings.listen_host, ports=dict(settings.listener_ports))
+        )
+        app.state.deployment = deployment
+        listeners = Listeners(deployment)
+        if settings.listeners:
+            await listeners.start()
         app.state.rate_limiter = (
             RateLimiter(settings.rate_limit, settings.rate_limit_burst) if settings.rate_limit else None
         )
@@ -63,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            await listeners.stop()
             sweeper.stop()
             close_external_clients()  # the pooled connections to an ASSAY_FHIR_URL server
             database.dispose()

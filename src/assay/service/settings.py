@@ -12,7 +12,7 @@ from assay.sandboxes.fhir.external import external_fhir_settings
 from assay.store import sqlite_url
 from assay.store.tokens import ORG_KEY_PREFIX
 
-__all__ = ["Settings"]
+__all__ = ["LISTENER_PORTS", "Settings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +27,11 @@ class Settings:
     """Seconds between sweeps for timed-out task runs and expired run tokens."""
     sftp_port: int = 2222
     mllp_port: int = 2575
+    listen_host: str = "127.0.0.1"
+    """The interface the surfaces' listeners (MLLP, SFTP) bind to: `assay serve --host`."""
+    listeners: bool = True
+    """`ASSAY_LISTENERS`: run the surfaces' listeners in this process (the app's lifespan). `serve
+    --workers N` sets it to 0 in the workers: their listeners run once, in the listener process."""
     rate_limit: float | None = None
     """`ASSAY_RATE_LIMIT`: requests per second per token; None (the default) means no limit."""
     rate_limit_burst: int | None = None
@@ -36,6 +41,11 @@ class Settings:
     @property
     def resolved_database_url(self) -> str:
         return self.database_url or sqlite_url(self.data_dir)
+
+    @property
+    def listener_ports(self) -> dict[str, int]:
+        """Surface name → the port its listener binds (0: any free port), SPEC §7."""
+        return {surface: getattr(self, field) for surface, field in LISTENER_PORTS.items()}
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -56,6 +66,9 @@ class Settings:
         return cls(**values)
 
 
+LISTENER_PORTS = {"hl7": "mllp_port", "files": "sftp_port"}
+"""Surface name → the `Settings` field (and `ASSAY_<FIELD>` variable) of its listener's port."""
+
 _FROM_ENV: dict[str, type[Any]] = {
     "database_url": str,
     "bootstrap_api_key": str,
@@ -66,11 +79,19 @@ _FROM_ENV: dict[str, type[Any]] = {
     "rate_limit": float,
     "rate_limit_burst": int,
     "max_body_bytes": int,
+    "listen_host": str,
+    "listeners": bool,
 }
 """Each setting read from `ASSAY_<FIELD>`, with its type."""
 
 
 def _parse(name: str, raw: str, kind: type[Any]) -> Any:
+    if kind is bool:
+        if raw.strip().lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.strip().lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"{name} must be 1 or 0, got {raw!r}")
     try:
         return kind(raw)
     except ValueError:

@@ -87,14 +87,14 @@ class Database:
                 session.close()
 
     def migrate(self) -> None:
-        """Upgrade the schema to head; safe when several workers start at once."""
+        """Upgrade the schema to every head; safe when several workers start at once."""
         config = Config()
         config.set_main_option("script_location", str(_MIGRATIONS))
         with self._write_lock or nullcontext(), self.engine.begin() as connection:
             if not self.is_sqlite:
                 connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
             config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+            command.upgrade(config, "heads")  # surfaces add migrations side by side (architecture.md)
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -73,8 +73,37 @@ def serve(
             f"Get an API key: assay keys create{hint}  (or set ASSAY_BOOTSTRAP_API_KEY=vk_...)",
             file=sys.stderr,
         )
-    app = "assay.service.app:create_app" if workers > 1 else create_app(settings)
-    run(app, host=host, port=port, workers=workers)
+    settings = replace(settings, listen_host=host)
+    os.environ["ASSAY_LISTEN_HOST"] = host
+    if workers == 1:
+        run(create_app(settings), host=host, port=port)
+        return
+    _serve_workers(settings, host=host, port=port, workers=workers)
+
+
+def _serve_workers(settings: Settings, *, host: str, port: int, workers: int) -> None:
+    """N API workers plus, when a surface has a listener, one supervised listener process whose
+    bound ports the workers are told (SPEC §5.2: listeners run once per deployment)."""
+    from assay.service.listeners import ListenerSupervisor, needs_listener_process
+    from assay.service.server import run
+
+    supervisor = ListenerSupervisor(settings) if needs_listener_process(settings) else None
+    if supervisor is not None:
+        try:
+            ports = supervisor.start()
+        except RuntimeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise typer.Exit(1) from None
+        os.environ.update(supervisor.worker_environment())
+        for surface, bound in ports.items():
+            print(f"{surface} listener on {host}:{bound}", file=sys.stderr)
+    else:
+        os.environ["ASSAY_LISTENERS"] = "0"
+    try:
+        run("assay.service.app:create_app", host=host, port=port, workers=workers)
+    finally:
+        if supervisor is not None:
+            supervisor.stop()
 
 
 keys_app = typer.Typer(help="Organization API keys.", no_args_is_help=True)

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import insert, update
 from sqlalchemy.orm import Session
 
 from assay import sandboxes
-from assay.sandboxes import Access
-from assay.sandboxes.fhir.layers import LayerNotLoadable
+from assay.sandboxes import Access, Deployment
 from assay.service.catalog import repository as catalog
 from assay.service.catalog.publish import freeze_task
 from assay.service.catalog.schemas import entity_reference
@@ -33,7 +32,6 @@ from assay.store.models import (
     BenchmarkRun,
     BenchmarkVersion,
     CriterionRun,
-    Environment,
     Playground,
     Solver,
     TaskRun,
@@ -55,17 +53,6 @@ __all__ = [
 
 DEFAULT_TIMEOUT = 3600
 MIN_TOKEN_LIFETIME = timedelta(hours=24)
-SCENARIO_STEPS = {
-    "drop_file_inbox": "files",
-    "seed_hl7_inbox": "hl7",
-    "set_portal_row": "portal",
-    "add_voice_turns": "voice",
-}
-"""SPEC §5.3 scenario steps and the sandbox each one writes to."""
-RUNNABLE_SCENARIO_SURFACES: frozenset[str] = frozenset()
-"""Surfaces whose stores exist in this version; a step for any other fails the start (409) rather
-than being skipped, since a skipped step would leave the agent a different world than the task
-describes and the score would not mean what its author thinks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,26 +193,19 @@ def _lock_for(session: Session, caller: Caller, task_run_id: str) -> tuple[Bench
     return lock_run(session, found.benchmark_run_id)
 
 
-def _scenario_problem(task_run: TaskRun) -> str | None:
-    for step in task_run.snapshot["task"].get("scenario") or []:
-        name = step.get("step") if isinstance(step, dict) else None
-        if name not in SCENARIO_STEPS:
-            return f"scenario step {name!r} is not supported"
-        surface = SCENARIO_STEPS[name]
-        if surface not in RUNNABLE_SCENARIO_SURFACES:
-            return f"scenario step {name!r} needs the {surface} sandbox, which is not available yet"
-    return None
-
-
 def start_task_run(
-    session: Session, caller: Caller, task_run_id: str, *, host: str, sftp_port: int, mllp_port: int
+    session: Session, caller: Caller, task_run_id: str, *, host: str, deployment: Deployment
 ) -> Started:
-    """Provision the playground and start the clock; idempotent while started (SPEC §1.1)."""
+    """Provision the playground and start the clock; idempotent while started (SPEC §1.1).
+
+    The run's environment is read once and handed to the datasets, the surfaces' settings checks
+    and their provisioning.
+    """
     benchmark_run, task_runs = _lock_for(session, caller, task_run_id)
     task_run, now = _pick(task_runs, task_run_id), utcnow()
     settle(session, benchmark_run, task_runs, now)
     if states.is_running((task_run.phase, task_run.status)):
-        return Started(task_run, _access(session, task_run, host, sftp_port, mllp_port))
+        return Started(task_run, _access(session, task_run, host, deployment))
     if task_run.status == "failed":  # the same 409 as the start that failed, reason included
         reason = task_run.failure_reason or "provisioning failed"
         raise Conflict(f"task run {task_run.id} failed: {reason}", {"reason": reason})
@@ -236,25 +216,26 @@ def start_task_run(
             f"concurrency limit {benchmark_run.concurrency} reached: {', '.join(running)} started",
             {"started_task_run_ids": running},
         )
-    _held = _hold_environment_rows(session, benchmark_run)
-    datasets = datasets_for(session, benchmark_run, task_run)
+    environment = sandboxes.run_environment(session, benchmark_run)
+    datasets = datasets_for(session, task_run, environment)
+    scenario = task_run.snapshot["task"].get("scenario") or []
     problem = (
-        _scenario_problem(task_run)
+        sandboxes.unsupported_step(scenario)
         or sandboxes.unsupported_dataset(datasets)
-        or sandboxes.unsupported_settings(session, task_run)
+        or sandboxes.unsupported_settings(environment.settings, deployment)
     )
     if problem:
-        end_task_run(session, task_run, "fail", now, reason=problem)
-        finalize_if_done(benchmark_run, task_runs, now)
-        return Started(task_run, None, problem)
-    playground = sandboxes.provision(session, org_id=task_run.org_id, task_run_id=task_run.id)
-    task_run.playground_id = playground.id
+        return _fail_start(session, benchmark_run, task_runs, task_run, now, problem)
+    run = sandboxes.RunContext(
+        session, task_run.org_id, task_run.id, new_id("pg_"), environment.settings, deployment
+    )
+    sandboxes.provision(run)
+    task_run.playground_id = run.playground_id
     try:
-        sandboxes.seed(session, playground.id, datasets)
-    except LayerNotLoadable as unloadable:  # raised before any row is loaded; teardown ends the playground
-        end_task_run(session, task_run, "fail", now, reason=str(unloadable))
-        finalize_if_done(benchmark_run, task_runs, now)
-        return Started(task_run, None, str(unloadable))
+        sandboxes.seed(run, datasets)
+        sandboxes.run_scenario(run, scenario)
+    except sandboxes.ProvisionFailed as failed:  # teardown ends the playground
+        return _fail_start(session, benchmark_run, task_runs, task_run, now, str(failed))
     task_run.phase, task_run.status = states.STARTED
     task_run.started_at = now
     task_run.deadline_at = now + timedelta(seconds=task_run.timeout_seconds)
@@ -263,31 +244,27 @@ def start_task_run(
         states.BENCHMARK_RUN, current, "start", f"benchmark run {benchmark_run.id}"
     )
     benchmark_run.started_at = benchmark_run.started_at or now
-    return Started(task_run, _access(session, task_run, host, sftp_port, mllp_port))
+    return Started(task_run, _access(session, task_run, host, deployment))
 
 
-def _hold_environment_rows(session: Session, benchmark_run: BenchmarkRun) -> list[object]:
-    """The rows that say which environment the run uses (its frozen version, or the draft's
-    benchmark and environment), loaded once and held by the caller for the rest of `start`.
-
-    The datasets, the settings check and provisioning each look them up with `session.get`; the
-    session's identity map keeps rows only while something references them, so each lookup after
-    the previous one let go re-selected the row (4 reads of the version per start, or 3 of the
-    benchmark and of the environment).
-    """
-    if benchmark_run.version_id:
-        return [session.get(BenchmarkVersion, benchmark_run.version_id)]
-    benchmark = session.get(Benchmark, benchmark_run.benchmark_id)
-    if benchmark is None or not benchmark.environment_id:
-        return [benchmark]
-    return [benchmark, session.get(Environment, benchmark.environment_id)]
+def _fail_start(
+    session: Session,
+    benchmark_run: BenchmarkRun,
+    task_runs: list[TaskRun],
+    task_run: TaskRun,
+    now: datetime,
+    reason: str,
+) -> Started:
+    end_task_run(session, task_run, "fail", now, reason=reason)
+    finalize_if_done(benchmark_run, task_runs, now)
+    return Started(task_run, None, reason)
 
 
-def _access(session: Session, task_run: TaskRun, host: str, sftp_port: int, mllp_port: int) -> Access:
+def _access(session: Session, task_run: TaskRun, host: str, deployment: Deployment) -> Access:
     playground = session.get(Playground, task_run.playground_id) if task_run.playground_id else None
     if playground is None:
         raise Conflict(f"task run {task_run.id} has no playground")
-    return sandboxes.describe(session, playground, host=host, sftp_port=sftp_port, mllp_port=mllp_port)
+    return sandboxes.describe(session, playground, host=host, deployment=deployment)
 
 
 # -- complete, rescore --------------------------------------------------------------------------
@@ -340,7 +317,9 @@ def _jsonable(evidence: Any) -> Any:
         return {"unserializable": repr(evidence)[:2000]}
 
 
-def complete_task_run(session: Session, caller: Caller, task_run_id: str) -> Completion:
+def complete_task_run(
+    session: Session, caller: Caller, task_run_id: str, deployment: Deployment | None = None
+) -> Completion:
     """Capture, verify, record, finalize — once. Later or concurrent calls get the stored result."""
     benchmark_run, task_runs = _lock_for(session, caller, task_run_id)
     task_run, now = _pick(task_runs, task_run_id), utcnow()
@@ -355,6 +334,7 @@ def complete_task_run(session: Session, caller: Caller, task_run_id: str) -> Com
         input_entity=_input_entity(task_run),
         entities=task_run.entities or {},
         session=session,
+        deployment=deployment,
     )
     task_run.capture = pointer
     verification = _verify(session, task_run, pointer)

@@ -54,8 +54,7 @@ def start_task_run(
         caller,
         task_run_id,
         host=public_host(request, settings),
-        sftp_port=settings.sftp_port,
-        mllp_port=settings.mllp_port,
+        deployment=request.app.state.deployment,
     )
     if started.failure or started.access is None:
         reason = started.failure or "provisioning failed"
@@ -66,7 +65,9 @@ def start_task_run(
 @router.post(
     "/task-runs/{task_run_id}/complete", responses={200: {"model": CompletionOut, "description": "Result"}}
 )
-def complete_task_run(task_run_id: str, session: SessionDep, caller: RunCaller) -> JSONResponse:
+def complete_task_run(
+    task_run_id: str, request: Request, session: SessionDep, caller: RunCaller
+) -> JSONResponse:
     """Verify now; idempotent. Scored runs omit `details` and `evidence` here."""
-    result = actions.complete_task_run(session, caller, task_run_id)
+    result = actions.complete_task_run(session, caller, task_run_id, request.app.state.deployment)
     return JSONResponse(completion_json(result.task_run, result.criterion_runs, scored=result.scored))

@@ -11,20 +11,21 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from assay.sandboxes.settings import run_environment
-from assay.store.models import BenchmarkRun, BenchmarkVersion, Dataset, TaskRun
+from assay.sandboxes import RunEnvironment
+from assay.store.models import Dataset, TaskRun
 
 __all__ = ["datasets_for"]
 
 
-def datasets_for(session: Session, benchmark_run: BenchmarkRun, task_run: TaskRun) -> list[dict[str, Any]]:
-    """`[{id, type, data}]` in load order; ids named twice load once, at their first place."""
-    environment = run_environment(session, benchmark_run)
-    named = [*(environment.get("dataset_ids") or []), *(task_run.snapshot["task"].get("dataset_ids") or [])]
+def datasets_for(session: Session, task_run: TaskRun, environment: RunEnvironment) -> list[dict[str, Any]]:
+    """`[{id, type, data}]` in load order; ids named twice load once, at their first place.
+
+    `environment` is `sandboxes.run_environment(...)`, read once by `start`.
+    """
+    named = [*environment.dataset_ids, *(task_run.snapshot["task"].get("dataset_ids") or [])]
     ordered = list(dict.fromkeys(map(str, named)))
-    if benchmark_run.version_id:
-        version = session.get(BenchmarkVersion, benchmark_run.version_id)
-        by_id = (version.frozen if version is not None else {}).get("datasets") or {}
+    if environment.frozen_datasets is not None:
+        by_id = environment.frozen_datasets
         return [_shape(by_id[ident]) for ident in ordered if ident in by_id]
     rows = session.scalars(
         select(Dataset).where(Dataset.org_id == task_run.org_id, Dataset.id.in_(ordered))

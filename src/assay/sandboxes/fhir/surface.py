@@ -1,0 +1,289 @@
+"""The FHIR sandbox on the `Surface` seam (SPEC §2, §5.1, §5.2, §6).
+
+Embedded by default: `EmbeddedFhir` keyed by the playground id. With `ASSAY_FHIR_URL` the REST
+surface forwards to that server (`external/`), seeding goes there, and `complete` copies the
+playground's final state back into an embedded layer, so scoring never needs the server again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from sqlalchemy import Engine, event, select, update
+from sqlalchemy.orm import Session
+
+from assay.core.state import SearchParams
+from assay.formats.fhir import FhirStore
+from assay.sandboxes.fhir.external import (
+    SPACE_KEY,
+    ExternalFhirFailed,
+    IsolatedFhir,
+    configured_external_fhir,
+    recorded_space,
+)
+from assay.sandboxes.fhir.layers import LayerNotLoadable, seeded_resources
+from assay.sandboxes.fhir.routes import FhirSurface, SurfaceEvent, base_url_of, fhir_router
+from assay.sandboxes.fhir.store import embedded_fhir
+from assay.sandboxes.fhir.strict import strict_available
+from assay.sandboxes.surface import (
+    BaseSurface,
+    Deployment,
+    ProvisionFailed,
+    RunContext,
+    SandboxHandle,
+    StateView,
+    SurfaceTarget,
+)
+from assay.snapshot import SnapshotWriter
+from assay.store import iso, utcnow
+from assay.store.models import Sandbox
+
+__all__ = ["FhirSandbox", "FhirView", "check_fhir_dataset", "close_space", "seed_space", "server_strict"]
+
+log = logging.getLogger("assay.sandboxes")
+
+
+def check_fhir_dataset(data: Any) -> dict[str, list[str]]:
+    """A Bundle of any type but `searchset` and `*-response`, each entry a resource (SPEC §5.1)."""
+    if not isinstance(data, dict) or data.get("resourceType") != "Bundle":
+        return {"data.resourceType": ["a fhir dataset is a Bundle"]}
+    kind = data.get("type")
+    if kind == "searchset" or (isinstance(kind, str) and kind.endswith("-response")):
+        return {"data.type": [f"a Bundle of type {kind} cannot be loaded"]}
+    entries = data.get("entry", [])
+    if not isinstance(entries, list):
+        return {"data.entry": ["must be an array"]}
+    errors: dict[str, list[str]] = {}
+    for i, entry in enumerate(entries):
+        resource = entry.get("resource") if isinstance(entry, dict) else None
+        request = entry.get("request") if isinstance(entry, dict) else None
+        if isinstance(request, dict) and request.get("method") == "DELETE":
+            continue
+        if not isinstance(resource, dict) or not isinstance(resource.get("resourceType"), str):
+            errors[f"data.entry.{i}.resource"] = ["must be a FHIR resource with resourceType"]
+    return errors
+
+
+def _strict_setting(settings: Mapping[str, Any]) -> Any:
+    fhir = settings.get("fhir")
+    return fhir.get("strict_validation", False) if isinstance(fhir, dict) else False
+
+
+def server_strict() -> bool:
+    """`ASSAY_FHIR_STRICT=1`: strict validation server-wide."""
+    return os.environ.get("ASSAY_FHIR_STRICT", "").strip().lower() in ("1", "true", "yes")
+
+
+class FhirView(StateView):
+    """The captured FHIR store, searched the way the REST surface searches."""
+
+    def __init__(self, store: FhirStore):
+        self.store = store
+
+    def fhir_search(self, resource_type: str, params: SearchParams) -> list[dict[str, Any]]:
+        return self.store.search(resource_type, params)
+
+
+class FhirSandbox(BaseSurface):
+    name = "fhir"
+    dataset_type = "fhir"
+    state_fields = frozenset({"fhir_search"})
+
+    def validate_dataset(self, data: Any) -> dict[str, list[str]]:
+        return check_fhir_dataset(data)
+
+    def check_settings(self, settings: Mapping[str, Any], deployment: Deployment) -> str | None:
+        strict = _strict_setting(settings)
+        if not isinstance(strict, bool):
+            return f"settings.fhir.strict_validation must be true or false, got {strict!r}"
+        if (strict or server_strict()) and not strict_available():
+            return (
+                "settings.fhir.strict_validation needs the fhir.resources package, which is not "
+                "installed (install assay[strict])"
+            )
+        return None
+
+    def provision(self, run: RunContext) -> dict[str, Any] | None:
+        """The row keeps the setting its REST surface reads per request (`store.STRICT_KEY`)."""
+        if _strict_setting(run.settings) is True or server_strict():
+            return {"strict_validation": True}
+        return None
+
+    def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None:
+        """The store always exists (empty without `fhir` datasets), keyed by the playground id.
+        With `ASSAY_FHIR_URL` the resources go to that server instead: into the playground's own
+        space (`ASSAY_FHIR_ISOLATION` other than `tag`) or tagged and namespaced per playground."""
+        bundles = [dataset.get("data") for dataset in datasets]
+        external = configured_external_fhir()
+        session, playground_id = run.session, run.playground_id
+        if external is None:
+            connection = session.connection()
+            try:
+                embedded_fhir(connection.engine).provision(playground_id, bundles, conn=connection)
+            except LayerNotLoadable as unloadable:  # raised before any row is loaded
+                raise ProvisionFailed(str(unloadable)) from None
+            return
+        resources = seeded_resources(bundles, iso(utcnow()) or "")
+        try:
+            if isinstance(external, IsolatedFhir):
+                seed_space(session, external, playground_id, resources)
+            else:
+                external.provision(playground_id, resources)
+        except ExternalFhirFailed as exc:  # the API answers 500 without logging a DomainError
+            log.warning("seeding playground %s on the external FHIR server failed: %s", playground_id, exc)
+            raise
+
+    def router(self, target: SurfaceTarget) -> APIRouter:
+        # `= Depends(...)`, not `Annotated[...]`: under postponed annotations FastAPI resolves
+        # annotation strings in the module's globals, where the local `target` is not.
+        def surface(request: Request, handle: SandboxHandle = Depends(target)) -> FhirSurface:
+            def record(event: SurfaceEvent) -> None:
+                handle.record(
+                    "fhir_request",
+                    method=event.method,
+                    path=event.path,
+                    status=event.status,
+                    request=event.request,
+                    response=event.response,
+                )
+
+            fhir = embedded_fhir(handle.deployment.engine)
+            return FhirSurface(
+                fhir, handle.playground_id, base_url_of(request), record, configured_external_fhir()
+            )
+
+        return fhir_router(surface)
+
+    def capture(self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment) -> Any:
+        """Embedded: `{"store_id", "seq"}`, one locked read of the store row, never a copy.
+
+        External: every resource is read before anything is written (a server error on any type
+        raises `ExternalFhirFailed` and the whole `complete` rolls back, the task run still started),
+        then stored once as an embedded layer: `{"store_id", "seq": 0, "external": <URL>}`.
+        """
+        connection = session.connection()
+        fhir = embedded_fhir(connection.engine)
+        seq = fhir.capture_if_present(playground_id, connection)
+        if seq is not None:
+            return {"store_id": playground_id, "seq": seq}
+        external = configured_external_fhir()
+        if external is None:
+            return None
+        try:
+            resources = external.snapshot(playground_id, connection)
+        except ExternalFhirFailed as exc:  # the API answers 500 without logging a DomainError
+            log.warning("capture of playground %s failed: %s", playground_id, exc)
+            raise
+        bundle = {"resourceType": "Bundle", "type": "collection", "entry": [
+            {"resource": resource} for resource in resources
+        ]}  # fmt: skip
+        try:
+            fhir.provision(playground_id, [bundle], conn=connection)
+        except LayerNotLoadable as exc:
+            # The server held a resource the embedded store cannot (an id over 64 characters,
+            # one that names no snapshot file): the same clean failure as a server error.
+            raise ExternalFhirFailed(f"the external FHIR server's state cannot be captured: {exc}") from None
+        return {"store_id": playground_id, "seq": 0, "external": external.base_url}
+
+    def read(self, pointer: Any, session: Session | None) -> FhirView:
+        if session is None or not isinstance(pointer, dict):
+            return FhirView(FhirStore(()))
+        connection = session.connection()
+        store = embedded_fhir(connection.engine).state_at(
+            str(pointer["store_id"]), int(pointer["seq"]), connection
+        )
+        return FhirView(store)
+
+    def snapshot(self, view: StateView, writer: SnapshotWriter) -> None:
+        if isinstance(view, FhirView):
+            writer.add_fhir(
+                resource for kind in view.store.types() for resource in view.store.resources(kind)
+            )
+
+    def teardown(self, session: Session, playground_id: str, deployment: Deployment) -> None:
+        """Forget the worker's index; with an isolated backend, delete the playground's space once
+        the transaction has committed — after the capture, which `complete` stored in the same
+        transaction; a rolled-back `complete` leaves the space as it was."""
+        embedded_fhir(session.connection().engine).forget(playground_id)
+        external = configured_external_fhir()
+        if isinstance(external, IsolatedFhir):
+            _close_after_commit(session, external, playground_id)
+
+
+def seed_space(
+    session: Session, external: IsolatedFhir, playground_id: str, resources: Sequence[dict[str, Any]]
+) -> None:
+    """Open the playground's space, load it, and record it in the `fhir` sandbox row.
+
+    Anything that fails once the space is open (the load, recording it) closes it again, and so
+    does a start whose transaction rolls back after this (the task run stays `created`, so `start`
+    can be retried): no space outlives a start that did not commit.
+    """
+    space = external.open(playground_id)
+    recorded = external.record(space)
+    engine = session.connection().engine
+    try:
+        external.load(space, resources)
+        sandbox = session.scalars(
+            select(Sandbox).where(Sandbox.playground_id == playground_id, Sandbox.type == "fhir")
+        ).one()
+        sandbox.credentials = {**(sandbox.credentials or {}), SPACE_KEY: recorded}
+    except BaseException:
+        close_space(engine, external, playground_id, recorded)
+        raise
+    event.listen(
+        session, "after_rollback", lambda _: close_space(engine, external, playground_id, recorded), once=True
+    )
+
+
+def _close_after_commit(session: Session, external: IsolatedFhir, playground_id: str) -> None:
+    connection = session.connection()
+    recorded = recorded_space(connection, playground_id)
+    if recorded is None:
+        return
+    if (recorded.get("isolation"), recorded.get("server")) != (external.spaces.isolation, external.base_url):
+        log.warning(
+            "playground %s has a space on %s (%s), not on the configured FHIR server: left in place",
+            playground_id, recorded.get("server"), recorded.get("isolation"),
+        )  # fmt: skip
+        return
+    engine = connection.engine
+    event.listen(
+        session, "after_commit", lambda _: close_space(engine, external, playground_id, recorded), once=True
+    )
+
+
+def close_space(
+    engine: Engine, external: IsolatedFhir, playground_id: str, recorded: Mapping[str, Any]
+) -> None:
+    """Delete a playground's space on the external server; never raises.
+
+    A failure must not fail the `complete` (or cancel, or timeout) that ended the task run — its
+    result is committed by now — so it is logged, and kept as `close_error` beside the space in
+    the `fhir` sandbox row, where an operator can find spaces left on the server.
+    """
+    try:
+        external.close(playground_id, recorded)
+    except Exception as exc:
+        log.warning("could not delete the FHIR space of playground %s: %s", playground_id, exc)
+        _note_close_error(engine, playground_id, recorded, str(exc)[:1000])
+
+
+def _note_close_error(engine: Engine, playground_id: str, recorded: Mapping[str, Any], error: str) -> None:
+    try:
+        with engine.begin() as conn:
+            row = conn.execute(
+                select(Sandbox.id, Sandbox.credentials).where(
+                    Sandbox.playground_id == playground_id, Sandbox.type == "fhir"
+                )
+            ).first()
+            if row is None:
+                return
+            credentials = {**(row.credentials or {}), SPACE_KEY: {**recorded, "close_error": error}}
+            conn.execute(update(Sandbox).where(Sandbox.id == row.id).values(credentials=credentials))
+    except Exception:
+        log.exception("could not record the failed deletion of playground %s's FHIR space", playground_id)

@@ -1,0 +1,46 @@
+"""Scenario steps (SPEC §5.3): a task's `scenario: [{step, ...}]`, run at `start` in order.
+
+Each surface contributes its steps (`Surface.scenario_steps`, gathered in `registry.SCENARIO_STEPS`).
+A step no live surface offers fails the start (409, task run `failed`) rather than being skipped:
+a skipped step would leave the agent a different world than the task describes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from assay.sandboxes.provision import sandboxes_of
+from assay.sandboxes.registry import SCENARIO_STEPS
+from assay.sandboxes.surface import RunContext
+
+__all__ = ["run_scenario", "unsupported_step"]
+
+_SPEC_STEPS = {
+    "drop_file_inbox": "files",
+    "seed_hl7_inbox": "hl7",
+    "set_portal_row": "portal",
+    "add_voice_turns": "voice",
+}
+"""The steps SPEC §5.3 names and their surfaces, for a precise reason while one is not live."""
+
+
+def unsupported_step(scenario: Sequence[Any] | None) -> str | None:
+    """The reason `start` must fail for this scenario before anything is provisioned, or None."""
+    for step in scenario or []:
+        name = step.get("step") if isinstance(step, dict) else None
+        if name not in SCENARIO_STEPS:
+            if name in _SPEC_STEPS:
+                return f"scenario step {name!r} needs the {_SPEC_STEPS[name]} sandbox, which is not available yet"
+            return f"scenario step {name!r} is not supported"
+    return None
+
+
+def run_scenario(run: RunContext, scenario: Sequence[Mapping[str, Any]] | None) -> None:
+    """Run each step against its surface's sandbox; `ProvisionFailed` names the failing step."""
+    if not scenario:
+        return
+    rows = {sandbox.type: sandbox for sandbox in sandboxes_of(run.session, run.playground_id)}
+    for step in scenario:
+        surface, handler = SCENARIO_STEPS[str(step["step"])]
+        handler(run, rows[surface.name], step)

@@ -1,0 +1,288 @@
+"""The `Surface` protocol: everything the run lifecycle and the API need from one sandbox surface.
+
+A surface (`fhir`, `hl7`, `voice`, …) is one package under `sandboxes/` plus one line in
+`registry.py`, the way a check is one module plus one line in `checks/__init__.py`. The lifecycle
+never names a surface; it loops over the registry:
+
+    dataset create   validate_dataset(data)            -> {"data.<key.path>": [message]} (422)
+    start            check_settings(settings)          -> reason the environment cannot be honoured
+                     provision(run)                    -> the sandbox row's `credentials` JSON
+                     seed(run, sandbox, datasets)      datasets of its `dataset_type`, in order
+                     scenario_steps[step](run, sandbox, step)   SPEC §5.3, in task order
+                     endpoints(base), credentials(sandbox, host, deployment)   what `start` shows
+    traffic          router(target)                    mounted under /v1/task-runs/{id}/<name>/ and
+                                                       /v1/benchmark-runs/{id}/<name>/
+                     listener(deployment)              one asyncio server per deployment (MLLP, SFTP)
+    complete         capture(session, sandbox_id, playground_id, deployment) -> a JSON pointer
+    score, rescore   read(pointer, session)            -> a view with the `SandboxState` fields it owns
+    state tar.gz     snapshot(view, writer)            its part of the SPEC §6 layout
+    end              teardown(session, playground_id, deployment)
+
+`BaseSurface` implements every hook as "nothing to do", so a surface overrides only what it has.
+Anything a hook cannot do for a reason the task author should read (a bad scenario step, a dataset
+that cannot be loaded) is `ProvisionFailed(reason)`: `start` answers 409 and the task run is
+`failed` with that reason (SPEC §1.1).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from assay.sandboxes.events import record_event
+from assay.store.models import Sandbox
+
+if TYPE_CHECKING:
+    from fastapi import APIRouter
+
+    from assay.snapshot import SnapshotWriter
+
+__all__ = [
+    "Access",
+    "BaseSurface",
+    "Deployment",
+    "Listener",
+    "ProvisionFailed",
+    "RunContext",
+    "SandboxHandle",
+    "ScenarioStep",
+    "StateView",
+    "Surface",
+    "SurfaceTarget",
+    "deployment_of",
+    "open_deployment",
+]
+
+
+class ProvisionFailed(Exception):
+    """A dataset, setting or scenario step a surface cannot honour: `start` fails with the message."""
+
+
+@dataclass(slots=True)
+class Deployment:
+    """One deployment's view of its surfaces: shared by the API workers' lifespan and the listener
+    process. `ports` starts as the configured listener ports (`{"hl7": 2575, "files": 2222}`,
+    0 = any free port) and holds the bound port once a listener is up, so credentials always report
+    the port actually bound (SPEC §7)."""
+
+    engine: Engine
+    host: str = "127.0.0.1"
+    """The interface listeners bind to (`assay serve --host`)."""
+    ports: dict[str, int] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Per-surface settings from `service.settings.Settings.surface_options` (`{"hl7": {...}}`)."""
+    runtime: dict[str, Any] = field(default_factory=dict)
+    """Per-surface objects a surface keeps for the deployment's lifetime (clients, caches)."""
+
+    def port(self, surface: str, default: int) -> int:
+        return self.ports.get(surface, default)
+
+    def option(self, surface: str, key: str, default: Any = None) -> Any:
+        values = self.options.get(surface) or {}
+        return values.get(key, default)
+
+
+_DEPLOYMENTS: weakref.WeakKeyDictionary[Engine, Deployment] = weakref.WeakKeyDictionary()
+_DEPLOYMENTS_LOCK = threading.Lock()
+
+
+def open_deployment(deployment: Deployment) -> Deployment:
+    """Make `deployment` the one of its engine, for code that reaches it through a session only
+    (teardown from the sweeper and the lazy timeouts); the app's lifespan calls it."""
+    with _DEPLOYMENTS_LOCK:
+        _DEPLOYMENTS[deployment.engine] = deployment
+    return deployment
+
+
+def deployment_of(engine: Engine) -> Deployment:
+    """The deployment opened for `engine`, or a default one (embedded stores, configured ports)."""
+    with _DEPLOYMENTS_LOCK:
+        found = _DEPLOYMENTS.get(engine)
+        if found is None:
+            found = _DEPLOYMENTS[engine] = Deployment(engine)
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """What `start` hands each surface: the task run's ids, its session, and its environment's
+    `settings`, resolved once per start."""
+
+    session: Session
+    org_id: str
+    task_run_id: str
+    playground_id: str
+    settings: Mapping[str, Any]
+    deployment: Deployment
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxHandle:
+    """One started task run's sandbox of one surface, as a request (or a listener) reaches it."""
+
+    deployment: Deployment
+    org_id: str
+    task_run_id: str
+    playground_id: str
+    sandbox_id: str
+    credentials: Mapping[str, Any]
+
+    def record(
+        self,
+        type: str,
+        *,
+        method: str | None,
+        path: str | None,
+        status: int | None,
+        request: bytes = b"",
+        response: bytes = b"",
+    ) -> str:
+        """Append one sandbox event (SPEC §1.1) in its own short transaction; its id."""
+        return record_event(
+            self.deployment.engine,
+            org_id=self.org_id,
+            sandbox_id=self.sandbox_id,
+            type=type,
+            method=method,
+            path=path,
+            status=status,
+            request=request,
+            response=response,
+        )
+
+
+SurfaceTarget = Callable[..., SandboxHandle]
+"""A FastAPI dependency the service builds per surface: it authenticates the run token, applies the
+rate limit, and resolves the task run (or the benchmark run's single started one) to its sandbox,
+or answers 401/403/404/409. A surface's router depends on it for every route."""
+
+ScenarioStep = Callable[[RunContext, Sandbox, Mapping[str, Any]], None]
+"""One SPEC §5.3 scenario step; raises `ProvisionFailed` with the reason when it cannot run."""
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """What `start` shows the agent (SPEC §5.2): endpoint paths and credentials, by key."""
+
+    endpoints: dict[str, str]
+    credentials: dict[str, Any]
+
+
+class StateView:
+    """A surface's part of a captured `SandboxState`: it overrides the methods it owns
+    (`Surface.state_fields`); `CapturedState` asks each field's owner."""
+
+
+@runtime_checkable
+class Listener(Protocol):
+    """A server that runs once per deployment (MLLP, SFTP). `start` binds and returns the bound
+    port; `stop` closes it and its connections."""
+
+    async def start(self) -> int: ...
+
+    async def stop(self) -> None: ...
+
+
+@runtime_checkable
+class Surface(Protocol):
+    @property
+    def name(self) -> str:
+        """Sandbox type, URL segment and snapshot folder (`hl7`)."""
+        ...
+
+    @property
+    def dataset_type(self) -> str | None:
+        """The dataset type it loads (SPEC §5.1), or None."""
+        ...
+
+    @property
+    def scenario_steps(self) -> Mapping[str, ScenarioStep]:
+        """Scenario steps it runs (SPEC §5.3), by step name."""
+        ...
+
+    @property
+    def state_fields(self) -> frozenset[str]:
+        """The `SandboxState` methods its view fills (`hl7_outbound`)."""
+        ...
+
+    def validate_dataset(self, data: Any) -> dict[str, list[str]]: ...
+
+    def check_settings(self, settings: Mapping[str, Any], deployment: Deployment) -> str | None: ...
+
+    def provision(self, run: RunContext) -> dict[str, Any] | None: ...
+
+    def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None: ...
+
+    def endpoints(self, base: str) -> dict[str, str]:
+        """Endpoint key → URL path under a task-run or benchmark-run base (SPEC §5.2)."""
+        ...
+
+    def credentials(self, sandbox: Sandbox, host: str, deployment: Deployment) -> dict[str, Any]:
+        """Credential key → object for `start` (`{"hl7": {host, port, receiving_facility}}`)."""
+        ...
+
+    def router(self, target: SurfaceTarget) -> APIRouter | None: ...
+
+    def listener(self, deployment: Deployment) -> Listener | None: ...
+
+    def capture(
+        self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment
+    ) -> Any: ...
+
+    def read(self, pointer: Any, session: Session | None) -> StateView: ...
+
+    def snapshot(self, view: StateView, writer: SnapshotWriter) -> None: ...
+
+    def teardown(self, session: Session, playground_id: str, deployment: Deployment) -> None: ...
+
+
+class BaseSurface:
+    """Every hook as "nothing to do"; subclass it and override what the surface has."""
+
+    name: str
+    dataset_type: str | None = None
+    scenario_steps: Mapping[str, ScenarioStep] = MappingProxyType({})
+    state_fields: frozenset[str] = frozenset()
+
+    def validate_dataset(self, data: Any) -> dict[str, list[str]]:
+        return {}
+
+    def check_settings(self, settings: Mapping[str, Any], deployment: Deployment) -> str | None:
+        return None
+
+    def provision(self, run: RunContext) -> dict[str, Any] | None:
+        return None
+
+    def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None:
+        return None
+
+    def endpoints(self, base: str) -> dict[str, str]:
+        return {self.name: f"{base}/{self.name}"}
+
+    def credentials(self, sandbox: Sandbox, host: str, deployment: Deployment) -> dict[str, Any]:
+        return {}
+
+    def router(self, target: SurfaceTarget) -> APIRouter | None:
+        return None
+
+    def listener(self, deployment: Deployment) -> Listener | None:
+        return None
+
+    def capture(self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment) -> Any:
+        return None
+
+    def read(self, pointer: Any, session: Session | None) -> StateView:
+        return StateView()
+
+    def snapshot(self, view: StateView, writer: SnapshotWriter) -> None:
+        return None
+
+    def teardown(self, session: Session, playground_id: str, deployment: Deployment) -> None:
+        return None

@@ -1,0 +1,81 @@
+"""The surface registry and the listener mechanism (`sandboxes/registry.py`, `listeners.py`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+import pytest
+from sqlalchemy import create_engine
+
+from assay.core.state import SandboxState
+from assay.sandboxes import registry
+from assay.sandboxes.listeners import Listeners, has_listeners
+from assay.sandboxes.surface import BaseSurface, Deployment, Surface
+
+
+def test_each_registry_key_is_its_surfaces_name() -> None:
+    assert registry.SURFACES
+    for name, surface in registry.SURFACES.items():
+        assert surface.name == name and isinstance(surface, Surface)
+
+
+def test_dataset_types_and_steps_belong_to_one_surface_each() -> None:
+    types = [s.dataset_type for s in registry.SURFACES.values() if s.dataset_type]
+    assert len(types) == len(set(types)) and set(types) == set(registry.DATASET_TYPES)
+    steps = [step for s in registry.SURFACES.values() for step in s.scenario_steps]
+    assert len(steps) == len(set(steps)) and set(steps) == set(registry.SCENARIO_STEPS)
+
+
+def test_state_fields_are_sandbox_state_methods_owned_once() -> None:
+    owned = [field for s in registry.SURFACES.values() for field in s.state_fields]
+    assert len(owned) == len(set(owned))
+    assert set(owned) <= {name for name in dir(SandboxState) if not name.startswith("_")}
+
+
+class _Echo:
+    """A listener: an asyncio TCP server that echoes one line."""
+
+    def __init__(self, port: int):
+        self.port, self.server = port, None
+
+    async def start(self) -> int:
+        async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.write(await reader.readline())
+            await writer.drain()
+            writer.close()
+
+        self.server = await asyncio.start_server(echo, "127.0.0.1", self.port)  # type: ignore[assignment]
+        return int(self.server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+
+class _EchoSurface(BaseSurface):
+    name = "echo"
+
+    def listener(self, deployment: Deployment) -> _Echo:
+        return _Echo(deployment.port("echo", 0))
+
+
+def test_listeners_start_once_and_report_the_bound_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    surfaces: Mapping[str, Surface] = {**registry.SURFACES, "echo": _EchoSurface()}
+    monkeypatch.setattr("assay.sandboxes.listeners.SURFACES", surfaces)
+    deployment = Deployment(create_engine("sqlite://"), ports={"echo": 0})
+    assert has_listeners(deployment)
+
+    async def scenario() -> bytes:
+        listeners = Listeners(deployment)
+        ports = await listeners.start()
+        assert ports == {"echo": deployment.ports["echo"]} and deployment.ports["echo"] > 0
+        reader, writer = await asyncio.open_connection("127.0.0.1", deployment.ports["echo"])
+        writer.write(b"hello\n")
+        answer = await reader.readline()
+        writer.close()
+        await listeners.stop()
+        return answer
+
+    assert asyncio.run(scenario()) == b"hello\n"
