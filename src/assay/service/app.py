@@ -22,6 +22,7 @@ from assay.service.catalog.task_routes import router as task_router
 from assay.service.errors import install_error_handlers
 from assay.service.health import router as health_router
 from assay.service.limits import BodySizeLimit, RateLimiter, json_body_limit
+from assay.service.openapi import install_openapi
 from assay.service.runs.routes import router as runs_router
 from assay.service.runs.sweeper import Sweeper
 from assay.service.runs.v1_routes import router as v1_router
@@ -85,6 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
+    install_openapi(app)
     app.include_router(health_router)
     body_checks = [Depends(json_body_limit)]
     app.include_router(catalog_router, dependencies=body_checks)
