@@ -28,6 +28,7 @@ from assay.service.runs.sweeper import Sweeper
 from assay.service.runs.v1_routes import router as v1_router
 from assay.service.sandboxes.routes import sandbox_routers
 from assay.service.settings import Settings
+from assay.service.ui import router as ui_router
 from assay.store import Database
 from assay.store.tokens import ensure_api_key
 
@@ -95,4 +96,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(v1_router, prefix="/v1", dependencies=body_checks)
     for router, prefix in sandbox_routers():
         app.include_router(router, prefix=prefix)
+    app.include_router(ui_router)
     return app

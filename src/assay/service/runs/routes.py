@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from assay import sandboxes
 from assay.core.errors import SnapshotError
@@ -37,7 +38,7 @@ from assay.snapshot import archive_snapshot
 from assay.store import Conflict, Invalid, get_owned, iso, utcnow, where_given
 from assay.store.models import BenchmarkRun, CriterionRun, Playground, Sandbox, SandboxEvent, TaskRun
 
-__all__ = ["router"]
+__all__ = ["router", "state_archive"]
 
 router = APIRouter(responses=ERROR_RESPONSES)
 Json = dict[str, Any]
@@ -146,6 +147,12 @@ def rescore_task_run(task_run_id: str, session: SessionDep, caller: OrgCaller) -
 def get_task_run_state(task_run_id: str, session: SessionDep, caller: OrgCaller) -> Response:
     """The captured state as a SPEC §6 snapshot tar.gz, readable by `assay verify`."""
     task_run = repo.get_task_run(session, caller, task_run_id)
+    headers = {"Content-Disposition": f'attachment; filename="{task_run.id}.tar.gz"'}
+    return Response(state_archive(session, task_run), media_type="application/gzip", headers=headers)
+
+
+def state_archive(session: Session, task_run: TaskRun) -> bytes:
+    """The task run's captured state as a SPEC §6 tar.gz (409 when it has none or cannot be written)."""
     if task_run.capture is None:
         raise Conflict(f"task run {task_run.id} is {task_run.status} and has no captured state")
     with tempfile.TemporaryDirectory(prefix="assay-state-") as folder:
@@ -157,8 +164,7 @@ def get_task_run_state(task_run_id: str, session: SessionDep, caller: OrgCaller)
             raise Conflict(
                 f"the captured state of task run {task_run.id} cannot be written as a snapshot: {unwritable}"
             ) from None
-    headers = {"Content-Disposition": f'attachment; filename="{task_run.id}.tar.gz"'}
-    return Response(data, media_type="application/gzip", headers=headers)
+    return data
 
 
 @router.get("/task-runs/{task_run_id}/events", tags=["task-runs"])

@@ -1,0 +1,262 @@
+"""What the viewer shows, computed from stored rows: evidence as expected-vs-actual rows, the
+agent's trajectory as a timeline, and which events a criterion judged. Pure functions (no I/O), so
+the templates only lay out values and the tests can check them without a browser.
+
+Evidence comes from the checks (`checks/*`) in a few shapes that share one idea: a list of
+per-field (or per-phrase) results under `fieldResults`, `field_results`, `assertionResults` or
+`phraseResults`, plus scalars naming what was judged (`resource`, `event_id`, `record_id`,
+`row_key`, `matchedPaths`). Anything else is shown as JSON, never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "BODY_PREVIEW",
+    "EventRow",
+    "EvidenceRow",
+    "TimelineItem",
+    "criterion_event_links",
+    "duration_text",
+    "evidence_references",
+    "evidence_rows",
+    "pretty",
+    "timeline",
+]
+
+BODY_PREVIEW = 1000
+"""Characters of a request or response body shown inline (as stored, not re-indented: a page of
+2,000 events must render in well under 300 ms); the event page shows all of it, pretty-printed."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    """An event as the timeline needs it: bodies as stored JSON text, cut to `BODY_PREVIEW` in SQL."""
+
+    id: str
+    sandbox_id: str
+    seq: int
+    type: str
+    method: str | None
+    path: str | None
+    status: int | None
+    created_at: datetime | None
+    request: str | None
+    response: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceRow:
+    field: str
+    expected: str
+    actual: str
+    passed: bool | None
+    note: str = ""
+
+
+def pretty(value: Any, limit: int | None = None) -> str:
+    """JSON for people: indented, non-ASCII kept; strings as they are; cut at `limit` characters."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    if limit is not None and len(text) > limit:
+        return text[:limit] + f"\n… ({len(text) - limit} more characters)"
+    return text
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "—"
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _results(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    found: list[Mapping[str, Any]] = []
+    for value in evidence.values():
+        rows = value if isinstance(value, list) and value else []
+        if all(isinstance(item, Mapping) for item in rows) and any(
+            "expected" in i or "phrase" in i for i in rows
+        ):
+            found.extend(rows)
+    return found
+
+
+def evidence_rows(evidence: Any) -> list[EvidenceRow]:
+    """Expected vs actual, one row per field or phrase the check judged."""
+    if not isinstance(evidence, Mapping):
+        return []
+    rows = []
+    for item in _results(evidence):
+        if "phrase" in item:
+            where = f"turn {item['turn']} ({item.get('speaker')})" if item.get("turn") is not None else ""
+            method = item.get("method")
+            note = f"{method}, similarity {item.get('similarity')}" if method else ""
+            rows.append(
+                EvidenceRow(
+                    field=str(item["phrase"]),
+                    expected="said" if item.get("kind") == "contains" else "never said",
+                    actual=(f"“{item['text']}” {where}".strip() if item.get("found") else "not found"),
+                    passed=item.get("passed"),
+                    note=note,
+                )
+            )
+            continue
+        name = item.get("path") or item.get("key") or item.get("field") or "?"
+        operator = item.get("operator")
+        rows.append(
+            EvidenceRow(
+                field=str(name),
+                expected=(f"{operator} " if operator else "") + _scalar(item.get("expected")),
+                actual=_scalar(item.get("actual")),
+                passed=item.get("passed"),
+                note=str(item.get("error") or ""),
+            )
+        )
+    return rows
+
+
+def evidence_references(evidence: Any) -> dict[str, str]:
+    """The scalars that say what was judged (a resource, a message, a row, a file)."""
+    if not isinstance(evidence, Mapping):
+        return {}
+    references = {}
+    for key, value in evidence.items():
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            references[key] = str(value)
+        elif isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+            references[key] = ", ".join(value)
+    return references
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineItem:
+    id: str
+    seq: int
+    at: str
+    type: str
+    surface: str
+    title: str
+    status: int | None
+    request: str
+    response: str
+    speaker: str | None = None
+    """Set for voice turns, which the page draws as a chat."""
+    text: str | None = None
+    judged_by: list[str] = field(default_factory=list)
+
+
+def _body_text(text: str | None) -> str:
+    if not text or text == "null":
+        return ""
+    return text if len(text) < BODY_PREVIEW else text + " …"
+
+
+def _loaded(text: str | None) -> Any:
+    """The stored body as JSON, or None when absent, cut short by the preview, or not JSON."""
+    if not text or len(text) >= BODY_PREVIEW:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _turns(text: str | None) -> list[Mapping[str, Any]]:
+    body = _loaded(text)
+    if isinstance(body, Mapping) and "text" in body:
+        return [body]
+    if isinstance(body, list):
+        return [turn for turn in body if isinstance(turn, Mapping) and "text" in turn]
+    return []
+
+
+def timeline(
+    events: Iterable[EventRow], surfaces: Mapping[str, str], judged_by: Mapping[str, list[str]] | None = None
+) -> list[TimelineItem]:
+    """The agent's trajectory, oldest first; a voice event becomes one chat line per turn;
+    `judged_by` maps an event id to the criterion runs whose evidence names it."""
+    judged_by = judged_by or {}
+    items = []
+    for event in events:
+        surface = surfaces.get(event.sandbox_id, "")
+        at = event.created_at.isoformat(timespec="milliseconds") if event.created_at else ""
+        turns = _turns(event.request) if event.type == "voice_turn" else []
+        if turns:
+            for turn in turns:
+                items.append(
+                    TimelineItem(
+                        event.id,
+                        event.seq,
+                        at,
+                        event.type,
+                        surface,
+                        "voice turn",
+                        event.status,
+                        _body_text(event.request),
+                        _body_text(event.response),
+                        speaker=str(turn.get("speaker", "?")),
+                        text=str(turn.get("text", "")),
+                    )
+                )
+            continue
+        title = " ".join(part for part in (event.method, event.path) if part) or event.type
+        items.append(
+            TimelineItem(
+                event.id,
+                event.seq,
+                at,
+                event.type,
+                surface,
+                title,
+                event.status,
+                _body_text(event.request),
+                _body_text(event.response),
+                judged_by=judged_by.get(event.id, []),
+            )
+        )
+    return items
+
+
+def _mentions(event: EventRow, reference: str) -> bool:
+    """Whether a FHIR event wrote or read `Type/id` (by its path or the resource it returned)."""
+    resource_type, _, ident = reference.partition("/")
+    path = event.path or ""
+    if path.split("?")[0].rstrip("/").endswith(f"{resource_type}/{ident}"):
+        return True
+    if not event.response or ident not in event.response:  # cheap test before parsing
+        return False
+    body = _loaded(event.response)
+    return isinstance(body, Mapping) and body.get("resourceType") == resource_type and body.get("id") == ident
+
+
+def criterion_event_links(criteria: Sequence[Any], events: Sequence[EventRow]) -> dict[str, list[str]]:
+    """criterion run id → the ids of the events its evidence names (an HL7 `event_id`, the FHIR
+    resource it matched, or any event id quoted in the evidence)."""
+    ids = {event.id for event in events}
+    links: dict[str, list[str]] = {}
+    for run in criteria:
+        evidence = run.evidence if isinstance(run.evidence, Mapping) else {}
+        found = [value for value in evidence_references(evidence).values() if value in ids]
+        resource = evidence.get("resource")
+        if isinstance(resource, str) and "/" in resource:
+            found += [
+                event.id for event in events if event.type.startswith("fhir") and _mentions(event, resource)
+            ]
+        if found:
+            links[run.id] = list(dict.fromkeys(found))
+    return links
+
+
+def duration_text(started: datetime | None, completed: datetime | None) -> str:
+    if started is None or completed is None:
+        return "—"
+    seconds = (completed - started).total_seconds()
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes} min {rest} s"
