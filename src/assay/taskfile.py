@@ -1,7 +1,8 @@
 """Task files for `assay verify` (SPEC §7): YAML or JSON with `criteria` and `input_entity`.
 
-Extra keys are ignored, so `GET /tasks/{id}` output and a task run's `snapshot` (which nests the
-task under `task` and the criteria beside it) both work as task files.
+Extra keys are ignored, so `GET /tasks/{id}` output, a task run's `snapshot` (which nests the
+task under `task` and the criteria beside it) and a whole task run (`GET /task-runs/{id}`, whose
+`snapshot` is read) all work as task files.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ def load_task_file(path: str | Path) -> TaskFile:
 def parse_task_document(document: Any, name: str = "task file") -> TaskFile:
     if not isinstance(document, dict):
         raise TaskFileError(f"{name} must hold an object with a `criteria` list")
+    frozen = document.get("snapshot")
+    if isinstance(frozen, dict) and "criteria" not in document:
+        document = frozen  # a task run (`GET /task-runs/{id}`): score its frozen criteria
     criteria = document.get("criteria")
     nested = document.get("task")
     task: dict[str, Any] = nested if isinstance(nested, dict) else {}

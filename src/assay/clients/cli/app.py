@@ -6,15 +6,22 @@ import json
 import sys
 from fractions import Fraction
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from assay import __version__
+from assay.clients.cli.auth import auth_app
+from assay.clients.cli.criteria import criteria_app
+from assay.clients.cli.evidence import failing_fields, miss_text
 from assay.clients.cli.fhir_server import fhir_server
 from assay.clients.cli.mcp import mcp
+from assay.clients.cli.packages import publish_command, pull_command, push_command
+from assay.clients.cli.runs import runs_app
 from assay.clients.cli.serve import keys_app, serve
 from assay.core.errors import CoreError
 from assay.snapshot import open_snapshot
@@ -32,9 +39,39 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"assay {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
     """Verification engine for healthcare AI-agent benchmarks."""
+
+
+_SNAPSHOT_PARTS = (
+    "manifest.json",
+    "fhir",
+    "hl7",
+    "portal",
+    "files",
+    "files.meta.json",
+    "voice",
+    "x12",
+    "snapshot",
+)
+
+
+def _holds_no_snapshot(path: Path) -> bool:
+    """A directory with none of the SPEC §6 entries (nor a `snapshot/` inside): most likely a
+    mistyped path, which must not be scored as an empty state."""
+    return path.is_dir() and not any((path / part).exists() for part in _SNAPSHOT_PARTS)
 
 
 def _fail(reason: str) -> typer.Exit:
@@ -53,6 +90,11 @@ def verify(
     """Score a captured sandbox snapshot offline against a task's criteria."""
     try:
         task = load_task_file(task_file)
+        if _holds_no_snapshot(snapshot):
+            raise _fail(
+                f"{snapshot} holds no snapshot (none of manifest.json, fhir/, hl7/, portal/, files/, voice/, "
+                "x12/, snapshot/); check the path"
+            )
         state = open_snapshot(snapshot)
     except CoreError as exc:
         raise _fail(str(exc)) from None
@@ -70,11 +112,11 @@ def print_verification(result: TaskVerification, console: Console) -> None:
     """One row per criterion (file order), then the axes, then `verdict: <v>  score: <s>`."""
     table = Table(show_lines=True, expand=True)
     table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("criterion", ratio=2, overflow="fold")
+    table.add_column("criterion", ratio=2)
     table.add_column("axis", no_wrap=True)
     table.add_column("weight", justify="right", no_wrap=True)
     table.add_column("result", no_wrap=True)
-    table.add_column("details", ratio=4, overflow="fold")
+    table.add_column("details", ratio=4)
     for i, run in enumerate(result.runs, start=1):
         outcome = run.result
         if outcome.status == "error":
@@ -89,7 +131,7 @@ def print_verification(result: TaskVerification, console: Console) -> None:
             escape(run.spec.axis or ""),
             f"{float(run.weight):g}",
             mark,
-            escape(outcome.details),
+            _details(outcome.details, outcome.evidence if not outcome.passed else None),
         )
     console.print(table)
     for name, axis in result.score.axes.items():
@@ -99,6 +141,15 @@ def print_verification(result: TaskVerification, console: Console) -> None:
     console.print(f"verdict: {result.score.verdict}  score: {_score(result.score.score)}", highlight=False)
 
 
+def _details(details: str, evidence: dict[str, Any] | None) -> Text:
+    """The details sentence, then each failing field's expected and actual value on its own line."""
+    text = Text(details)
+    for miss in failing_fields(evidence):
+        text.append("\n")
+        text.append_text(miss_text(miss))
+    return text
+
+
 def _score(value: Fraction) -> str:
     return f"{round(float(value), 4):g}"
 
@@ -106,6 +157,12 @@ def _score(value: Fraction) -> str:
 app.command()(serve)
 app.command("fhir-server")(fhir_server)
 app.command()(mcp)
+app.command("push")(push_command)
+app.command("pull")(pull_command)
+app.command("publish")(publish_command)
+app.add_typer(auth_app, name="auth")
+app.add_typer(runs_app, name="runs")
+app.add_typer(criteria_app, name="criteria")
 app.add_typer(keys_app, name="keys")
 
 

@@ -1,0 +1,241 @@
+"""The benchmark package folder format, read and written (docs/benchmark-packages.md)::
+
+    my-benchmark/
+      benchmark.yaml            name, description?, timeout?, concurrency?, environment?: {name?, description?,
+                                settings?, datasets?: [dataset names]}
+      tasks/<anything>.yaml     name, task_item?, scenario?, tags?, timeout?, datasets?: [names],
+                                input_entity?, criteria: [{label, assertion, weight?, axis?, input_entity_id?}]
+      datasets/<name>.yaml      {type, data, entities?}   (any of the six types; .json works too)
+      datasets/<name>.fhir.json a FHIR Bundle as is (type fhir)
+      datasets/<name>/          a folder of files (type files), each file's path relative to it
+
+Tasks are pushed in file-name order; a dataset's name is its file or folder name. `write_package`
+writes exactly what `read_package` reads back, so push → pull → push changes nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["DatasetSpec", "Package", "PackageError", "TaskSpec", "read_package", "write_package"]
+
+Json = dict[str, Any]
+_TASK_KEYS = {"name", "task_item", "scenario", "tags", "timeout", "datasets", "input_entity", "criteria"}
+_BENCHMARK_KEYS = {"name", "description", "timeout", "concurrency", "environment"}
+_CRITERION_KEYS = {"label", "assertion", "weight", "axis", "input_entity_id"}
+
+
+class PackageError(Exception):
+    """A package folder that cannot be read: the message names the file and the key."""
+
+
+@dataclass
+class DatasetSpec:
+    name: str
+    type: str
+    data: Json
+    entities: list[Json] = field(default_factory=list)
+
+
+@dataclass
+class TaskSpec:
+    name: str
+    body: Json
+    """task_item, scenario, tags, timeout, input_entity: as the API takes them."""
+    datasets: list[str]
+    criteria: list[Json]
+    file: str
+
+
+@dataclass
+class Package:
+    name: str
+    benchmark: Json
+    """description, timeout, concurrency."""
+    environment: Json
+    """name, description, settings, datasets (names)."""
+    tasks: list[TaskSpec]
+    datasets: dict[str, DatasetSpec]
+
+
+def _load(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise PackageError(f"{path}: cannot read: {first}") from None
+
+
+def _mapping(value: Any, where: str, allowed: set[str]) -> Json:
+    if not isinstance(value, dict):
+        raise PackageError(f"{where}: expected a mapping")
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise PackageError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+    return value
+
+
+def _names(value: Any, where: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise PackageError(f"{where}: expected a list of dataset names")
+    return value
+
+
+def _read_files(folder: Path) -> Json:
+    files = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        relative = path.relative_to(folder).as_posix()
+        raw = path.read_bytes()
+        try:
+            files.append({"path": relative, "content": raw.decode("utf-8")})
+        except UnicodeDecodeError:
+            files.append({"path": relative, "content_base64": base64.b64encode(raw).decode()})
+    return {"files": files}
+
+
+def _read_datasets(folder: Path) -> dict[str, DatasetSpec]:
+    datasets: dict[str, DatasetSpec] = {}
+    if not folder.is_dir():
+        return datasets
+    for path in sorted(folder.iterdir()):
+        if path.is_dir():
+            spec = DatasetSpec(path.name, "files", _read_files(path))
+        elif path.name.endswith(".fhir.json"):
+            spec = DatasetSpec(path.name.removesuffix(".fhir.json"), "fhir", _load(path))
+        elif path.suffix in (".yaml", ".yml", ".json"):
+            body = _mapping(_load(path), str(path), {"type", "data", "entities"})
+            if not isinstance(body.get("type"), str) or not isinstance(body.get("data"), dict):
+                raise PackageError(
+                    f"{path}: needs `type` (fhir, files, portal, hl7, x12, voice) and a `data` mapping"
+                )
+            spec = DatasetSpec(path.stem, body["type"], body["data"], list(body.get("entities") or []))
+        else:
+            continue
+        if spec.name in datasets:
+            raise PackageError(f"{path}: a second dataset named {spec.name!r}")
+        datasets[spec.name] = spec
+    return datasets
+
+
+def _read_task(path: Path) -> TaskSpec:
+    document = _mapping(_load(path), str(path), _TASK_KEYS)
+    if not isinstance(document.get("name"), str) or not document["name"]:
+        raise PackageError(f"{path}: needs a `name`")
+    criteria = document.get("criteria") or []
+    if not isinstance(criteria, list):
+        raise PackageError(f"{path}: `criteria` must be a list")
+    for i, criterion in enumerate(criteria):
+        _mapping(criterion, f"{path}: criteria[{i}]", _CRITERION_KEYS)
+        if "label" not in criterion or "assertion" not in criterion:
+            raise PackageError(f"{path}: criteria[{i}] needs `label` and `assertion`")
+    body: Json = {
+        key: document[key]
+        for key in ("task_item", "scenario", "tags", "timeout", "input_entity")
+        if key in document
+    }
+    return TaskSpec(
+        document["name"], body, _names(document.get("datasets"), f"{path}: datasets"), criteria, path.name
+    )
+
+
+def read_package(folder: str | Path) -> Package:
+    """Read and check a package folder; `PackageError` names the first problem."""
+    folder = Path(folder)
+    manifest = folder / "benchmark.yaml"
+    if not manifest.is_file():
+        raise PackageError(f"{folder}: no benchmark.yaml (is this a benchmark package?)")
+    benchmark = _mapping(_load(manifest), str(manifest), _BENCHMARK_KEYS)
+    if not isinstance(benchmark.get("name"), str) or not benchmark["name"]:
+        raise PackageError(f"{manifest}: needs a `name`")
+    environment = _mapping(
+        benchmark.get("environment") or {},
+        f"{manifest}: environment",
+        {"name", "description", "settings", "datasets"},
+    )
+    datasets = _read_datasets(folder / "datasets")
+    task_files = sorted(p for p in (folder / "tasks").glob("*") if p.suffix in (".yaml", ".yml", ".json"))
+    tasks = [_read_task(path) for path in task_files]
+    seen: set[str] = set()
+    for task in tasks:
+        if task.name in seen:
+            raise PackageError(f"{folder / 'tasks' / task.file}: a second task named {task.name!r}")
+        seen.add(task.name)
+    env_datasets = _names(environment.get("datasets"), f"{manifest}: environment.datasets")
+    env: Json = {
+        "name": environment.get("name") or f"{benchmark['name']} environment",
+        "description": environment.get("description"),
+        "settings": environment.get("settings") or {},
+        "datasets": env_datasets,
+    }
+    for name in env_datasets + [n for task in tasks for n in task.datasets]:
+        if name not in datasets:
+            raise PackageError(f"{folder}: dataset {name!r} is used but there is no datasets/{name}.yaml")
+    header: Json = {
+        key: benchmark[key] for key in ("description", "timeout", "concurrency") if key in benchmark
+    }
+    return Package(benchmark["name"], header, env, tasks, datasets)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "task"
+
+
+def _dump_yaml(path: Path, value: Any) -> None:
+    path.write_text(yaml.safe_dump(value, sort_keys=False, allow_unicode=True, width=100), encoding="utf-8")
+
+
+def _write_dataset(folder: Path, spec: DatasetSpec) -> None:
+    files = spec.data.get("files") if spec.type == "files" else None
+    if isinstance(files, list) and not spec.entities and set(spec.data) == {"files"}:
+        root = folder / spec.name
+        for item in files:
+            target = root / item["path"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if "content_base64" in item:
+                target.write_bytes(base64.b64decode(item["content_base64"]))
+            else:
+                target.write_bytes(str(item.get("content", "")).encode("utf-8"))
+        return
+    if spec.type == "fhir" and not spec.entities:
+        (folder / f"{spec.name}.fhir.json").write_text(
+            json.dumps(spec.data, indent=2, ensure_ascii=False) + "\n"
+        )
+        return
+    body: Json = {"type": spec.type, "data": spec.data}
+    if spec.entities:
+        body["entities"] = spec.entities
+    _dump_yaml(folder / f"{spec.name}.yaml", body)
+
+
+def write_package(package: Package, folder: str | Path) -> None:
+    """Write `package` as a folder (which must be empty or absent)."""
+    folder = Path(folder)
+    if folder.exists() and any(folder.iterdir()):
+        raise PackageError(f"{folder} is not empty; pull into a new folder")
+    (folder / "tasks").mkdir(parents=True)
+    manifest: Json = {"name": package.name, **package.benchmark}
+    environment = {key: value for key, value in package.environment.items() if value not in (None, {}, [])}
+    if environment:
+        manifest["environment"] = environment
+    _dump_yaml(folder / "benchmark.yaml", manifest)
+    width = len(str(len(package.tasks)))
+    for i, task in enumerate(package.tasks, start=1):
+        document: Json = {"name": task.name, **task.body}
+        if task.datasets:
+            document["datasets"] = task.datasets
+        document["criteria"] = task.criteria
+        _dump_yaml(folder / "tasks" / f"{i:0{width}d}-{_slug(task.name)}.yaml", document)
+    if package.datasets:
+        (folder / "datasets").mkdir()
+        for spec in package.datasets.values():
+            _write_dataset(folder / "datasets", spec)

@@ -1,0 +1,273 @@
+"""Mirror a package folder to an Assay server and back, through the SDK.
+
+`push` makes the server's draft equal the folder: datasets and the environment by name, the
+benchmark by name, its tasks by name, each task's criteria by position (so ids and creation order
+survive an edit). Only what differs is written; tasks the folder no longer has are deleted. A
+second push of the same folder writes nothing and says so. A dataset whose `type` changed cannot
+be patched (the API keeps a dataset's type), so a new one is created under the same name.
+
+`pull` reads a benchmark (by slug, name or id) back into a `Package`; `write_package` then writes
+exactly what `read_package` reads, so push → pull → push is a no-op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from assay.clients.packages.folder import DatasetSpec, Package, PackageError, TaskSpec
+
+if TYPE_CHECKING:
+    from assay.client import Assay, Criterion, Dataset
+
+__all__ = ["PushReport", "dataset_name", "find_benchmark", "pull", "push", "steps_of"]
+
+Json = dict[str, Any]
+Step = Callable[[str], None]
+
+
+@dataclass
+class PushReport:
+    benchmark_id: str = ""
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    unchanged: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.created or self.updated or self.deleted)
+
+    def as_json(self) -> Json:
+        return {
+            "benchmark_id": self.benchmark_id,
+            "changed": self.changed,
+            "created": self.created,
+            "updated": self.updated,
+            "deleted": self.deleted,
+            "unchanged": self.unchanged,
+        }
+
+
+def dataset_name(benchmark: str, name: str) -> str:
+    """A package's dataset on the server is `<benchmark>: <name>`: datasets are org-wide, and two
+    packages each with a `patients` dataset must not overwrite each other's."""
+    return f"{benchmark}: {name}"
+
+
+def steps_of(package: Package) -> int:
+    """How many steps `push` reports (for a progress bar): datasets, environment, benchmark, tasks."""
+    return len(package.datasets) + 2 + len(package.tasks) + 1
+
+
+def _by_name(items: Any) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for item in items:  # newest first: the newest of a name wins
+        found.setdefault(item.name, item)
+    return found
+
+
+def _differs(current: Json, desired: Json) -> Json:
+    """The keys of `desired` whose value differs from `current` (numbers compare as numbers)."""
+    return {key: value for key, value in desired.items() if current.get(key) != value}
+
+
+def _entities(items: Any) -> list[Json]:
+    return [{"kind": e["kind"], "key": e.get("key"), "data": e.get("data") or {}} for e in items]
+
+
+class _Pusher:
+    def __init__(self, client: Assay, report: PushReport, step: Step):
+        self.client, self.report, self.step = client, report, step
+
+    def _note(self, verb: str, what: str) -> None:
+        getattr(self.report, verb).append(what)
+
+    def dataset(self, spec: DatasetSpec, server_name: str, existing: Dataset | None) -> str:
+        what = f"dataset {spec.name}"
+        wanted_entities = _entities(spec.entities)
+        if existing is None or existing.type != spec.type:
+            made = self.client.datasets.create(
+                name=server_name, type=spec.type, data=spec.data, entities=wanted_entities
+            )
+            self._note("created", what)
+            return made.id
+        current = self.client.datasets.get(existing.id)
+        changed = False
+        if current.data != spec.data:
+            self.client.datasets.update(existing.id, data=spec.data)
+            changed = True
+        have = _entities(entity.model_dump() for entity in current.entities or [])
+        for entity in wanted_entities:
+            if entity not in have:
+                self.client.datasets.create_entity(existing.id, **entity)
+                changed = True
+        if changed:
+            self._note("updated", what)
+        else:
+            self.report.unchanged += 1
+        return existing.id
+
+    def upsert(self, kind: str, name: str, existing: Any, desired: Json, resource: Any, **create: Any) -> str:
+        what = f"{kind} {name}"
+        if existing is None:
+            made = resource.create(name=name, **create, **{k: v for k, v in desired.items() if v is not None})
+            self._note("created", what)
+            return str(made.id)
+        changes = _differs(existing.model_dump(), desired)
+        if changes:
+            resource.update(existing.id, **changes)
+            self._note("updated", what)
+        else:
+            self.report.unchanged += 1
+        return str(existing.id)
+
+    def criteria(self, task: TaskSpec, task_id: str, existing: list[Criterion]) -> None:
+        for i in range(max(len(task.criteria), len(existing))):
+            what = f"criterion {task.name} #{i + 1}"
+            if i >= len(task.criteria):
+                self.client.criteria.delete(existing[i].id)
+                self._note("deleted", what)
+                continue
+            desired = {"weight": 1, "axis": None, "input_entity_id": None, **task.criteria[i]}
+            if i >= len(existing):
+                self.client.criteria.create(
+                    task_id=task_id, **{k: v for k, v in desired.items() if v is not None}
+                )
+                self._note("created", what)
+                continue
+            changes = _differs(existing[i].model_dump(), desired)
+            if changes:
+                self.client.criteria.update(existing[i].id, **changes)
+                self._note("updated", what)
+            else:
+                self.report.unchanged += 1
+
+
+def push(client: Assay, package: Package, step: Step = lambda _what: None) -> PushReport:
+    """Make the server's draft of `package.name` equal the package; report what changed."""
+    report = PushReport()
+    pusher = _Pusher(client, report, step)
+    datasets = _by_name(client.datasets.list())
+    dataset_ids: dict[str, str] = {}
+    for name, spec in package.datasets.items():
+        step(f"dataset {name}")
+        server_name = dataset_name(package.name, name)
+        dataset_ids[name] = pusher.dataset(spec, server_name, datasets.get(server_name))
+
+    step("environment")
+    env = package.environment
+    environment_id = pusher.upsert(
+        "environment",
+        env["name"],
+        _by_name(client.environments.list()).get(env["name"]),
+        {
+            "description": env.get("description"),
+            "dataset_ids": [dataset_ids[n] for n in env["datasets"]],
+            "settings": env.get("settings") or {},
+        },
+        client.environments,
+    )
+
+    step("benchmark")
+    desired = {"description": None, "timeout": None, "concurrency": None, **package.benchmark}
+    benchmark_id = pusher.upsert(
+        "benchmark",
+        package.name,
+        _by_name(client.benchmarks.list()).get(package.name),
+        {**desired, "environment_id": environment_id},
+        client.benchmarks,
+    )
+    report.benchmark_id = benchmark_id
+
+    tasks = _by_name(client.tasks.list(benchmark_id=benchmark_id))
+    for task in package.tasks:
+        step(f"task {task.name}")
+        body = {
+            "task_item": None,
+            "scenario": None,
+            "tags": [],
+            "timeout": None,
+            "input_entity": None,
+            **task.body,
+            "dataset_ids": [dataset_ids[n] for n in task.datasets],
+        }
+        existing = tasks.pop(task.name, None)
+        task_id = pusher.upsert("task", task.name, existing, body, client.tasks, benchmark_id=benchmark_id)
+        current = client.tasks.get(task_id).criteria or [] if existing is not None else []
+        pusher.criteria(task, task_id, current)
+    step("clean up")
+    for name, stale in tasks.items():
+        client.tasks.delete(stale.id)
+        report.deleted.append(f"task {name}")
+    return report
+
+
+def find_benchmark(client: Assay, ref: str) -> Any:
+    matches = [b for b in client.benchmarks.list() if ref in (b.id, b.slug, b.name)]
+    if not matches:
+        raise PackageError(f"no benchmark with slug, name or id {ref!r}")
+    return matches[0]
+
+
+def _dataset_spec(client: Assay, dataset_id: str, benchmark: str) -> DatasetSpec:
+    dataset = client.datasets.get(dataset_id)
+    entities = _entities(entity.model_dump() for entity in dataset.entities or [])
+    name = dataset.name.removeprefix(dataset_name(benchmark, ""))
+    return DatasetSpec(name, dataset.type, dataset.data, [_compact(e) for e in entities])
+
+
+def _compact(entity: Json) -> Json:
+    return {key: value for key, value in entity.items() if value not in (None, {})}
+
+
+def pull(client: Assay, ref: str) -> Package:
+    """The current draft of a benchmark (by slug, name or id) as a package."""
+    benchmark = find_benchmark(client, ref)
+    names: dict[str, str] = {}
+    datasets: dict[str, DatasetSpec] = {}
+
+    def name_of(dataset_id: str) -> str:
+        if dataset_id not in names:
+            spec = _dataset_spec(client, dataset_id, benchmark.name)
+            if spec.name in datasets:
+                raise PackageError(f"two datasets are named {spec.name!r}; rename one to pull this benchmark")
+            names[dataset_id], datasets[spec.name] = spec.name, spec
+        return names[dataset_id]
+
+    environment: Json = {"name": None, "description": None, "settings": {}, "datasets": []}
+    if benchmark.environment_id:
+        env = client.environments.get(benchmark.environment_id)
+        environment = {
+            "name": env.name,
+            "description": env.description,
+            "settings": env.settings,
+            "datasets": [name_of(i) for i in env.dataset_ids],
+        }
+    tasks = []
+    for listed in reversed(list(client.tasks.list(benchmark_id=benchmark.id))):  # creation order
+        task = client.tasks.get(listed.id)
+        body = {
+            key: getattr(task, key)
+            for key in ("task_item", "scenario", "tags", "timeout", "input_entity")
+            if getattr(task, key) not in (None, [])
+        }
+        criteria = [_criterion(c) for c in task.criteria or []]
+        tasks.append(TaskSpec(task.name, body, [name_of(i) for i in task.dataset_ids], criteria, ""))
+    header = {
+        key: getattr(benchmark, key)
+        for key in ("description", "timeout", "concurrency")
+        if getattr(benchmark, key) is not None
+    }
+    return Package(benchmark.name, header, environment, tasks, datasets)
+
+
+def _criterion(criterion: Criterion) -> Json:
+    body: Json = {"label": criterion.label, "assertion": criterion.assertion}
+    if criterion.weight != 1:
+        body["weight"] = criterion.weight
+    for key in ("axis", "input_entity_id"):
+        if getattr(criterion, key) is not None:
+            body[key] = getattr(criterion, key)
+    return body
