@@ -129,7 +129,7 @@ def test_runs_show_draws_the_drill_down(cli: CliRunner, server: Server, tmp_path
     shown = run(cli, "runs", "show", created.benchmark_run_id).stdout
     assert f"{slug}@1" in shown and "Call the member" in shown and "File the referral" in shown
     assert "✘ disclosures" in shown and "✔ no SSN" in shown
-    assert "phrase member ID: expected said got not heard" in shown
+    assert 'phrase "member ID": expected said, got not heard' in shown
     as_json = json.loads(run(cli, "runs", "show", created.benchmark_run_id, "--json").stdout)
     assert [len(t["criterion_runs"]) for t in as_json["task_runs"]] == [2, 1]
     listed = json.loads(run(cli, "runs", "list", "--json").stdout)

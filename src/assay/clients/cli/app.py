@@ -17,6 +17,7 @@ from rich.text import Text
 from assay import __version__
 from assay.clients.cli.auth import auth_app
 from assay.clients.cli.criteria import criteria_app
+from assay.clients.cli.demo import demo
 from assay.clients.cli.evidence import failing_fields, miss_text
 from assay.clients.cli.fhir_server import fhir_server
 from assay.clients.cli.mcp import mcp
@@ -157,6 +158,7 @@ def _score(value: Fraction) -> str:
 app.command()(serve)
 app.command("fhir-server")(fhir_server)
 app.command()(mcp)
+app.command()(demo)
 app.command("push")(push_command)
 app.command("pull")(pull_command)
 app.command("publish")(publish_command)

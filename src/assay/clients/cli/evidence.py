@@ -39,7 +39,7 @@ def _miss(entry: dict[str, Any]) -> FieldMiss:
         wanted = "said" if entry.get("kind", "contains") == "contains" else "not said"
         heard = entry.get("text")
         actual = f"heard in turn {entry.get('turn')}: {_show(heard)}" if heard else "not heard"
-        return FieldMiss(f"phrase {_show(where)}", wanted, actual)
+        return FieldMiss(f"phrase {json.dumps(_show(where), ensure_ascii=False)}", wanted, actual)
     operator = entry.get("operator")
     return FieldMiss(where, _show(entry.get("expected")), _show(entry.get("actual")), operator)
 
@@ -57,6 +57,6 @@ def miss_text(miss: FieldMiss) -> Text:
     """`path: expected X, got Y` with the expected value green and the actual red."""
     how = f" ({miss.operator})" if miss.operator else ""
     return Text.from_markup(
-        f"{escape(miss.where)}{escape(how)}: expected [green]{escape(miss.expected)}[/] "
+        f"{escape(miss.where)}{escape(how)}: expected [green]{escape(miss.expected)}[/], "
         f"got [red]{escape(miss.actual)}[/]"
     )

@@ -1,0 +1,196 @@
+"""The reference agent of `assay demo`: a script, not a model, that works each "front office" task
+through the sandbox's real protocols — FHIR REST, HL7 v2 over MLLP, X12 over HTTP, SFTP, the
+payer portal's REST API and voice turns — using only what `start` returned (endpoints and
+credentials) and the run token. It gets most things right and two things wrong on purpose (a
+transposed phone number; a call that never asks for the date of birth), so the drill-down has
+something to show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+__all__ = ["ACTIONS", "AgentContext", "act"]
+
+MLLP_START, MLLP_END = b"\x0b", b"\x1c\x0d"
+
+
+@dataclass
+class AgentContext:
+    http: httpx.Client
+    """Bound to the Assay base URL, carrying the run token."""
+    endpoints: dict[str, str]
+    credentials: dict[str, Any]
+    notes: list[str]
+    """What the agent did, one line per action, for the demo's narration."""
+
+    def url(self, endpoint: str, suffix: str = "") -> str:
+        return self.endpoints[endpoint] + suffix
+
+    def ok(self, response: httpx.Response, what: str) -> httpx.Response:
+        response.raise_for_status()
+        self.notes.append(f"{what} → {response.status_code}")
+        return response
+
+
+def book_follow_up(ctx: AgentContext) -> None:
+    fhir = {"Content-Type": "application/fhir+json"}
+    found = ctx.ok(
+        ctx.http.get(ctx.url("fhir", "/Patient"), params={"name": "Smith"}), "FHIR search Patient?name=Smith"
+    )
+    patient = found.json()["entry"][0]["resource"]["id"]
+    doctors = ctx.ok(
+        ctx.http.get(ctx.url("fhir", "/Practitioner"), params={"name": "Rivera"}),
+        "FHIR search Practitioner?name=Rivera",
+    )
+    doctor = doctors.json()["entry"][0]["resource"]["id"]
+    appointment = {
+        "resourceType": "Appointment",
+        "status": "booked",
+        "start": "2026-12-03T09:00:00Z",
+        "end": "2026-12-03T09:30:00Z",
+        "minutesDuration": 30,
+        "participant": [
+            {"actor": {"reference": f"Practitioner/{doctor}", "display": "Dr. Rivera"}, "status": "accepted"},
+            {"actor": {"reference": f"Patient/{patient}", "display": "John Smith"}, "status": "accepted"},
+        ],
+    }
+    ctx.ok(
+        ctx.http.post(ctx.url("fhir", "/Appointment"), json=appointment, headers=fhir),
+        "FHIR create Appointment",
+    )
+
+
+def update_phone(ctx: AgentContext) -> None:
+    patient = ctx.ok(
+        ctx.http.get(ctx.url("fhir", "/Patient/john-smith")), "FHIR read Patient/john-smith"
+    ).json()
+    patient["telecom"][0]["value"] = "555-0124"  # the deliberate slip: two digits transposed
+    headers = {"Content-Type": "application/fhir+json"}
+    ctx.ok(
+        ctx.http.put(ctx.url("fhir", "/Patient/john-smith"), json=patient, headers=headers),
+        "FHIR update Patient",
+    )
+
+
+def notify_lab(ctx: AgentContext) -> None:
+    hl7 = ctx.credentials["hl7"]
+    message = "\r".join(
+        [
+            f"MSH|^~\\&|FRONTDESK|CLINIC|LAB|{hl7['receiving_facility']}|20261126090000||ADT^A08|FO0001|P|2.5.1",
+            "EVN|A08|20261126090000",
+            "PID|1||M123456^^^ACME^MB||SMITH^JOHN||19620417|M|||||555-0142",
+        ]
+    )
+    with socket.create_connection((hl7["host"], int(hl7["port"])), timeout=10) as conn:
+        conn.sendall(MLLP_START + message.encode() + MLLP_END)
+        reply = b""
+        while not reply.endswith(MLLP_END):
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    ack = reply.strip(b"\x0b\x1c\r").decode(errors="replace")
+    code = next((line.split("|")[1] for line in ack.split("\r") if line.startswith("MSA|")), "?")
+    ctx.notes.append(f"MLLP ADT^A08 to {hl7['host']}:{hl7['port']} → ACK {code}")
+    if code != "AA":
+        raise RuntimeError(f"the lab system did not accept the ADT^A08: {ack!r}")
+
+
+ELIGIBILITY_270 = (
+    "ISA*00*          *00*          *ZZ*FRONTOFFICE    *ZZ*ACMEHEALTH     *261126*0900*^*00501*000000101*0*T*:~"
+    "GS*HS*FRONTOFFICE*ACMEHEALTH*20261126*0900*101*X*005010X279A1~"
+    "ST*270*0001*005010X279A1~"
+    "BHT*0022*13*FO-ELIG-1*20261126*0900~"
+    "HL*1**20*1~NM1*PR*2*ACME HEALTH*****PI*842610001~"
+    "HL*2*1*21*1~NM1*1P*2*FRONT OFFICE CLINIC*****XX*1234567893~"
+    "HL*3*2*22*0~TRN*1*FO-TRACE-1*9FRONTOFFC~"
+    "NM1*IL*1*SMITH*JOHN****MI*M123456~DMG*D8*19620417~DTP*291*D8*20261203~EQ*30~"
+    "SE*13*0001~GE*1*101~IEA*1*000000101~"
+)
+
+
+def check_eligibility(ctx: AgentContext) -> None:
+    answer = ctx.ok(
+        ctx.http.post(
+            ctx.url("x12", "/270"), content=ELIGIBILITY_270, headers={"Content-Type": "application/edi-x12"}
+        ),
+        "X12 270 eligibility inquiry",
+    )
+    if "EB*1" not in answer.text:
+        ctx.notes.append("271 reports no active coverage")
+
+
+def file_referral(ctx: AgentContext) -> None:
+    import asyncssh
+
+    sftp = ctx.credentials["sftp"]
+
+    async def copy() -> None:
+        async with (
+            asyncssh.connect(
+                sftp["host"],
+                port=int(sftp["port"]),
+                username=sftp["username"],
+                password=sftp["password"],
+                known_hosts=None,
+            ) as conn,
+            conn.start_sftp_client() as client,
+        ):
+            async with client.open("inbox/referrals/smith-cardiology.txt", "rb") as source:
+                letter = await source.read()
+            await client.makedirs("outbox/cardiology", exist_ok=True)
+            async with client.open("outbox/cardiology/smith-cardiology.txt", "wb") as target:
+                await target.write(letter)
+
+    asyncio.run(copy())
+    ctx.notes.append(f"SFTP {sftp['host']}:{sftp['port']} copied the referral to outbox/cardiology/")
+
+
+def prior_auth(ctx: AgentContext) -> None:
+    request = {
+        "patient": {"member_id": "M123456", "name": "John Smith", "birth_date": "1962-04-17"},
+        "provider": {"npi": "1234567893", "name": "Front Office Clinic"},
+        "procedure_code": "93306",
+        "diagnosis_codes": ["R07.89"],
+        "service_date": "2026-12-10",
+    }
+    answer = ctx.ok(
+        ctx.http.post(ctx.url("portal", "/prior_auth_requests"), json=request),
+        "portal POST prior_auth_requests",
+    )
+    ctx.notes.append(f"portal decided: {answer.json().get('status')}")
+
+
+def call_member(ctx: AgentContext) -> None:
+    turns = [
+        {"speaker": "agent", "text": "Hello, this is the Front Office Clinic calling for John Smith."},
+        {"speaker": "caller", "text": "Speaking."},
+        {"speaker": "agent", "text": "Before we go on, could you confirm your member ID?"},
+        {"speaker": "caller", "text": "It's M123456."},
+        # the deliberate slip: the agent never asks for the date of birth
+        {"speaker": "agent", "text": "Thank you. You're booked with Dr. Rivera on December 3rd at 9 AM."},
+    ]
+    ctx.ok(ctx.http.post(ctx.url("voice", "/turns"), json=turns), f"voice: {len(turns)} turns")
+
+
+ACTIONS: dict[str, Callable[[AgentContext], None]] = {
+    "Book a follow-up with Dr. Rivera": book_follow_up,
+    "Record John Smith's new phone number": update_phone,
+    "Tell the lab system about the update (HL7 ADT^A08)": notify_lab,
+    "Check John Smith's eligibility (X12 270/271)": check_eligibility,
+    "File the cardiology referral on the SFTP drop": file_referral,
+    "Request prior authorization for the echocardiogram": prior_auth,
+    "Call John Smith to confirm the visit": call_member,
+}
+"""Task name → what the agent does for it."""
+
+
+def act(task_name: str, ctx: AgentContext) -> None:
+    ACTIONS[task_name](ctx)
