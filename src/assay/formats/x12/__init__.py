@@ -2,9 +2,19 @@
 
 Tokenizer (`_tokenizer`), envelope model (`_model`, assembled by `_parser`), loop tables
 (`_guides`) and resolver (`_loops`), loop-aware paths (`_path`) and the writer with its builder
-(`_writer`). Nothing here imports anything else from `assay`.
+(`_writer`), acknowledgements (`_acks`: TA1, 999). Nothing here imports anything else from `assay`.
 """
 
+from assay.formats.x12._acks import (
+    ElementError,
+    EnvelopeProblem,
+    GroupAck,
+    SegmentError,
+    TransactionAck,
+    build_999,
+    build_ta1,
+    envelope_problem,
+)
 from assay.formats.x12._errors import X12ParseError, X12PathError
 from assay.formats.x12._guides import GUIDES, Guide, LoopRule, guide_for
 from assay.formats.x12._loops import X12Loop, resolve_loops
@@ -35,8 +45,13 @@ __all__ = [
     "FUNCTIONAL_IDS",
     "GUIDES",
     "Delimiters",
+    "ElementError",
+    "EnvelopeProblem",
+    "GroupAck",
     "Guide",
     "LoopRule",
+    "SegmentError",
+    "TransactionAck",
     "X12Document",
     "X12Filter",
     "X12FunctionalGroup",
@@ -47,10 +62,13 @@ __all__ = [
     "X12PathError",
     "X12Segment",
     "X12TransactionSet",
+    "build_999",
     "build_interchange",
     "build_segment",
+    "build_ta1",
     "build_transaction",
     "decode_x12",
+    "envelope_problem",
     "guide_for",
     "parse_x12",
     "resolve_loops",

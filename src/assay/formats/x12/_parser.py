@@ -30,15 +30,17 @@ def decode_x12(data: bytes | str) -> str:
         return data.decode("latin-1")
 
 
-def parse_x12(data: bytes | str) -> X12Document:
+def parse_x12(data: bytes | str, *, strict: bool = True) -> X12Document:
     """Parse one X12 text (one or more interchanges) into the envelope model.
+
+    `strict=False` keeps segments with malformed ids (see `tokenize`) for the caller to report.
 
     Raises:
         X12ParseError: the text is not X12 (see `tokenize`). Envelope problems are warnings.
     """
     builder = _Assembler()
     handlers = _HANDLERS
-    for segment in tokenize(decode_x12(data)):
+    for segment in tokenize(decode_x12(data), strict=strict):
         # Fast path for the common case: a body segment inside an open transaction set.
         if builder.transaction is not None and segment.id not in handlers:
             builder.transaction.segments.append(segment)

@@ -33,12 +33,16 @@ _WHITESPACE = " \t\r\n\f\v"
 _LINE_BREAKS = "\r\n"
 
 
-def tokenize(text: str) -> Iterator[X12Segment]:
+def tokenize(text: str, *, strict: bool = True) -> Iterator[X12Segment]:
     """Yield every segment of `text` (which may hold several interchanges), in order.
+
+    `strict=False` keeps a segment whose id is not 2–3 upper-case letters or digits (its id is
+    the raw text before the first element separator), so a receiver can name it in a 999 IK3
+    instead of refusing the whole interchange.
 
     Raises:
         X12ParseError: the text does not start with an ISA header, a header's delimiters cannot
-            be read, or a segment id is not 2–3 upper-case letters or digits.
+            be read, or (strict) a segment id is not 2–3 upper-case letters or digits.
     """
     length = len(text)
     pos = length - len(text.lstrip(_WHITESPACE + "\ufeff"))
@@ -71,7 +75,7 @@ def tokenize(text: str) -> Iterator[X12Segment]:
                 continue
             parts = body.split(separator)
             seg_id = parts[0]
-            if seg_id not in known:
+            if seg_id not in known and (strict or _is_segment_id(seg_id)):
                 _check_segment_id(text, seg_id, index, start)
             yield make(X12Segment, (seg_id, tuple(parts[1:]), delimiters, start))
             index += 1

@@ -84,9 +84,17 @@ def build_interchange(
     usage: str = "P",
     when: datetime | None = None,
     delimiters: Delimiters = DEFAULT_DELIMITERS,
+    application_sender: str | None = None,
+    application_receiver: str | None = None,
 ) -> X12Interchange:
-    """ISA/IEA around GS/GE groups (one per functional id, in order of first appearance)."""
+    """ISA/IEA around GS/GE groups (one per functional id, in order of first appearance).
+
+    GS02/GS03 are `application_sender`/`application_receiver` when given (a reply swaps the
+    request's GS02/GS03, which need not equal its ISA06/ISA08), else the interchange ids.
+    """
     stamp = when or datetime.now(UTC)
+    gs_sender = application_sender or sender_id
+    gs_receiver = application_receiver or receiver_id
     header = [
         "00", "", "00", "", sender_qualifier, sender_id, receiver_qualifier, receiver_id,
         stamp.strftime("%y%m%d"), stamp.strftime("%H%M"), "", "00501", f"{control_number:09d}", "0", usage,
@@ -106,7 +114,7 @@ def build_interchange(
         if group is None:
             number = str(group_control_number + len(by_id))
             gs = build_segment(
-                "GS", functional_id, sender_id, receiver_id, stamp.strftime("%Y%m%d"),
+                "GS", functional_id, gs_sender, gs_receiver, stamp.strftime("%Y%m%d"),
                 stamp.strftime("%H%M"), number, "X", transaction.guide or "005010", delimiters=delimiters,
             )  # fmt: skip
             group = by_id[functional_id] = X12FunctionalGroup(gs, interchange=interchange)

@@ -1,0 +1,147 @@
+"""HL hierarchies: reading a request's (from the loops `formats.x12` resolves) and writing a reply's.
+
+An HL loop (`2000A`…`2000F`) owns its own segments and those of its non-HL sub-loops (`2100C`,
+`2110C`, `2210D`, …); `HlNode` gives that view, with the HL children in document order, so a
+responder walks information source → receiver → subscriber → dependent as the guide nests them.
+A responder answers with `Reply` nodes; `write_hl` numbers them (HL01 from 1, HL02 the parent,
+HL04 whether children follow), so a rejected subscriber whose dependents are dropped never
+leaves a dangling HL04 `1`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from assay.formats.x12 import X12Loop, X12Segment, X12TransactionSet
+from assay.sandboxes.payer import MemberMatch
+
+__all__ = [
+    "HlNode",
+    "Reply",
+    "Row",
+    "echo",
+    "echo_segment",
+    "hl_tree",
+    "rejection_rows",
+    "trn_echo",
+    "write_hl",
+]
+
+Row = tuple[Any, ...]
+"""A segment to write: `("NM1", "IL", "1", …)`, values as `formats.x12.build_segment` takes them."""
+
+_REPLY_DELIMITERS = str.maketrans({"*": " ", ":": " ", "^": " ", "~": " "})
+
+
+def echo(value: str | None) -> str:
+    """A request value made safe to write back with the reply's delimiters (`* : ^ ~`)."""
+    return (value or "").translate(_REPLY_DELIMITERS).strip()
+
+
+@dataclass(eq=False)
+class Reply:
+    """One HL loop of a reply: level code (HL03), its segments after the HL, its HL children."""
+
+    level: str
+    rows: list[Row] = field(default_factory=list)
+    children: list[Reply] = field(default_factory=list)
+
+
+def write_hl(nodes: list[Reply]) -> list[Row]:
+    """HL-numbered rows of a reply tree, depth first in document order."""
+    rows: list[Row] = []
+    counter = 0
+
+    def walk(node: Reply, parent: str) -> None:
+        nonlocal counter
+        counter += 1
+        own = str(counter)
+        rows.append(("HL", own, parent, node.level, "1" if node.children else "0"))
+        rows.extend(node.rows)
+        for child in node.children:
+            walk(child, own)
+
+    for node in nodes:
+        walk(node, "")
+    return rows
+
+
+@dataclass(eq=False)
+class HlNode:
+    """One HL loop instance: its level code (HL03), segments (own and sub-loops'), HL children."""
+
+    loop: str
+    level: str
+    segments: list[X12Segment]
+    children: list[HlNode] = field(default_factory=list)
+
+    def first(self, segment_id: str, qualifier: str | None = None) -> X12Segment | None:
+        return next(self.all(segment_id, qualifier), None)
+
+    def all(self, segment_id: str, qualifier: str | None = None) -> Iterator[X12Segment]:
+        for segment in self.segments:
+            if segment.id == segment_id and (qualifier is None or segment.element(1).strip() == qualifier):
+                yield segment
+
+    def value(self, segment_id: str, position: int, qualifier: str | None = None) -> str | None:
+        segment = self.first(segment_id, qualifier)
+        text = segment.element(position).strip() if segment is not None else ""
+        return text or None
+
+
+def hl_tree(transaction: X12TransactionSet) -> list[HlNode]:
+    """The top-level HL nodes (normally one 2000A) of a resolved transaction set."""
+    segments = transaction.segments
+    return [_node(loop, segments) for loop in transaction.loops.children if _is_hl(loop)]
+
+
+def _is_hl(loop: X12Loop) -> bool:
+    return loop.id.startswith("2000") or loop.id.startswith("HL")
+
+
+def _node(loop: X12Loop, segments: list[X12Segment]) -> HlNode:
+    positions = list(loop.positions)
+    children: list[HlNode] = []
+    stack = list(reversed(loop.children))
+    while stack:
+        child = stack.pop()
+        if _is_hl(child):
+            children.append(_node(child, segments))
+        else:
+            positions.extend(child.positions)
+            stack.extend(reversed(child.children))
+    positions.sort()
+    level = segments[loop.positions[0]].element(3).strip() if loop.positions else ""
+    return HlNode(loop.id, level, [segments[p] for p in positions], children)
+
+
+def trn_echo(node: HlNode) -> list[Row]:
+    """The node's TRN segments as the payer echoes them: TRN01 `2` (referenced trace), same ids."""
+    return [
+        ("TRN", "2", *(echo(trn.element(i)) for i in (2, 3, 4)))
+        for trn in node.all("TRN")
+        if trn.element(2).strip()
+    ]
+
+
+def echo_segment(segment: X12Segment | None) -> Row | None:
+    """A request segment copied into the reply: composites kept, only the first repetition."""
+    if segment is None:
+        return None
+    values: list[object] = []
+    for position in range(1, len(segment.elements) + 1):
+        parts = segment.components(position)
+        values.append(
+            tuple(echo(part) for part in parts) if len(parts) > 1 else echo(parts[0] if parts else "")
+        )
+    return (segment.id, *values)
+
+
+def rejection_rows(nm1: X12Segment | None, found: MemberMatch) -> list[Row]:
+    """The request's name echoed, then AAA: `Y` (valid request, member not found) for 75, else `N`
+    (X279A1 / X217 AAA01), the reject reason, follow-up `C` (please correct and resubmit)."""
+    echoed = echo_segment(nm1)
+    valid = "Y" if found.reject == "75" else "N"
+    return [row for row in (echoed, ("AAA", valid, "", found.reject, "C")) if row is not None]
