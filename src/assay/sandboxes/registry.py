@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from assay.sandboxes.fhir.surface import FhirSandbox
 from assay.sandboxes.surface import ScenarioStep, Surface
+from assay.sandboxes.x12.surface import X12Sandbox
 
 __all__ = ["DATASET_TYPES", "SCENARIO_STEPS", "SURFACES", "surface_for_dataset"]
 
 SURFACES: dict[str, Surface] = {
     "fhir": FhirSandbox(),
+    "x12": X12Sandbox(),
 }
 """Surface name (sandbox type, URL segment, snapshot folder) → surface; in provisioning order."""
 

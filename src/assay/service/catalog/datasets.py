@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from assay.sandboxes import dataset_problems
-from assay.sandboxes.payer import PayerDefinitionInvalid, parse_payer
 from assay.store import Invalid
 
 __all__ = ["check_dataset"]
@@ -56,21 +55,11 @@ def _list_of(key: str, kind: type[Any], what: str) -> Any:
     return check
 
 
-def _x12(data: dict[str, Any]) -> dict[str, list[str]]:
-    """The payer definition of SPEC §5.3, every key checked (`data.members.0.birth_date`)."""
-    try:
-        parse_payer(data)
-    except PayerDefinitionInvalid as exc:
-        return {".".join(filter(None, ("data", key))): messages for key, messages in exc.errors.items()}
-    return {}
-
-
 _CHECKS = {
     "files": _files,
     "portal": _portal,
     "hl7": _list_of("inbox", str, "raw HL7 messages"),
     "voice": _list_of("turns", dict, "turn objects"),
-    "x12": _x12,
 }
 
 

@@ -1,0 +1,83 @@
+"""The X12 clearinghouse on the `Surface` seam (SPEC §2, §5.2, §5.3, §6).
+
+Dataset type `x12` is a payer definition (`sandboxes.payer`), checked key by key at create.
+`seed` stores the playground's payer (its x12 datasets merged in order); `router` mounts
+`x12/270`, `x12/276` and `x12/278`; `capture` is `{"sandbox_id", "seq"}` — the exchanges at or
+below that number — and `read` turns it back into `x12_records` for the `x12-response` check and
+the snapshot's `x12/` folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import APIRouter
+from sqlalchemy.orm import Session
+
+from assay.core.state import X12Record
+from assay.sandboxes.payer import PayerDefinitionInvalid, parse_payer
+from assay.sandboxes.surface import (
+    BaseSurface,
+    Deployment,
+    ProvisionFailed,
+    RunContext,
+    StateView,
+    SurfaceTarget,
+)
+from assay.sandboxes.x12.routes import x12_router
+from assay.sandboxes.x12.store import last_seq, records, seed_payer
+from assay.snapshot import SnapshotWriter
+from assay.store.models import Sandbox
+
+__all__ = ["X12Sandbox", "X12View", "check_x12_dataset"]
+
+
+def check_x12_dataset(data: Any) -> dict[str, list[str]]:
+    """The payer definition of SPEC §5.3, every key checked (`data.members.0.birth_date`)."""
+    try:
+        parse_payer(data)
+    except PayerDefinitionInvalid as exc:
+        return {".".join(filter(None, ("data", key))): messages for key, messages in exc.errors.items()}
+    return {}
+
+
+class X12View(StateView):
+    def __init__(self, found: Sequence[X12Record] = ()):
+        self.found = list(found)
+
+    def x12_records(self) -> Sequence[X12Record]:
+        return self.found
+
+
+class X12Sandbox(BaseSurface):
+    name = "x12"
+    dataset_type = "x12"
+    state_fields = frozenset({"x12_records"})
+
+    def validate_dataset(self, data: Any) -> dict[str, list[str]]:
+        return check_x12_dataset(data)
+
+    def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None:
+        definitions = [dataset.get("data") for dataset in datasets]
+        usable = [d for d in definitions if isinstance(d, dict)]
+        try:
+            seed_payer(run.session, sandbox.id, usable)
+        except PayerDefinitionInvalid as exc:
+            raise ProvisionFailed(f"the x12 datasets do not make a payer definition: {exc}") from None
+
+    def router(self, target: SurfaceTarget) -> APIRouter:
+        return x12_router(target)
+
+    def capture(self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment) -> Any:
+        return {"sandbox_id": sandbox_id, "seq": last_seq(session, sandbox_id)}
+
+    def read(self, pointer: Any, session: Session | None) -> X12View:
+        if session is None or not isinstance(pointer, dict):
+            return X12View()
+        return X12View(records(session, str(pointer["sandbox_id"]), int(pointer["seq"])))
+
+    def snapshot(self, view: StateView, writer: SnapshotWriter) -> None:
+        if isinstance(view, X12View):
+            for record in view.found:
+                writer.add_x12(record)
