@@ -75,12 +75,16 @@ def _criterion_line(run: CriterionRun) -> str:
 def render_run(
     run: BenchmarkRun, task_runs: list[TaskRun], criterion_runs: dict[str, list[CriterionRun]]
 ) -> Tree:
+    """Verdict first on every line (it is what one scans for), ids and status dimmed after."""
     ref = run.benchmark or {}
     title = f"{ref.get('slug') or ref.get('name') or run.benchmark_id}@{ref.get('version', 'draft')}"
-    tree = Tree(f"[bold]{escape(title)}[/] {run.id}  {run.status}  {_verdict(run.verdict, run.score)}")
+    tree = Tree(
+        f"{_verdict(run.verdict, run.score)}  [bold]{escape(title)}[/]  [dim]{run.id} · {run.status}[/]"
+    )
     for task_run in task_runs:
         branch = tree.add(
-            f"[bold]{escape(task_run.name)}[/] {task_run.id}  {task_run.status}  {_verdict(task_run.verdict, task_run.score)}"
+            f"{_verdict(task_run.verdict, task_run.score)}  [bold]{escape(task_run.name)}[/]  "
+            f"[dim]{task_run.id} · {task_run.status}[/]"
         )
         if task_run.failure_reason:
             branch.add(f"[red]{escape(task_run.failure_reason)}[/]")
