@@ -174,7 +174,7 @@ def test_strict_json_check_leaves_ordinary_unicode_and_numbers_alone(
     with _started(server, api) as (agent, base, _):
         created = ok(agent.post(f"{base}/Patient", content=json.dumps(body).encode()), 201)
         assert created["name"] == body["name"]
-        raw = '{"resourceType": "Patient", "name": [{"family": "\\ud83d\\ude00"}], "x": 1e300}'
+        raw = '{"resourceType": "Patient", "name": [{"family": "\\ud83d\\ude00"}], "extension": [{"url": "urn:x", "valueDecimal": 1e300}]}'
         assert ok(agent.post(f"{base}/Patient", content=raw.encode()), 201)["name"][0]["family"] == "😀"
 
 

@@ -170,7 +170,7 @@ def _entry(resource: dict[str, Any], method: str, url: str) -> bytes:
             404,
         ),
         # An entry's resource is checked as a create's or update's body is (they raised: a 500).
-        ("", _entry({"resourceType": "Patient", "id": 5}, "PUT", "Patient/x"), 422),
+        ("", _entry({"resourceType": "Patient", "id": 5}, "PUT", "Patient/x"), 400),
         ("", _entry({"resourceType": "Patient", "meta": [1]}, "POST", "Patient"), 422),
         ("", _entry({"resourceType": "Patient", "id": "a/b"}, "POST", "Patient"), 422),
     ],

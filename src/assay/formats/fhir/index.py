@@ -29,7 +29,7 @@ from assay.formats.fhir.query import (
     UriQuery,
 )
 from assay.formats.fhir.references import ReferenceTarget
-from assay.formats.fhir.values import INDEXERS, QuantityValue, normalize_text
+from assay.formats.fhir.values import INDEXERS, PRIMITIVE_CODE, QuantityValue, normalize_text
 
 __all__ = ["ParamIndex"]
 
@@ -44,6 +44,8 @@ def _lookup_keys(kind: str, value: Any) -> Iterable[tuple[Any, ...]]:
         yield ("sc", system, code) if system else ("n", code)
         if system:
             yield ("s", system)
+        elif system == PRIMITIVE_CODE:
+            yield ("p", code)
     elif kind == "reference":
         target: ReferenceTarget = value
         yield ("r", target.raw)
@@ -108,6 +110,10 @@ class ParamIndex:
 
     # -- matching ---------------------------------------------------------------------------
 
+    def referring(self, local: str) -> set[str]:
+        """Ids whose reference values point at `local` (`Patient/1`): a chain's last step."""
+        return self._lookup.get(("l", local), set())
+
     def is_lookup(self, criterion: Criterion) -> bool:
         """Answered from the lookup tables (cheap) rather than per candidate resource."""
         if isinstance(criterion.values[0], MissingQuery) or criterion.modifier == "not":
@@ -128,6 +134,8 @@ class ParamIndex:
             for value in criterion.values:
                 assert isinstance(value, TokenQuery | ReferenceQuery | UriQuery)
                 hits |= self._lookup.get(self._key(value), set())
+                if isinstance(value, TokenQuery) and _implied_system(value):
+                    hits |= self._lookup.get(("p", value.code), set())
             if criterion.modifier == "not":
                 return {rid for rid in among if rid not in hits}
             return hits
@@ -211,6 +219,12 @@ class ParamIndex:
             bound = value.high if descending else value.low
             return bound if bound is not None else value.low or value.high or Decimal(0)
         return value
+
+
+def _implied_system(query: TokenQuery) -> bool:
+    """`system|code` where the system is one of FHIR's own code systems (`http://hl7.org/fhir/…`,
+    what R4's required bindings on `code` elements use): it also matches a bare `code` primitive."""
+    return query.code is not None and (query.system or "").startswith("http://hl7.org/fhir/")
 
 
 def _discard(table: dict[Any, set[str]], key: Any, rid: str) -> None:

@@ -1,9 +1,12 @@
 """Search parameters parsed once into typed values, and how each type matches (SPEC §3.2).
 
 `parse_search(resource_type, params)` is the one way in: a key is `code[:modifier]`, a list
-repeats the parameter (AND), commas inside a value are OR (`\\,` escapes one). Unknown, composite,
-special, chained (`subject.name`, `subject:Patient.name`) and `_has` parameters, and modifiers this
-engine does not implement, raise `UnknownSearchParameter`; a bad value raises `InvalidSearch`.
+repeats the parameter (AND), commas inside a value are OR (`\\,` escapes one). Chained keys
+(`subject.name`, `subject:Patient.name`, several links deep) and reverse chains
+(`_has:Condition:subject:code`) parse into `Chain` / `Has` links holding the inner search; composite
+parameters (`code-value-quantity=loinc|8480-6$gt100`) into `CompositeQuery` values (R4 search.html
+§3.1.1.5.5–8). Unknown and special parameters, and modifiers this engine does not implement, raise
+`UnknownSearchParameter`; a bad value raises `InvalidSearch`.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from assay.formats.fhir._composites import COMPOSITES
 from assay.formats.fhir.dates import DateRange, date_range, matches_range
 from assay.formats.fhir.errors import InvalidSearch, UnknownSearchParameter
 from assay.formats.fhir.parameters import SearchParameter, is_resource_type, search_parameter
@@ -22,10 +26,14 @@ from assay.formats.fhir.values import QuantityValue, normalize_text
 
 __all__ = [
     "PREFIXES",
+    "Chain",
+    "CompositeQuery",
     "Criterion",
     "DateQuery",
+    "Has",
     "MissingQuery",
     "NumberQuery",
+    "OfTypeQuery",
     "ParsedSearch",
     "QuantityQuery",
     "ReferenceQuery",
@@ -41,14 +49,17 @@ __all__ = [
 PREFIXES = ("eq", "ne", "gt", "lt", "ge", "le", "sa", "eb", "ap")
 _PREFIXED = frozenset({"date", "number", "quantity"})
 _MODIFIERS: dict[str, frozenset[str]] = {
-    "token": frozenset({"not", "missing"}),
+    "token": frozenset({"not", "missing", "text", "of-type"}),
     "string": frozenset({"exact", "contains", "missing"}),
-    "reference": frozenset({"missing"}),
+    "reference": frozenset({"missing", "identifier"}),
     "date": frozenset({"missing"}),
     "number": frozenset({"missing"}),
     "quantity": frozenset({"missing"}),
     "uri": frozenset({"missing", "below", "above"}),
+    "composite": frozenset(),
 }
+SCANNED = frozenset({"text", "of-type", "identifier"})
+"""Modifiers matched by reading each candidate resource (`formats/fhir/modifiers.py`), not an index."""
 IGNORED = frozenset({"_include", "_revinclude", "_summary", "_elements", "_total", "_format", "_pretty"})
 """Result parameters: they shape a response page, never the candidates (SPEC §3.2)."""
 _PREFIX = re.compile(r"^([a-z]{2})(?=[-+.\d])")
@@ -102,6 +113,15 @@ class ReferenceQuery:
         if self.type:
             return ("none",)
         return ("r", self.raw)
+
+
+@dataclass(frozen=True, slots=True)
+class OfTypeQuery:
+    """`identifier:of-type=system|code|value`: an Identifier whose `type` has that coding."""
+
+    system: str | None
+    code: str
+    value: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,8 +203,18 @@ class QuantityQuery:
         return self.number.matches_range(quantity.low, quantity.high)
 
 
+@dataclass(frozen=True, slots=True)
+class CompositeQuery:
+    """One value of a composite parameter: a query per component, in the table's order."""
+
+    components: tuple[tuple[str, Any], ...]
+    """(component type, parsed value) pairs."""
+
+
 QueryValue = (
     MissingQuery
+    | OfTypeQuery
+    | CompositeQuery
     | TokenQuery
     | StringQuery
     | ReferenceQuery
@@ -213,6 +243,26 @@ class SortKey:
 
 
 @dataclass(frozen=True, slots=True)
+class Chain:
+    """`subject:Patient.name=x` (R4 search.html §3.1.1.4.8.1 chained parameters): resources whose
+    `parameter` references a match of one of `searches` (one per possible target type)."""
+
+    parameter: SearchParameter
+    key: str
+    searches: tuple[ParsedSearch, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Has:
+    """`_has:Observation:patient:code=x` (§3.1.1.4.8.2 reverse chaining): resources that a match of
+    `search` references through its parameter `code`."""
+
+    key: str
+    code: str
+    search: ParsedSearch
+
+
+@dataclass(frozen=True, slots=True)
 class ParsedSearch:
     resource_type: str
     criteria: tuple[Criterion, ...] = ()
@@ -222,17 +272,77 @@ class ParsedSearch:
     """`_include` and `_revinclude` values as written (`_revinclude:iterate=…` keeps its key)."""
     ignored: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Other result parameters (`_summary`, `_elements`, …), for a REST layer to honour."""
+    links: tuple[Chain | Has, ...] = ()
+    """Chained and `_has` parameters, each ANDed with the criteria."""
 
 
 # -- parsing ------------------------------------------------------------------------------------
 
 
+def _is_link(key: str) -> bool:
+    return key.startswith("_has:") or "." in key
+
+
+def _chain_targets(resource_type: str, key: str) -> tuple[SearchParameter, list[tuple[str, str]]]:
+    """A chained key's reference parameter and the (target type, inner key) pairs it searches:
+    the `:Type` modifier's type, else every target type that has the inner parameter."""
+    head, _, rest = key.partition(".")
+    code, _, kind = head.partition(":")
+    parameter = search_parameter(resource_type, code) if is_resource_type(resource_type) else None
+    if parameter is None or parameter.type != "reference" or not rest:
+        raise UnknownSearchParameter(key)
+    if kind and not is_resource_type(kind):
+        raise UnknownSearchParameter(key)
+    pairs = []
+    for target in (kind,) if kind else parameter.targets:
+        try:
+            check_search_keys(target, {rest: ""})
+        except UnknownSearchParameter:
+            continue
+        pairs.append((target, rest))
+    if not pairs:
+        raise UnknownSearchParameter(key)
+    return parameter, pairs
+
+
+def _has_source(resource_type: str, key: str) -> tuple[str, str, str]:
+    """`_has:Type:param:rest` → (Type, param, rest); the param must be a reference that can
+    point at `resource_type`."""
+    parts = key.split(":", 3)
+    if len(parts) != 4 or not all(parts) or not is_resource_type(parts[1]):
+        raise UnknownSearchParameter(key)
+    _, source, code, rest = parts
+    parameter = search_parameter(source, code)
+    if parameter is None or parameter.type != "reference":
+        raise UnknownSearchParameter(key)
+    if parameter.targets and resource_type not in parameter.targets:
+        raise UnknownSearchParameter(key)
+    try:
+        check_search_keys(source, {rest: ""})
+    except UnknownSearchParameter:
+        raise UnknownSearchParameter(key) from None
+    return source, code, rest
+
+
+def _link(resource_type: str, key: str, values: list[str]) -> Chain | Has:
+    if key.startswith("_has:"):
+        source, code, rest = _has_source(resource_type, key)
+        return Has(key, code, parse_search(source, {rest: values}))
+    parameter, pairs = _chain_targets(resource_type, key)
+    return Chain(parameter, key, tuple(parse_search(target, {rest: values}) for target, rest in pairs))
+
+
 def parse_search_key(resource_type: str, key: str) -> tuple[SearchParameter, str | None]:
-    """The parameter and modifier a key names; `UnknownSearchParameter` when unsupported."""
+    """The parameter and modifier a (non-chained) key names; `UnknownSearchParameter` when
+    unsupported."""
     name, _, modifier = key.partition(":")
-    if "." in key or name == "_has" or not is_resource_type(resource_type):
+    if _is_link(key) or not is_resource_type(resource_type):
         raise UnknownSearchParameter(key)
     parameter = search_parameter(resource_type, name)
+    if parameter is not None and parameter.type == "composite" and name in COMPOSITES.get(resource_type, {}):
+        if modifier:
+            raise UnknownSearchParameter(key)
+        return parameter, None
     if parameter is None or not parameter.supported:
         raise UnknownSearchParameter(key)
     if not modifier:
@@ -296,12 +406,39 @@ def _number(key: str, raw: str, prefix: str) -> NumberQuery:
     return NumberQuery(prefix, value, value - half, value + half)
 
 
+def _composite(parameter: SearchParameter, key: str, raw: str) -> CompositeQuery:
+    _, components = COMPOSITES[parameter.resource_type][parameter.code]
+    parts = re.split(r"(?<!\\)\$", raw)
+    if len(parts) != len(components):
+        raise InvalidSearch(f"{key}={raw!r}: a value of {key} is {len(components)} parts joined by $")
+    parsed = []
+    for (code, kind, _), part in zip(components, parts, strict=True):
+        component = SearchParameter(parameter.resource_type, code, kind, "")
+        parsed.append((kind, _parse_value(component, key, None, part)))
+    return CompositeQuery(tuple(parsed))
+
+
 def _parse_value(parameter: SearchParameter, key: str, modifier: str | None, raw: str) -> QueryValue:
     kind = parameter.type
     if modifier == "missing":
         if raw not in ("true", "false"):
             raise InvalidSearch(f"{key} takes true or false, not {raw!r}")
         return MissingQuery(raw == "true")
+    if kind == "composite":
+        return _composite(parameter, key, raw)
+    if modifier == "text":
+        text = _unescape(raw)
+        return StringQuery(text, normalize_text(text))
+    if modifier == "of-type":
+        pieces = [_unescape(p) for p in _split_pipe(raw)]
+        if len(pieces) != 3 or not pieces[1] or not pieces[2]:
+            raise InvalidSearch(f"{key}={raw!r}: :of-type takes system|code|value")
+        return OfTypeQuery(pieces[0] or None, pieces[1], pieces[2])
+    if modifier == "identifier":
+        pieces = _split_pipe(raw)
+        if len(pieces) == 1:
+            return TokenQuery(_unescape(raw))
+        return TokenQuery(_unescape("|".join(pieces[1:])) or None, _unescape(pieces[0]) or None, True)
     if kind in _PREFIXED:
         prefix, rest = _prefixed(key, raw)
         if kind == "date":
@@ -366,7 +503,7 @@ def _sort(resource_type: str, values: list[str]) -> tuple[SortKey, ...]:
                 continue
             descending = name.startswith("-")
             parameter, modifier = parse_search_key(resource_type, name.lstrip("-"))
-            if modifier:
+            if modifier or parameter.type == "composite":
                 raise UnknownSearchParameter(name.lstrip("-"))
             keys.append(SortKey(parameter, descending))
     return tuple(keys)
@@ -381,7 +518,11 @@ def check_search_keys(resource_type: str, params: Mapping[str, str | Sequence[st
     for key, given in params.items():
         if key.partition(":")[0] in IGNORED or key == "_count":
             continue
-        if key == "_sort":
+        if key.startswith("_has:"):
+            _has_source(resource_type, key)
+        elif "." in key:
+            _chain_targets(resource_type, key)
+        elif key == "_sort":
             _sort(resource_type, _as_list(given))
         else:
             parse_search_key(resource_type, key)
@@ -401,6 +542,7 @@ def parse_search(resource_type: str, params: Mapping[str, str | Sequence[str]]) 
     count: int | None = None
     includes: list[str] = []
     ignored: dict[str, tuple[str, ...]] = {}
+    links: list[Chain | Has] = []
     for key, given in params.items():
         values = _as_list(given)
         name = key.partition(":")[0]
@@ -416,10 +558,13 @@ def parse_search(resource_type: str, params: Mapping[str, str | Sequence[str]]) 
         if key == "_sort":
             sort = _sort(resource_type, values)
             continue
+        if _is_link(key):
+            links.extend(_link(resource_type, key, [value]) for value in values if value != "")
+            continue
         parameter, modifier = parse_search_key(resource_type, key)
         for value in values:
             ors = [v for v in _split_or(value) if v != ""]
             if ors:
                 parsed = tuple(_parse_value(parameter, key, modifier, v) for v in ors)
                 criteria.append(Criterion(parameter, key, modifier, parsed))
-    return ParsedSearch(resource_type, tuple(criteria), sort, count, tuple(includes), ignored)
+    return ParsedSearch(resource_type, tuple(criteria), sort, count, tuple(includes), ignored, tuple(links))

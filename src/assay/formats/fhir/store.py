@@ -20,8 +20,9 @@ from typing import Any
 from assay.formats.fhir.dates import DateRange, date_range, micros, now_micros
 from assay.formats.fhir.extract import compile_extractor
 from assay.formats.fhir.index import ParamIndex
-from assay.formats.fhir.parameters import SearchParameter
-from assay.formats.fhir.query import ParsedSearch, parse_search
+from assay.formats.fhir.modifiers import is_scanned, matcher
+from assay.formats.fhir.parameters import SearchParameter, search_parameter
+from assay.formats.fhir.query import Chain, Has, ParsedSearch, parse_search
 
 __all__ = ["FhirStore"]
 
@@ -132,7 +133,7 @@ class FhirStore:
         order, capped by `_count` (SPEC §3.2).
 
         Raises:
-            UnknownSearchParameter: unknown, composite, chained or `_has` parameters.
+            UnknownSearchParameter: unknown or special parameters, unsupported modifiers.
             InvalidSearch: a bad value.
         """
         parsed = parse_search(resource_type, params)
@@ -141,15 +142,9 @@ class FhirStore:
 
     def _execute(self, search: ParsedSearch) -> list[dict[str, Any]]:
         entries = self._by_type.get(search.resource_type, {})
-        candidates: set[str] | None = None
-        indexed = [(c, self._index(search.resource_type, c.parameter)) for c in search.criteria]
-        indexed.sort(key=lambda pair: not pair[1].is_lookup(pair[0]))
-        for criterion, index in indexed:
-            among = candidates if candidates is not None else entries.keys()
-            hits = index.matching(criterion, among)
-            candidates = hits if candidates is None else candidates & hits
-            if not candidates:
-                return []
+        candidates = self._candidates(search)
+        if candidates is not None and not candidates:
+            return []
         ranks = self._ranks_of(search.resource_type)
         ids = sorted(candidates if candidates is not None else entries, key=ranks.__getitem__)
         for key in reversed(search.sort):
@@ -158,6 +153,58 @@ class FhirStore:
         if search.count is not None:
             ids = ids[: search.count]
         return [entries[rid].resource for rid in ids]
+
+    def _candidates(self, search: ParsedSearch) -> set[str] | None:
+        """Ids matching every criterion and link; None when the search has neither (all match).
+
+        Indexed criteria run first (lookups before per-value comparisons), then chained and
+        `_has` links (each an inner search plus a reference lookup), then the criteria that read
+        each remaining candidate (`modifiers.py`)."""
+        kind = search.resource_type
+        entries = self._by_type.get(kind, {})
+        candidates: set[str] | None = None
+        scanned = [c for c in search.criteria if is_scanned(c)]
+        indexed = [(c, self._index(kind, c.parameter)) for c in search.criteria if not is_scanned(c)]
+        indexed.sort(key=lambda pair: not pair[1].is_lookup(pair[0]))
+        for criterion, index in indexed:
+            among = candidates if candidates is not None else entries.keys()
+            hits = index.matching(criterion, among)
+            candidates = hits if candidates is None else candidates & hits
+            if not candidates:
+                return candidates
+        for link in search.links:
+            hits = self._linked(kind, link)
+            candidates = hits if candidates is None else candidates & hits
+            if not candidates:
+                return candidates
+        for criterion in scanned:
+            test = matcher(kind, criterion)
+            among = candidates if candidates is not None else entries.keys()
+            candidates = {rid for rid in among if test(entries[rid].resource)}
+        return candidates
+
+    def _linked(self, resource_type: str, link: Chain | Has) -> set[str]:
+        """Ids of `resource_type` a chained (`subject.name=x`) or reverse-chained
+        (`_has:Observation:patient:code=x`) parameter selects."""
+        hits: set[str] = set()
+        if isinstance(link, Chain):
+            index = self._index(resource_type, link.parameter)
+            for inner in link.searches:
+                found = self._candidates(inner)
+                targets = found if found is not None else self._by_type.get(inner.resource_type, {}).keys()
+                for rid in targets:
+                    hits |= index.referring(f"{inner.resource_type}/{rid}")
+            return hits
+        source = link.search.resource_type
+        parameter = search_parameter(source, link.code)
+        assert parameter is not None
+        index = self._index(source, parameter)
+        found = self._candidates(link.search)
+        for rid in found if found is not None else self._by_type.get(source, {}).keys():
+            for target in index.values.get(rid, ()):
+                if target.type == resource_type and target.id:
+                    hits.add(target.id)
+        return hits
 
     def _index(self, resource_type: str, parameter: SearchParameter) -> ParamIndex:
         key = (resource_type, parameter.code)

@@ -21,6 +21,7 @@ from assay.formats.fhir.references import ReferenceTarget, parse_reference
 
 __all__ = [
     "INDEXERS",
+    "PRIMITIVE_CODE",
     "QuantityValue",
     "Token",
     "normalize_text",
@@ -28,7 +29,11 @@ __all__ = [
 ]
 
 Token = tuple["str | None", str]
-"""(system, code); system is None when the element has none."""
+"""(system, code); system is None when the element has none, `PRIMITIVE_CODE` for a `code`."""
+PRIMITIVE_CODE = ""
+"""The system of a `code` primitive (`Patient.gender`): it has none in the data, but its required
+binding's code system is implied, so `gender=http://hl7.org/fhir/administrative-gender|male`
+finds it (HAPI indexes such codes with that system); see `index.py`."""
 
 _NAME_PARTS = ("family", "given", "prefix", "suffix", "text")
 _ADDRESS_PARTS = ("line", "city", "district", "state", "postalCode", "country", "text")
@@ -74,6 +79,8 @@ def _token(typed: Typed) -> list[Token]:
     value, kind = typed.value, typed.fhir_type
     if isinstance(value, bool):
         return [(None, "true" if value else "false")]
+    if isinstance(value, str) and kind == "code":
+        return [(PRIMITIVE_CODE, value)]
     if isinstance(value, str | int | float):
         return [(None, str(value))]
     if not isinstance(value, dict):

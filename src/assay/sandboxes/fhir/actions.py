@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from email.utils import format_datetime
 from functools import cache, partial
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode
@@ -45,6 +46,7 @@ __all__ = [
     "create",
     "delete",
     "history",
+    "http_date",
     "patch",
     "read",
     "search",
@@ -76,11 +78,25 @@ def _existing(tx: WriteTransaction, resource_type: str, resource_id: str) -> Cur
     return current
 
 
+def http_date(instant: Any) -> str | None:
+    """A FHIR instant as an RFC 9110 HTTP-date (`Tue, 01 Dec 2026 09:00:00 GMT`), which is what
+    `Last-Modified` holds (R4 http.html); None when it is not a readable instant."""
+    if not isinstance(instant, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(instant.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return format_datetime(moment.astimezone(UTC), usegmt=True)
+
+
 def version_headers(resource: dict[str, Any]) -> dict[str, str]:
     meta = resource.get("meta") or {}
     headers = {"ETag": f'W/"{meta.get("versionId", "1")}"'}
-    if meta.get("lastUpdated"):
-        headers["Last-Modified"] = str(meta["lastUpdated"])
+    modified = http_date(meta.get("lastUpdated"))
+    if modified:
+        headers["Last-Modified"] = modified
     return headers
 
 
@@ -683,6 +699,8 @@ def patch(
             raise FhirError(410, f"{resource_type}/{resource_id} was deleted")
         _check_if_match(if_match, current, f"{resource_type}/{resource_id}")
         patched = apply_json_patch(operations, current.resource)
+        if isinstance(patched, dict) and patched.get("id") != resource_id:
+            raise FhirError(422, f"a patch may not change the id of {resource_type}/{resource_id}")
         stored = tx.put(check_resource(patched, resource_type, resource_id), resource_id)
     return FhirResult(200, stored, version_headers(stored))
 
@@ -692,8 +710,8 @@ def delete(
 ) -> FhirResult:
     check_type(resource_type)
     with fhir.writing(store_id) as tx:
-        current = _existing(tx, resource_type, resource_id)
-        if current.deleted:
+        current = tx.current(resource_type, resource_id)
+        if current is None or current.deleted:  # R4 http.html "delete": SHOULD 200/204 for either
             return FhirResult(204)
         _check_if_match(if_match, current, f"{resource_type}/{resource_id}")
         version = tx.delete(resource_type, resource_id)

@@ -99,8 +99,9 @@ def _response(result: FhirResult, base: str) -> dict[str, Any]:
         response["location"] = result.headers["Location"].removeprefix(base + "/")
     if "ETag" in result.headers:
         response["etag"] = result.headers["ETag"]
-    if "Last-Modified" in result.headers:
-        response["lastModified"] = result.headers["Last-Modified"]
+    meta = result.body.get("meta") if isinstance(result.body, dict) else None
+    if isinstance(meta, dict) and isinstance(meta.get("lastUpdated"), str) and "ETag" in result.headers:
+        response["lastModified"] = meta["lastUpdated"]  # an instant here, not the header's HTTP-date
     entry: dict[str, Any] = {"response": response}
     if result.body is not None:
         entry["resource"] = result.body
@@ -341,6 +342,20 @@ def _assign_ids(tx: WriteTransaction, entries: list[_Entry]) -> tuple[dict[int, 
     return ids, reused, unmatched
 
 
+def _search_after_writes(tx: WriteTransaction, kind: str, query: str | None) -> list[dict[str, Any]]:
+    """A transaction's GET search, run after its writes (R4 http.html "Transaction Processing
+    Rules": GETs are processed last, so they see what the transaction wrote): the state before it
+    without what it replaced, plus what it wrote that matches."""
+
+    def matches(store: Any) -> list[dict[str, Any]]:
+        return conditional_matches(store, kind, query) if query else store.search(kind, {})
+
+    writes = tx.written(kind)
+    found = [r for r in matches(tx) if r["id"] not in writes]
+    current = [r for r in writes.values() if r is not None]
+    return found + (matches(FhirStore(current)) if current else [])
+
+
 def _run_in(
     tx: WriteTransaction,
     base: str,
@@ -352,11 +367,7 @@ def _run_in(
     label = f"entry {e.position}: {e.resource_type}/{ids.get(e.position, e.resource_id)}"
     if e.method in ("GET", "HEAD"):
         if e.resource_id is None:
-            found = (
-                conditional_matches(tx, e.resource_type, e.query)
-                if e.query
-                else tx.search(e.resource_type, {})
-            )
+            found = _search_after_writes(tx, e.resource_type, e.query)
             bundle = {"resourceType": "Bundle", "type": "searchset", "total": len(found),
                       "entry": [{"resource": r, "search": {"mode": "match"}} for r in found]}  # fmt: skip
             return FhirResult(200, bundle)

@@ -14,13 +14,14 @@ _INTERACTIONS = [
     "read", "vread", "update", "patch", "delete", "history-instance", "history-type", "create", "search-type",
 ]  # fmt: skip
 _DOCUMENTATION = (
-    "Assay playground store. Writes are checked structurally (JSON object, known R4 resourceType, "
-    "id rules, URL type/id); a playground whose environment sets settings.fhir.strict_validation "
-    "(or a server with ASSAY_FHIR_STRICT=1) also validates every write against the fhir.resources "
-    "R4B models (422 OperationOutcome, issue.expression naming the element). Type and system "
+    "Assay playground store. Writes (create, update, patch, transaction and batch entries) are "
+    "validated against R4 (fhir.resources R4B element models: structure, cardinality, primitive "
+    "formats, required elements; references must be well formed): 400 OperationOutcome with "
+    "issue.expression naming each element, unless the playground is lenient. Type and system "
     "_history list the versions the playground wrote, not the seeded dataset's. _include takes "
     "Type:parameter[:Target], Type:* and *; _revinclude takes Type:parameter[:Target]; both take "
-    ":iterate."
+    ":iterate. Chained parameters (several links), _has, token :text and :of-type, reference "
+    ":identifier and composite parameters are supported."
 )
 
 

@@ -71,11 +71,11 @@ _VERSION_COLUMNS = (
 class StoreIndex:
     """Current resources of one store as of `seq`; every method runs under `lock`."""
 
-    def __init__(self, store_id: str, layer: Layer | None, strict: bool = False):
+    def __init__(self, store_id: str, layer: Layer | None, strict: bool = True):
         self.store_id = store_id
         self.layer = layer
         self.strict = strict
-        """Validate every written version against the fhir.resources models (`strict.py`)."""
+        """Validate every written version (`validation.py`); False for a lenient playground."""
         self.seq = 0
         self.overlay: dict[Key, Current] = {}
         self._own: FhirStore | None = None

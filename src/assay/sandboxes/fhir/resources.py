@@ -56,10 +56,11 @@ def check_resource(
         raise FhirError(422, f"resourceType {kind} does not match the URL's {resource_type}")
     rid = body.get("id")
     if resource_id is not None:
+        # R4 http.html "update": no id, or one that disagrees with the URL's, SHALL be a 400.
         if rid is None:
-            raise FhirError(422, f"the resource must carry id {resource_id!r} to update {kind}/{resource_id}")
+            raise FhirError(400, f"the resource must carry id {resource_id!r} to update {kind}/{resource_id}")
         if rid != resource_id:
-            raise FhirError(422, f"resource id {rid!r} does not match the URL's {resource_id!r}")
+            raise FhirError(400, f"resource id {rid!r} does not match the URL's {resource_id!r}")
     if rid is not None and (not isinstance(rid, str) or not ID_PATTERN.fullmatch(rid)):
         raise FhirError(422, f"invalid id {rid!r}: ids are 1-64 of A-Z a-z 0-9 - .")
     meta = body.get("meta")

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
@@ -27,6 +28,7 @@ from assay.sandboxes.fhir.capability import capability_statement
 from assay.sandboxes.fhir.external import FhirForwarder, ForwardedRequest
 from assay.sandboxes.fhir.outcomes import FhirError, operation_outcome
 from assay.sandboxes.fhir.store import EmbeddedFhir
+from assay.store.errors import Forbidden, Unauthorized
 from assay.store.json_values import strict_json_problem
 
 __all__ = [
@@ -82,6 +84,61 @@ def _media_type(request: Request) -> str:
     if "fhir+json" in wanted or ("application/json" not in wanted and wanted != "json"):
         return FHIR_JSON
     return "application/json"
+
+
+_JSON_FORMATS = frozenset({"json", "application/json", FHIR_JSON, "application/json+fhir"})
+_ANY = frozenset({"*/*", "application/*"})
+
+
+def _acceptable(request: Request) -> bool:
+    """Whether the client takes JSON (R4 http.html "Content Types": `_format` overrides `Accept`;
+    a server SHALL answer 406 for a format it does not support). No `Accept` takes anything."""
+    wanted = request.query_params.get("_format")
+    if wanted is not None:
+        return wanted.strip().lower() in _JSON_FORMATS
+    accept = request.headers.get("accept", "").strip()
+    if not accept:
+        return True
+    for item in accept.split(","):
+        media, *params = (part.strip().lower() for part in item.split(";"))
+        if "q=0" in params or "q=0.0" in params:
+            continue
+        if media in _JSON_FORMATS or media in _ANY or media.endswith("+json"):
+            return True
+    return False
+
+
+def _not_acceptable(request: Request) -> Callable[[bytes], FhirResult] | None:
+    if _acceptable(request):
+        return None
+    what = request.query_params.get("_format") or request.headers.get("accept")
+
+    def refuse(_: bytes) -> FhirResult:
+        raise FhirError(
+            406, f"this server answers {FHIR_JSON} or application/json only, not {what}", "not-supported"
+        )
+
+    return refuse
+
+
+class _FhirRoute(APIRoute):
+    """A FHIR route: a refused token (401/403, raised by the surface's dependencies before any
+    FHIR work) is an OperationOutcome too, as a FHIR client reads every error (R4 http.html)."""
+
+    def get_route_handler(self) -> Callable[[Request], Any]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            try:
+                response: Response = await handler(request)
+            except (Unauthorized, Forbidden) as exc:
+                status, code = (401, "login") if isinstance(exc, Unauthorized) else (403, "forbidden")
+                headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+                outcome = operation_outcome(exc.message, code)
+                return JSONResponse(outcome, status, headers, media_type=FHIR_JSON)
+            return response
+
+        return handle
 
 
 def _render(result: FhirResult, media_type: str) -> Response:
@@ -156,7 +213,7 @@ async def _run(
     raw = await request.body()
     path = _event_path(request)
     relative = request.url.path[len(urlsplit(surface.base_url).path) :]
-    refused = _too_large(raw, relative) or _unreadable(request, raw, reads)
+    refused = _not_acceptable(request) or _too_large(raw, relative) or _unreadable(request, raw, reads)
     external = surface.external
     if refused is not None:
         work = refused
@@ -214,7 +271,7 @@ def _if_match(request: Request) -> str | None:
 
 def fhir_router(surface: Callable[..., Any]) -> APIRouter:
     """Routes of one FHIR base; `surface` is the dependency that yields its `FhirSurface`."""
-    router = APIRouter(tags=["fhir"])
+    router = APIRouter(tags=["fhir"], route_class=_FhirRoute)
     resolved = Depends(surface)
 
     @router.get("/metadata")

@@ -27,8 +27,8 @@ from assay.sandboxes.fhir.index import _VERSION_COLUMNS, Current, StoreIndex, Ve
 from assay.sandboxes.fhir.layers import LayerCache
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import next_version, stamp
-from assay.sandboxes.fhir.strict import validate_strict
 from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
+from assay.sandboxes.fhir.validation import server_lenient, validate_resource
 from assay.snapshot import is_file_name
 from assay.store.ids import iso, utcnow
 from assay.store.models import Sandbox
@@ -64,11 +64,15 @@ class WriteTransaction:
         with self.index.lock:
             return self.index.search_index.search(resource_type, params)
 
+    def written(self, resource_type: str) -> dict[str, dict[str, Any] | None]:
+        """id → what this transaction wrote so far for `resource_type` (None for a delete)."""
+        return {rid: c.resource for (kind, rid), c in self._pending.items() if kind == resource_type}
+
     def put(self, resource: dict[str, Any], resource_id: str) -> dict[str, Any]:
         """Write a new version of `resource` as `resource_id`; the stored (stamped) resource.
 
         Every write of the REST surface (create, update, patch, transaction and batch entries)
-        passes here, so a strict store validates here once (422 rolls the whole write back).
+        passes here, so a validating store validates here once (400 rolls the whole write back).
         """
         kind = resource["resourceType"]
         if not is_file_name(resource_id):  # FHIR's id pattern allows `.` and `..`
@@ -81,7 +85,7 @@ class WriteTransaction:
         version = next_version(before.version_id if before else None, before.versions if before else 0)
         stored = stamp(resource, resource_id, version, self.now)
         if self.index.strict:
-            validate_strict(stored)
+            validate_resource(stored)
         self._append(kind, resource_id, version, stored, before)
         return stored
 
@@ -336,11 +340,15 @@ def _refuse_if_torn_down(conn: Connection, store_id: str) -> None:
 
 STRICT_KEY = "strict_validation"
 """The key in the playground's `fhir` sandbox row (its `credentials` JSON: settings the surface
-needs, none of them secret) that switches strict validation on, written by `provision`."""
+needs, none of them secret) that says whether writes are validated, written by `provision`."""
 
 
 def is_strict(sandbox_settings: Any) -> bool:
-    return isinstance(sandbox_settings, dict) and sandbox_settings.get(STRICT_KEY) is True
+    """Whether writes are validated (issue 15: yes unless the playground's row says `false`, or,
+    for a store without one, unless the server runs with `ASSAY_FHIR_LENIENT=1`)."""
+    if isinstance(sandbox_settings, dict) and isinstance(sandbox_settings.get(STRICT_KEY), bool):
+        return bool(sandbox_settings[STRICT_KEY])
+    return not server_lenient()
 
 
 def _row_dict(row: VersionRow) -> dict[str, Any]:

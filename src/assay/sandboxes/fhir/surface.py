@@ -28,7 +28,7 @@ from assay.sandboxes.fhir.external import (
 from assay.sandboxes.fhir.layers import LayerNotLoadable, seeded_resources
 from assay.sandboxes.fhir.routes import FhirSurface, SurfaceEvent, base_url_of, fhir_router
 from assay.sandboxes.fhir.store import embedded_fhir
-from assay.sandboxes.fhir.strict import strict_available
+from assay.sandboxes.fhir.validation import server_lenient, strict_available
 from assay.sandboxes.surface import (
     BaseSurface,
     Deployment,
@@ -69,12 +69,14 @@ def check_fhir_dataset(data: Any) -> dict[str, list[str]]:
 
 
 def _strict_setting(settings: Mapping[str, Any]) -> Any:
+    """`settings.fhir.strict_validation`: writes are validated unless it is `false` (issue 15)."""
     fhir = settings.get("fhir")
-    return fhir.get("strict_validation", False) if isinstance(fhir, dict) else False
+    return fhir.get("strict_validation", True) if isinstance(fhir, dict) else True
 
 
 def server_strict() -> bool:
-    """`ASSAY_FHIR_STRICT=1`: strict validation server-wide."""
+    """`ASSAY_FHIR_STRICT=1`: issue 5's server-wide opt-in; validation is the default now, so it
+    only makes a missing fhir.resources fail `start` (`ASSAY_FHIR_LENIENT=1` relaxes instead)."""
     return os.environ.get("ASSAY_FHIR_STRICT", "").strip().lower() in ("1", "true", "yes")
 
 
@@ -100,7 +102,7 @@ class FhirSandbox(BaseSurface):
         strict = _strict_setting(settings)
         if not isinstance(strict, bool):
             return f"settings.fhir.strict_validation must be true or false, got {strict!r}"
-        if (strict or server_strict()) and not strict_available():
+        if (strict or server_strict()) and not server_lenient() and not strict_available():
             return (
                 "settings.fhir.strict_validation needs the fhir.resources package, which is not "
                 "installed (install assay[strict])"
@@ -108,10 +110,9 @@ class FhirSandbox(BaseSurface):
         return None
 
     def provision(self, run: RunContext) -> dict[str, Any] | None:
-        """The row keeps the setting its REST surface reads per request (`store.STRICT_KEY`)."""
-        if _strict_setting(run.settings) is True or server_strict():
-            return {"strict_validation": True}
-        return None
+        """The row keeps whether its REST surface validates writes (`store.STRICT_KEY`), decided
+        once here: the environment's `strict_validation: false` or `ASSAY_FHIR_LENIENT=1` relax."""
+        return {"strict_validation": _strict_setting(run.settings) is not False and not server_lenient()}
 
     def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None:
         """The store always exists (empty without `fhir` datasets), keyed by the playground id.

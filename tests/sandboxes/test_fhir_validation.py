@@ -1,7 +1,10 @@
-"""Strict validation (issue 5): an environment with `settings.fhir.strict_validation` makes every
-write of its playgrounds — create, update, JSON Patch results, transaction and batch entries — fit
-the fhir.resources R4B models, or fail 422 with an OperationOutcome naming the element. Dataset
-loading stays lenient (SPEC §5.1: a bundle is never rejected). Through the whole service.
+"""Validation of writes (issue 15; issue 5's strict mode made the default). R4 http.html: "400 Bad
+Request - resource could not be parsed or failed basic FHIR validation rules". Every write of a
+playground — create, update, JSON Patch results, transaction and batch entries — must fit R4
+(structure, cardinality, primitive formats, required elements, well-formed references) or fail 400
+with an OperationOutcome whose `expression` names each bad element. Dataset loading stays lenient
+(SPEC §5.1: a bundle is never rejected); `settings.fhir.strict_validation: false` or
+`ASSAY_FHIR_LENIENT=1` relaxes agent writes to the structural checks. Through the whole service.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import pytest
 
 from assay.sandboxes.fhir import surface as fhir_surface
 from assay.sandboxes.fhir.outcomes import FhirError
-from assay.sandboxes.fhir.strict import validate_strict
+from assay.sandboxes.fhir.validation import validate_strict
 from tests.conftest import FIXTURES
 from tests.service.builders import error, ok, unique
 from tests.service.conftest import Server
@@ -53,13 +56,13 @@ def _fhir(server: Server, run: Json) -> Iterator[httpx.Client]:
 
 
 def _expressions(response: httpx.Response) -> list[str]:
-    assert response.status_code == 422, response.text
+    assert response.status_code == 400, response.text
     outcome = response.json()
     assert outcome["resourceType"] == "OperationOutcome"
     return [e for issue in outcome["issue"] for e in issue.get("expression", [])]
 
 
-def test_strict_writes_fail_422_naming_the_element(server: Server, api: httpx.Client) -> None:
+def test_invalid_writes_fail_400_naming_the_element(server: Server, api: httpx.Client) -> None:
     run = _run(api, {"fhir": {"strict_validation": True}})
     with _fhir(server, run) as fhir:
         assert fhir.get("/Patient/odd").json()["favouriteColour"] == "teal"  # loaded leniently
@@ -102,13 +105,13 @@ def test_strict_transaction_rolls_back_and_batch_fails_one_entry(server: Server,
 
         batch = ok(fhir.post("/", json={"resourceType": "Bundle", "type": "batch", "entry": entries}))
         statuses = [e["response"]["status"] for e in batch["entry"]]
-        assert statuses == ["201 Created", "422"]
+        assert statuses == ["201 Created", "400"]
         issue = batch["entry"][1]["response"]["outcome"]["issue"][0]
         assert issue["expression"] in (["Patient.birthDate"], ["Patient.name[0].family"])
         assert fhir.get("/Patient", params={"family": "Ok"}).json()["total"] == 1
 
 
-def test_without_the_setting_writes_are_only_structural(server: Server, api: httpx.Client) -> None:
+def test_the_setting_false_relaxes_writes_to_structural_checks(server: Server, api: httpx.Client) -> None:
     run = _run(api, {"fhir": {"strict_validation": False}})
     with _fhir(server, run) as fhir:
         assert fhir.post("/Patient", json=BAD_PATIENT).status_code == 201
@@ -139,7 +142,7 @@ def test_validate_strict_reports_at_most_a_bounded_number_of_issues() -> None:
     many = {"resourceType": "Patient", **{f"x{i}": i for i in range(50)}}
     with pytest.raises(FhirError) as caught:
         validate_strict(many)
-    assert caught.value.status == 422 and caught.value.issues is not None
+    assert caught.value.status == 400 and caught.value.issues is not None
     assert len(caught.value.issues) == 20
     assert caught.value.diagnostics.endswith("and 47 more")
     validate_strict(
@@ -147,16 +150,30 @@ def test_validate_strict_reports_at_most_a_bounded_number_of_issues() -> None:
     )
 
 
-def test_assay_fhir_strict_turns_it_on_for_every_playground(
+def test_writes_are_validated_without_any_setting(server: Server, api: httpx.Client) -> None:
+    """The issue-15 default: the issue's own example is a 400 naming all three elements."""
+    run = _run(api, None)
+    with _fhir(server, run) as fhir:
+        body = {"resourceType": "Patient", "name": "Smith", "birthDate": "1970-13-45", "foo": 1}
+        assert sorted(_expressions(fhir.post("/Patient", json=body))) == [
+            "Patient.birthDate",
+            "Patient.foo",
+            "Patient.name",
+        ]
+        reference = {"resourceType": "Patient", "managingOrganization": {"reference": "not a reference"}}
+        assert _expressions(fhir.post("/Patient", json=reference)) == [
+            "Patient.managingOrganization.reference"
+        ]
+
+
+def test_assay_fhir_lenient_relaxes_every_playground(
     server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run = _run(api, None)
-    monkeypatch.setenv("ASSAY_FHIR_STRICT", "1")
+    run = _run(api, {"fhir": {"strict_validation": True}})
+    monkeypatch.setenv("ASSAY_FHIR_LENIENT", "1")
     with _fhir(server, run) as fhir:
-        monkeypatch.delenv("ASSAY_FHIR_STRICT")  # recorded at start, not read per request
-        assert _expressions(fhir.post("/Patient", json={"resourceType": "Patient", "active": "maybe"})) == [
-            "Patient.active"
-        ]
+        monkeypatch.delenv("ASSAY_FHIR_LENIENT")  # recorded at start, not read per request
+        assert fhir.post("/Patient", json={"resourceType": "Patient", "active": "maybe"}).status_code == 201
 
 
 def test_real_synthea_resources_pass_strict_validation() -> None:
