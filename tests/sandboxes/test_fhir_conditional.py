@@ -175,7 +175,7 @@ def test_the_capability_statement_says_so(http: httpx.Client) -> None:
     assert (patient["conditionalUpdate"], patient["conditionalDelete"]) == (True, "single")
     assert {"code": "history-type"} in patient["interaction"]
     assert {"code": "history-system"} in rest["interaction"]
-    assert "strict_validation" in rest["documentation"]
+    assert "validated against R4" in rest["documentation"]
 
 
 # -- conditional references ----------------------------------------------------------------------
