@@ -17,6 +17,7 @@ from typing import Any
 from assay.checks import CHECKS, CheckContext
 from assay.core.assertions import parse_assertion
 from assay.core.errors import AssertionInvalid
+from assay.core.judging import Judge
 from assay.core.results import CriterionResult
 from assay.core.scoring import ScoredCriterion, TaskScore, as_fraction, json_number, score_task
 from assay.core.state import SandboxState
@@ -164,8 +165,15 @@ def verify_criterion(
     *,
     input_entity: Mapping[str, Any] | None = None,
     time_limit: float = DEFAULT_TIME_LIMIT,
+    semantic: bool = False,
+    judge: Judge | None = None,
 ) -> CriterionResult:
-    """Judge one criterion; never raises."""
+    """Judge one criterion; never raises.
+
+    `semantic` turns the semantic voice tier on for every voice criterion (`ASSAY_VOICE_SEMANTIC`);
+    `judge` answers tier 4 and natural-language evals (the service and the CLI inject it, so the
+    core never talks HTTP).
+    """
     if spec.weight <= 0:
         return CriterionResult.unsupported("weight must be a number > 0")
     if spec.problem:
@@ -181,7 +189,9 @@ def verify_criterion(
         entity = state.entity(spec.input_entity_id)
         if entity is not None:
             input_entity = entity
-    context = CheckContext(input_entity=input_entity)
+    context = CheckContext(input_entity=input_entity, semantic=semantic, judge=judge)
+    if judge is not None:
+        time_limit += judge.timeout * _judge_questions(assertion)
     try:
         return _runner().run(check, assertion, state, context, time_limit=time_limit)
     except Exception as exc:  # the contract: a check never raises; if one does, it is data
@@ -195,6 +205,8 @@ def verify_task(
     *,
     input_entity: Mapping[str, Any] | None = None,
     time_limit: float = DEFAULT_TIME_LIMIT,
+    semantic: bool = False,
+    judge: Judge | None = None,
 ) -> TaskVerification:
     """Judge every criterion in order and score the task (SPEC §3.1 Order, §4)."""
     if input_entity is None:
@@ -202,7 +214,9 @@ def verify_task(
     runs: list[CriterionRunResult] = []
     for spec in criteria:
         started = datetime.now(UTC)
-        result = verify_criterion(spec, state, input_entity=input_entity, time_limit=time_limit)
+        result = verify_criterion(
+            spec, state, input_entity=input_entity, time_limit=time_limit, semantic=semantic, judge=judge
+        )
         runs.append(CriterionRunResult(spec, result, started, datetime.now(UTC)))
     scored = [
         ScoredCriterion(
@@ -217,6 +231,13 @@ def verify_task(
         for run in runs
     ]
     return TaskVerification(runs, score_task(scored))
+
+
+def _judge_questions(assertion: Any) -> int:
+    """How many judge questions a criterion may ask: one per `contains` phrase, one per eval."""
+    if assertion.assert_ == "natural-language":
+        return 1
+    return len(getattr(assertion, "contains", ()))
 
 
 def _reason(exc: AssertionInvalid) -> str:

@@ -28,6 +28,10 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "correlate_by": {"message_type": "ADT^A04"},
         "fields": [{"path": "PID.5.1", "expected": "SMITH"}],
     },
+    "natural-language": {
+        "assert": "natural-language",
+        "text": "The agent confirmed the member's date of birth before discussing benefits.",
+    },
     "portal-state-match": {
         "assert": "portal-state-match",
         "portal": None,

@@ -13,22 +13,25 @@ from typing import Any
 from assay.checks import (
     fhir_resource_state,
     hl7_structural,
+    natural_language,
     portal_state_match,
     sftp_file_present,
     voice_transcript,
     x12_response,
 )
 from assay.checks._context import CheckContext
+from assay.checks._semantic import semantic_unavailable
 from assay.core.results import CriterionResult
 from assay.core.state import SandboxState
 
-__all__ = ["CHECKS", "Check", "CheckContext"]
+__all__ = ["CHECKS", "Check", "CheckContext", "semantic_unavailable"]
 
 Check = Callable[[Any, SandboxState, CheckContext], CriterionResult]
 
 CHECKS: dict[str, Check] = {
     "fhir-resource-state": fhir_resource_state.check,
     "hl7-structural": hl7_structural.check,
+    "natural-language": natural_language.check,
     "portal-state-match": portal_state_match.check,
     "sftp-file-present": sftp_file_present.check,
     "voice-transcript": voice_transcript.check,

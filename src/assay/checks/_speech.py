@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
 
-__all__ = ["Speech", "Token", "normalise"]
+__all__ = ["SpanMatch", "Speech", "Token", "normalise"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +31,16 @@ class Token:
     end: int
     sentence: int = 0
     """Index of its sentence: `.`, `!`, `?` or `;` between two tokens starts a new one."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpanMatch:
+    """Where a tier found a phrase in one turn: tokens `first..last` of the turn, inclusive."""
+
+    first: int
+    last: int
+    similarity: float
+    """In [0, 1]: 1.0 for exact, partial_ratio / 100 for fuzzy, cosine for semantic."""
 
 
 @dataclass(frozen=True, slots=True)

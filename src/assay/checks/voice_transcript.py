@@ -6,8 +6,12 @@ guards accept decides, and its name is recorded as `method`:
 
 1. `exact` — the phrase's normalised words appear, in order and whole, in the turn's (`_speech`);
 2. `fuzzy` — `rapidfuzz.fuzz.partial_ratio` ≥ 90 on the normalised texts, best turn wins;
-3. semantic and 4. LLM judge — optional `contains` tiers behind the `PhraseMatcher` protocol, not
-   shipped: the default install runs offline (docs/decisions.md).
+3. `semantic` — sentence embeddings (`_semantic`), when the deployment turns it on
+   (`ASSAY_VOICE_SEMANTIC=1`) or the criterion lists it in `tiers`; needs the `semantic` extra;
+4. `judge` — the LLM judge, asked about each `contains` phrase tiers 1–3 did not find, when one
+   is configured (`ASSAY_JUDGE_URL`) or listed in `tiers`; its answer is recorded in the evidence.
+
+The default install runs tiers 1–2 only: offline and deterministic (docs/decisions.md).
 
 Two guards check every tier's match, so a near-match never flips meaning: numbers in the phrase
 and in the matched span must agree, and the span (or the three words before it) must not hold a
@@ -23,14 +27,26 @@ from typing import Any, Literal, Protocol
 
 from rapidfuzz import fuzz
 
+from assay.checks import _semantic
 from assay.checks._context import CheckContext
 from assay.checks._fields import matched_details
-from assay.checks._speech import Speech, normalise
+from assay.checks._judging import JudgeGarbage, ask_judge, load_prompt
+from assay.checks._speech import SpanMatch, Speech, normalise
 from assay.core.assertions import VoiceTranscript
+from assay.core.assertions.voice import TIER_ORDER
+from assay.core.judging import Judge, JudgeUnavailable
 from assay.core.results import CriterionResult
 from assay.core.state import SandboxState
 
-__all__ = ["CONTAINS_TIERS", "FUZZY_THRESHOLD", "NOT_CONTAINS_TIERS", "PhraseMatcher", "SpanMatch", "check"]
+__all__ = [
+    "CONTAINS_TIERS",
+    "FUZZY_THRESHOLD",
+    "NOT_CONTAINS_TIERS",
+    "PhraseMatcher",
+    "SpanMatch",
+    "check",
+    "find_phrase",
+]
 
 FUZZY_THRESHOLD = 90.0
 NEGATIONS = frozenset({"no", "not", "never", "without", "none", "neither", "nor"})
@@ -38,16 +54,6 @@ NEGATIONS = frozenset({"no", "not", "never", "without", "none", "neither", "nor"
 _WORDS_BEFORE = 3
 
 PhraseKind = Literal["contains", "not_contains"]
-
-
-@dataclass(frozen=True, slots=True)
-class SpanMatch:
-    """Where a tier found a phrase in one turn: tokens `first..last` of the turn, inclusive."""
-
-    first: int
-    last: int
-    similarity: float
-    """In [0, 1]: 1.0 for exact, partial_ratio / 100 for fuzzy."""
 
 
 class PhraseMatcher(Protocol):
@@ -109,32 +115,79 @@ def _tokens_covering(turn: Speech, start: int, end: int) -> tuple[int, int]:
 
 
 CONTAINS_TIERS: tuple[PhraseMatcher, ...] = (ExactMatcher(), FuzzyMatcher())
-"""Tiers for `contains`. Semantic (3) and LLM-judge (4) matchers would be appended here."""
+"""Tiers 1–2, for `contains` by default; tier 3 is appended when it is on (`_plan`)."""
 NOT_CONTAINS_TIERS: tuple[PhraseMatcher, ...] = (ExactMatcher(), FuzzyMatcher())
 """`not_contains` uses tiers 1–2 only (SPEC §3.6)."""
+JUDGE_PROMPT = ("voice-phrase", 1)
+JUDGE_TRANSCRIPT_BUDGET = 24_000
+"""Characters of transcript shown to the judge; longer calls are cut, and the cut is said."""
+
+Turns = Sequence[tuple[int, str, Speech]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    names: tuple[str, ...]
+    contains: tuple[PhraseMatcher, ...]
+    not_contains: tuple[PhraseMatcher, ...]
+    judge: Judge | None
 
 
 def check(assertion: VoiceTranscript, state: SandboxState, context: CheckContext) -> CriterionResult:
     """Judge every phrase on the recorded turns; never raises for bad data."""
+    plan = _plan(assertion, context)
+    if isinstance(plan, CriterionResult):
+        return plan
     turns = [
         (index, turn.speaker, normalise(turn.text))
         for index, turn in enumerate(state.voice_turns())
         if assertion.speaker == "any" or turn.speaker.casefold() == assertion.speaker
     ]
-    results = [_judge_phrase(p, "contains", turns, CONTAINS_TIERS) for p in assertion.contains]
-    results += [_judge_phrase(p, "not_contains", turns, NOT_CONTAINS_TIERS) for p in assertion.not_contains]
+    results = [find_phrase(p, "contains", turns, plan.contains) for p in assertion.contains]
+    if plan.judge is not None and turns:
+        for i, result in enumerate(results):
+            if result["found"]:
+                continue
+            try:
+                results[i] = _ask_judge(plan.judge, result["phrase"], turns)
+            except (JudgeUnavailable, JudgeGarbage) as exc:
+                return CriterionResult.error(f"LLM judge could not decide {result['phrase']!r}: {exc}")
+    results += [find_phrase(p, "not_contains", turns, plan.not_contains) for p in assertion.not_contains]
     passed = sum(result["passed"] for result in results)
     score = Fraction(passed, len(results)) if results else Fraction(1)
     details = matched_details("Transcript", passed, len(results), noun="phrase")
-    return CriterionResult(score, details, {"phraseResults": results})
+    evidence: dict[str, Any] = {"phraseResults": results, "tiers": list(plan.names)}
+    if "semantic" in plan.names:
+        evidence["semantic"] = {"model": _semantic.MODEL_ID, "threshold": _semantic.THRESHOLD}
+    return CriterionResult(score, details, evidence)
 
 
-def _judge_phrase(
-    phrase: str,
-    kind: PhraseKind,
-    turns: Sequence[tuple[int, str, Speech]],
-    tiers: Sequence[PhraseMatcher],
+def _plan(assertion: VoiceTranscript, context: CheckContext) -> _Plan | CriterionResult:
+    """The tiers this criterion uses: its own `tiers`, else 1–2 plus what the deployment turned on.
+
+    A tier the criterion asks for that cannot run here is an `error`, never a quiet skip.
+    """
+    if assertion.tiers is not None:
+        names = tuple(t for t in TIER_ORDER if t in assertion.tiers)
+    else:
+        names = ("exact", "fuzzy", *(("semantic",) if context.semantic else ()))
+        names += ("judge",) if context.judge is not None else ()
+    if "semantic" in names and (reason := _semantic.semantic_unavailable()):
+        return CriterionResult.error(reason)
+    if "judge" in names and context.judge is None:
+        return CriterionResult.error(
+            "the judge tier was asked for but no LLM judge is configured (set ASSAY_JUDGE_URL)"
+        )
+    basic: dict[str, PhraseMatcher] = {"exact": ExactMatcher(), "fuzzy": FuzzyMatcher()}
+    first_two = tuple(basic[n] for n in names if n in basic)
+    semantic: tuple[PhraseMatcher, ...] = (_semantic.SemanticMatcher(),) if "semantic" in names else ()
+    return _Plan(names, first_two + semantic, first_two, context.judge if "judge" in names else None)
+
+
+def find_phrase(
+    phrase: str, kind: PhraseKind, turns: Turns, tiers: Sequence[PhraseMatcher]
 ) -> dict[str, Any]:
+    """One phrase's evidence entry: the first tier whose best guarded match is found decides."""
     wanted = normalise(phrase)
     if not wanted.tokens:
         return _result(phrase, kind, found=False)
@@ -161,14 +214,83 @@ def _judge_phrase(
     return _result(phrase, kind, found=False)
 
 
+def _ask_judge(judge: Judge, phrase: str, turns: Turns) -> dict[str, Any]:
+    """Tier 4: the judge names a turn and quotes it; the guards still have the last word."""
+    lines = [f"[{index}] {speaker}: {turn.source}" for index, speaker, turn in turns]
+    transcript = "\n".join(lines)
+    if len(transcript) > JUDGE_TRANSCRIPT_BUDGET:
+        transcript = transcript[:JUDGE_TRANSCRIPT_BUDGET] + "\n[… transcript cut here]"
+    question = load_prompt(*JUDGE_PROMPT).question(phrase=phrase, transcript=transcript)
+    by_index = {index: (speaker, turn) for index, speaker, turn in turns}
+    (found, index, quote), answer = ask_judge(judge, question, lambda a: _read_judge(a, by_index))
+    record = answer.record(question, {"found": found, "turn": index, "quote": quote})
+    if not found or index is None:
+        return {**_result(phrase, "contains", found=False), "judge": record}
+    speaker, turn = by_index[index]
+    wanted = normalise(phrase)
+    span = _locate(normalise(quote or ""), turn)
+    if not _guards_accept(wanted, turn, span):
+        record["rejected_by"] = "number or negation guard"
+        return {**_result(phrase, "contains", found=False), "judge": record}
+    return {
+        **_result(
+            phrase,
+            "contains",
+            found=True,
+            turn=index,
+            speaker=speaker,
+            text=turn.span(span.first, span.last),
+            method="judge",
+        ),
+        "judge": record,
+    }
+
+
+def _read_judge(
+    answer: dict[str, Any], turns: dict[int, tuple[str, Speech]]
+) -> tuple[bool, int | None, str | None]:
+    found, index, quote = answer.get("found"), answer.get("turn"), answer.get("quote")
+    if not isinstance(found, bool) or (found and (not isinstance(index, int) or isinstance(index, bool))):
+        raise JudgeGarbage(f'expected {{"found": true|false, "turn": n, "quote": "…"}}, got {answer!r}'[:300])
+    if found and index not in turns:
+        raise JudgeGarbage(f"the judge named turn {index}, which is not one of the turns it was shown")
+    if quote is not None and not isinstance(quote, str):
+        raise JudgeGarbage(f"the judge's quote is not a string: {quote!r}"[:300])
+    return found, index if found else None, quote
+
+
+def _locate(quote: Speech, turn: Speech) -> SpanMatch:
+    """The judge's quote inside its turn (exact, then fuzzy); the whole turn when not found,
+    so the guards read at least everything the judge could have meant."""
+    if quote.tokens:
+        for tier in (ExactMatcher(), FuzzyMatcher()):
+            span = next(tier.spans(quote, turn), None)
+            if span is not None:
+                return span
+    return SpanMatch(0, max(len(turn.tokens) - 1, 0), 0.0)
+
+
 def _guards_accept(phrase: Speech, turn: Speech, span: SpanMatch) -> bool:
     """The number guard and the negation guard (SPEC §3.6), on any tier's span."""
+    if not turn.tokens:
+        return False
     last_phrase = len(phrase.tokens) - 1
-    if phrase.numbers(0, last_phrase) != turn.numbers(span.first, span.last):
+    if phrase.numbers(0, last_phrase) != turn.numbers(*_whole_numbers(turn, span)):
         return False
     phrase_negated = bool(NEGATIONS.intersection(phrase.words(0, last_phrase)))
     context = turn.words_before(span.first, _WORDS_BEFORE) + turn.words(span.first, span.last)
     return phrase_negated == bool(NEGATIONS.intersection(context))
+
+
+def _whole_numbers(turn: Speech, span: SpanMatch) -> tuple[int, int]:
+    """The span widened over digits that continue a number at its edge: punctuation splits
+    `9:30` into `9` `30`, and a span that stops at `9` must not pass the number guard as 9."""
+    words, first, last = turn.all_words, span.first, span.last
+    while last + 1 < len(words) and words[last][-1:].isdigit() and words[last + 1][:1].isdigit():
+        last += 1
+    while first > 0 and words[first][:1].isdigit() and words[first - 1][-1:].isdigit():
+        first -= 1
+    return first, last
 
 
 def _result(

@@ -15,11 +15,13 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from sqlalchemy.exc import IntegrityError
 
+from assay.judge import OpenAIJudge
 from assay.sandboxes import Deployment, Listeners, open_deployment
 from assay.sandboxes.fhir.external import close_external_clients
 from assay.service.catalog.routes import router as catalog_router
 from assay.service.catalog.task_routes import router as task_router
 from assay.service.errors import install_error_handlers
+from assay.service.grading import Grading
 from assay.service.health import router as health_router
 from assay.service.limits import BodySizeLimit, RateLimiter, json_body_limit
 from assay.service.openapi import install_openapi
@@ -69,6 +71,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.rate_limiter = (
             RateLimiter(settings.rate_limit, settings.rate_limit_burst) if settings.rate_limit else None
         )
+        judge = OpenAIJudge(settings.judge) if settings.judge else None
+        app.state.grading = Grading(semantic=settings.voice_semantic, judge=judge)
         sweeper = Sweeper(database, settings.sweep_interval)
         sweeper.start()
         try:
@@ -76,6 +80,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             await listeners.stop()
             sweeper.stop()
+            if judge is not None:
+                judge.close()
             close_external_clients()  # the pooled connections to an ASSAY_FHIR_URL server
             database.dispose()
 

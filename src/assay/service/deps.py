@@ -15,12 +15,14 @@ from fastapi import Depends, Header, Query, Request
 from sqlalchemy.orm import Session
 
 from assay.service.auth.actions import authenticate
+from assay.service.grading import Grading
 from assay.service.limits import RateLimiter
 from assay.service.settings import Settings
 from assay.store import Caller, Database, Forbidden, RateLimited, clamp_limit
 
 __all__ = [
     "AnyCaller",
+    "GradingDep",
     "OrgCaller",
     "PageDep",
     "PageQuery",
@@ -44,8 +46,14 @@ def _session(request: Request) -> Iterator[Session]:
         yield session
 
 
+async def _grading(request: Request) -> Grading:
+    grading: Grading = request.app.state.grading
+    return grading
+
+
 SessionDep = Annotated[Session, Depends(_session, scope="function")]
 SettingsDep = Annotated[Settings, Depends(_settings)]
+GradingDep = Annotated[Grading, Depends(_grading)]
 
 
 def _caller(

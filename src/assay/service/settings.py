@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assay.judge import JudgeSettings, voice_semantic_from_env
 from assay.sandboxes.fhir.external import external_fhir_settings
 from assay.store import sqlite_url
 from assay.store.tokens import ORG_KEY_PREFIX
@@ -37,6 +38,11 @@ class Settings:
     rate_limit_burst: int | None = None
     max_body_bytes: int = 50 * 1024 * 1024
     """`ASSAY_MAX_BODY_BYTES`: largest request body (SPEC §5.1: a dataset body is at most 50 MB)."""
+    voice_semantic: bool = False
+    """`ASSAY_VOICE_SEMANTIC=1`: the semantic tier of `voice-transcript` for every criterion
+    (needs the `semantic` extra; refused at start when it is missing)."""
+    judge: JudgeSettings | None = None
+    """`ASSAY_JUDGE_URL` (+ `_MODEL`, `_API_KEY`, `_TIMEOUT`): the LLM judge, or None."""
 
     @property
     def resolved_database_url(self) -> str:
@@ -63,6 +69,8 @@ class Settings:
         if key and not key.startswith(ORG_KEY_PREFIX):
             raise ValueError(f"ASSAY_BOOTSTRAP_API_KEY must be an org key starting with {ORG_KEY_PREFIX}")
         external_fhir_settings(env)  # an unknown ASSAY_FHIR_ISOLATION is refused here, by name
+        values["voice_semantic"] = voice_semantic_from_env(env)
+        values["judge"] = JudgeSettings.from_env(env)
         return cls(**values)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -99,7 +100,20 @@ def verify(
         state = open_snapshot(snapshot)
     except CoreError as exc:
         raise _fail(str(exc)) from None
-    result = verify_task(task.criteria, state, input_entity=task.input_entity)
+    from assay.judge import judge_from_env, voice_semantic_from_env  # httpx only when verifying
+
+    try:
+        semantic = voice_semantic_from_env(os.environ)
+        judge = judge_from_env()
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    try:
+        result = verify_task(
+            task.criteria, state, input_entity=task.input_entity, semantic=semantic, judge=judge
+        )
+    finally:
+        if judge is not None:
+            judge.close()
     if as_json:
         sys.stdout.write(json.dumps(result.as_json(), indent=2, ensure_ascii=False) + "\n")
     else:

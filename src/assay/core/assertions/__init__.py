@@ -1,4 +1,4 @@
-"""The six typed assertions: a discriminated union on `assert` (SPEC §3).
+"""The typed assertions: a discriminated union on `assert` (SPEC §3).
 
 `parse_assertion` is the one way in: it picks the model by `assert` and reports every problem as
 `AssertionInvalid` keyed by dotted path (`fields.0.operator`), never a bare pydantic error.
@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from assay.core.assertions._base import AT_VERIFY, FieldAssertion, MatchMode, TaggedAssertion
 from assay.core.assertions.fhir import FhirField, FhirResourceState
 from assay.core.assertions.hl7 import Hl7Field, Hl7Structural
+from assay.core.assertions.natural_language import NaturalLanguage
 from assay.core.assertions.portal import PortalAssertion, PortalCorrelation, PortalStateMatch
 from assay.core.assertions.sftp import SftpField, SftpFilePresent
 from assay.core.assertions.voice import VoiceTranscript
@@ -28,6 +29,7 @@ __all__ = [
     "Hl7Field",
     "Hl7Structural",
     "MatchMode",
+    "NaturalLanguage",
     "PortalAssertion",
     "PortalCorrelation",
     "PortalStateMatch",
@@ -43,6 +45,7 @@ __all__ = [
 ASSERTION_MODELS: dict[str, type[TaggedAssertion]] = {
     "fhir-resource-state": FhirResourceState,
     "hl7-structural": Hl7Structural,
+    "natural-language": NaturalLanguage,
     "portal-state-match": PortalStateMatch,
     "sftp-file-present": SftpFilePresent,
     "voice-transcript": VoiceTranscript,
@@ -50,7 +53,13 @@ ASSERTION_MODELS: dict[str, type[TaggedAssertion]] = {
 }
 
 AssertionModel = (
-    FhirResourceState | Hl7Structural | PortalStateMatch | SftpFilePresent | VoiceTranscript | X12Response
+    FhirResourceState
+    | Hl7Structural
+    | NaturalLanguage
+    | PortalStateMatch
+    | SftpFilePresent
+    | VoiceTranscript
+    | X12Response
 )
 """What `parse_assertion` returns; each member's `assert_` Literal is its tag in `ASSERTION_MODELS`."""
 

@@ -8,7 +8,7 @@ from pydantic import AfterValidator, Field
 
 from assay.core.assertions._base import TaggedAssertion
 
-__all__ = ["VoiceTranscript"]
+__all__ = ["TIER_ORDER", "Tier", "VoiceTranscript"]
 
 
 def _has_words(phrase: str) -> str:
@@ -19,6 +19,16 @@ def _has_words(phrase: str) -> str:
 
 
 Phrase = Annotated[str, AfterValidator(_has_words)]
+Tier = Literal["exact", "fuzzy", "semantic", "judge"]
+TIER_ORDER: tuple[Tier, ...] = ("exact", "fuzzy", "semantic", "judge")
+"""SPEC §3.6's tiers, in the order they are tried."""
+
+
+def _has_exact(tiers: list[Tier] | None) -> list[Tier] | None:
+    """Tier 1 always runs: without it `not_contains` would have nothing to search with."""
+    if tiers is not None and "exact" not in tiers:
+        raise ValueError("tiers must include exact (tier 1 always runs)")
+    return tiers
 
 
 class VoiceTranscript(TaggedAssertion):
@@ -28,3 +38,7 @@ class VoiceTranscript(TaggedAssertion):
     """Phrases that must appear, each within one turn."""
     not_contains: list[Phrase] = Field(default_factory=list)
     """Phrases that must not appear."""
+    tiers: Annotated[list[Tier] | None, AfterValidator(_has_exact)] = None
+    """Tiers to use, tried in SPEC order whatever the order given; default `exact`, `fuzzy`, plus
+    `semantic` when the deployment sets `ASSAY_VOICE_SEMANTIC=1` and `judge` when `ASSAY_JUDGE_URL`
+    is set. `not_contains` uses `exact` and `fuzzy` only, as listed."""

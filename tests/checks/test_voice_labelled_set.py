@@ -1,0 +1,62 @@
+"""The labelled phrase set (issue 13) as a regression gate: precision, recall and negation flips
+at the default tiers and, in the `semantic`-marked tests, with tier 3.
+
+The thresholds asserted are the measured ones with a small margin (docs/performance.md), so a
+change that makes matching worse fails here. The issue's recall targets for the semantic tier
+(0.92 overall, 0.85 on paraphrases) are NOT met by all-MiniLM-L6-v2 at a threshold that keeps
+precision ≥ 0.95; `test_issue_recall_targets` is a strict xfail that says so and will flip when a
+better tier 3 lands.
+"""
+
+from __future__ import annotations
+
+import pytest
+from tests.checks.voice_set import KINDS, load_items, matchers, score
+
+from assay.checks import semantic_unavailable
+
+ITEMS = load_items()
+needs_semantic = pytest.mark.skipif(semantic_unavailable() is not None, reason=semantic_unavailable() or "")
+
+
+def test_the_set_is_large_and_covers_every_kind() -> None:
+    assert len(ITEMS) >= 300
+    assert {item.kind for item in ITEMS} == set(KINDS)
+    assert len({item.phrase for item in ITEMS}) >= 40
+    assert sum(item.match for item in ITEMS) >= 150 and sum(not item.match for item in ITEMS) >= 100
+
+
+def test_default_tiers() -> None:
+    scores = score(ITEMS, matchers(["exact", "fuzzy"]))
+    overall = scores["overall"]
+    assert overall.precision is not None and overall.precision >= 0.98
+    assert overall.recall is not None and overall.recall >= 0.50
+    assert scores["exact"].recall is not None and scores["exact"].recall >= 0.95
+    assert scores["typo"].recall is not None and scores["typo"].recall >= 0.90
+    assert scores["negation"].fp == 0, scores["negation"].false_accepts
+    assert scores["number"].fp == 0, scores["number"].false_accepts
+
+
+@pytest.fixture(scope="module")
+def semantic_scores() -> dict[str, object]:
+    return score(ITEMS, matchers(["exact", "fuzzy", "semantic"]))  # type: ignore[return-value]
+
+
+@pytest.mark.semantic
+@needs_semantic
+def test_semantic_tier(semantic_scores: dict[str, object]) -> None:
+    scores: dict = semantic_scores
+    overall = scores["overall"]
+    assert overall.precision >= 0.95, overall.false_accepts
+    assert overall.recall >= 0.53
+    assert scores["negation"].fp == 0, scores["negation"].false_accepts
+    assert scores["number"].fp == 0, scores["number"].false_accepts
+    assert scores["paraphrase"].precision in (None, 1.0)
+
+
+@pytest.mark.semantic
+@needs_semantic
+@pytest.mark.xfail(strict=True, reason="all-MiniLM-L6-v2 at threshold 0.85 finds few paraphrases")
+def test_issue_recall_targets(semantic_scores: dict[str, object]) -> None:
+    scores: dict = semantic_scores
+    assert scores["overall"].recall >= 0.92 and scores["paraphrase"].recall >= 0.85
