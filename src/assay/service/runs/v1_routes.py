@@ -77,7 +77,5 @@ def complete_task_run(
     task_run_id: str, request: Request, session: SessionDep, caller: RunCaller, grading: GradingDep
 ) -> JSONResponse:
     """Verify now; idempotent. Scored runs omit `details` and `evidence` here."""
-    result = actions.complete_task_run(
-        session, caller, task_run_id, request.app.state.deployment, grading
-    )
+    result = actions.complete_task_run(session, caller, task_run_id, request.app.state.deployment, grading)
     return JSONResponse(completion_json(result.task_run, result.criterion_runs, scored=result.scored))
