@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
-from assay.checks import CHECKS, CheckContext
+from assay.checks import CHECKS, PREPARE, CheckContext
 from assay.core.assertions import parse_assertion
 from assay.core.errors import AssertionInvalid
 from assay.core.judging import Judge
@@ -190,6 +190,12 @@ def verify_criterion(
         if entity is not None:
             input_entity = entity
     context = CheckContext(input_entity=input_entity, semantic=semantic, judge=judge)
+    prepare = PREPARE.get(assertion.assert_)
+    if prepare is not None:
+        try:
+            prepare(assertion, context)
+        except Exception as exc:  # a model that cannot load is the criterion's error, as data
+            return CriterionResult.error(f"check set-up failed: {type(exc).__name__}: {exc}")
     if judge is not None:
         time_limit += judge.timeout * _judge_questions(assertion)
     try:

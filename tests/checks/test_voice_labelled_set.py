@@ -48,7 +48,8 @@ def test_semantic_tier(semantic_scores: dict[str, object]) -> None:
     scores: dict = semantic_scores
     overall = scores["overall"]
     assert overall.precision >= 0.95, overall.false_accepts
-    assert overall.recall >= 0.53
+    assert overall.recall >= 0.60
+    assert scores["paraphrase"].recall >= 0.18
     assert scores["negation"].fp == 0, scores["negation"].false_accepts
     assert scores["number"].fp == 0, scores["number"].false_accepts
     assert scores["paraphrase"].precision in (None, 1.0)
@@ -56,7 +57,9 @@ def test_semantic_tier(semantic_scores: dict[str, object]) -> None:
 
 @pytest.mark.semantic
 @needs_semantic
-@pytest.mark.xfail(strict=True, reason="all-MiniLM-L6-v2 at threshold 0.85 finds few paraphrases")
+@pytest.mark.xfail(
+    strict=True, reason="all-MiniLM-L6-v2 finds about a fifth of the paraphrases at precision ≥ 0.95"
+)
 def test_issue_recall_targets(semantic_scores: dict[str, object]) -> None:
     scores: dict = semantic_scores
     assert scores["overall"].recall >= 0.92 and scores["paraphrase"].recall >= 0.85

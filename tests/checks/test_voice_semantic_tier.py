@@ -44,6 +44,7 @@ def test_deployment_switch_and_criterion_tiers(tmp_path: Path) -> None:
     assert on["evidence"]["semantic"] == {
         "model": "all-MiniLM-L6-v2-onnx-int8",
         "threshold": _semantic.THRESHOLD,
+        "alignment": _semantic.ALIGNMENT,
     }
     asked = run(tmp_path, text, tiers=["exact", "fuzzy", "semantic"])
     assert asked["passed"] is True and asked["evidence"]["tiers"] == ["exact", "fuzzy", "semantic"]

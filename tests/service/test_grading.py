@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from assay.checks import semantic_unavailable
+from assay.checks._semantic import THRESHOLD
 from assay.judge import JudgeSettings
 from assay.sandboxes.registry import SURFACES
 from assay.service.settings import Settings
@@ -116,7 +117,7 @@ def test_voice_criterion_needs_the_semantic_tier(tmp_path: Path, semantic: bool)
     (check,) = result["checks"]
     found = check["evidence"]["phraseResults"][0]
     if semantic:
-        assert check["passed"] is True and found["method"] == "semantic" and found["similarity"] >= 0.85
+        assert check["passed"] is True and found["method"] == "semantic" and found["similarity"] >= THRESHOLD
         assert check["evidence"]["tiers"] == ["exact", "fuzzy", "semantic"]
     else:
         assert check["passed"] is False and found["found"] is False and found["method"] is None

@@ -20,11 +20,11 @@ from assay.checks import (
     x12_response,
 )
 from assay.checks._context import CheckContext
-from assay.checks._semantic import semantic_unavailable
+from assay.checks._semantic import load_semantic_model, semantic_unavailable
 from assay.core.results import CriterionResult
 from assay.core.state import SandboxState
 
-__all__ = ["CHECKS", "Check", "CheckContext", "semantic_unavailable"]
+__all__ = ["CHECKS", "PREPARE", "Check", "CheckContext", "load_semantic_model", "semantic_unavailable"]
 
 Check = Callable[[Any, SandboxState, CheckContext], CriterionResult]
 
@@ -37,3 +37,8 @@ CHECKS: dict[str, Check] = {
     "voice-transcript": voice_transcript.check,
     "x12-response": x12_response.check,
 }
+
+PREPARE: dict[str, Callable[[Any, CheckContext], None]] = {
+    "voice-transcript": voice_transcript.prepare,
+}
+"""Set-up a check needs before its time limit starts (loading a model), by `assert`."""

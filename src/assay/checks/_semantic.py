@@ -7,10 +7,18 @@ same model, Apache-2.0) ships in `checks/models/`. Nothing is downloaded at run 
 imports but `semantic_unavailable()` says why the tier cannot run.
 
 A turn is cut into windows — each sentence, and each clause of a sentence that has commas — and
-the phrase is compared with every window by cosine similarity of mean-pooled, normalised
-embeddings. A window at or above `THRESHOLD` is proposed; the check's number and negation guards
-then accept or reject it, exactly as for the other tiers. The threshold was chosen on the
-labelled set (tests/fixtures/voice/labelled, docs/decisions.md).
+the phrase is compared with every window twice, from one model pass per text:
+
+- the sentence signal: cosine similarity of mean-pooled, normalised embeddings ≥ `THRESHOLD`;
+- the word signal: every content word-piece of the phrase has a contextual token in the window
+  with cosine ≥ `ALIGNMENT` (the minimum over the phrase's pieces of their best match).
+
+The sentence signal alone cannot tell "the authorization was approved" from "the authorization was
+submitted" (0.84): one word carries the meaning and the rest of the sentence agrees. Requiring every
+content piece to find a counterpart rejects those while keeping paraphrases whose words each have
+one. A window passing both is proposed (its `similarity` is the sentence cosine); the check's number
+and negation guards then accept or reject it, as for the other tiers. Both thresholds were chosen on
+the labelled set (tests/fixtures/voice/labelled, docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -33,13 +41,58 @@ __all__ = [
     "Embedder",
     "SemanticMatcher",
     "Window",
+    "load_semantic_model",
     "semantic_unavailable",
     "windows",
 ]
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
-THRESHOLD = 0.85
-"""Cosine similarity a window needs to be proposed; calibrated on the labelled set."""
+THRESHOLD = 0.60
+"""Sentence cosine a window needs to be proposed; calibrated on the labelled set."""
+ALIGNMENT = 0.55
+"""Cosine every content word-piece of the phrase needs with some token of the window."""
+_STOP = frozenset(
+    [
+        "the",
+        "a",
+        "an",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "to",
+        "of",
+        "for",
+        "on",
+        "in",
+        "at",
+        "with",
+        "and",
+        "or",
+        "your",
+        "you",
+        "my",
+        "i",
+        "it",
+        "this",
+        "that",
+        "can",
+        "could",
+        "please",
+        "what",
+        "whats",
+        "do",
+        "does",
+        "did",
+        "have",
+        "has",
+        "will",
+        "would",
+    ]
+)
+"""Word-pieces that carry no content of their own: skipped by the word signal."""
 TOKENIZER = Path(__file__).parent / "models" / "all-MiniLM-L6-v2.tokenizer.json"
 MAX_TOKENS = 256
 """sentence-transformers' `max_seq_length` for this model."""
@@ -78,7 +131,7 @@ class Embedder:
         self._tokenizer: Any = None
         self._np: Any = None
         self._needs_type_ids = False
-        self._cache: OrderedDict[str, Any] = OrderedDict()
+        self._cache: OrderedDict[str, Encoded] = OrderedDict()
 
     def load(self) -> None:
         if self._session is not None:
@@ -105,19 +158,18 @@ class Embedder:
             self._needs_type_ids = any(i.name == "token_type_ids" for i in session.get_inputs())
             self._np, self._tokenizer, self._session = numpy, tokenizer, session
 
-    def embed(self, texts: Sequence[str]) -> Any:
-        """Unit vectors, one row per text (numpy array), from the cache where possible."""
+    def encode(self, texts: Sequence[str]) -> list[Encoded]:
+        """Each text's sentence vector and token vectors, from the cache where possible."""
         self.load()
-        np = self._np
         missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
         if missing:
-            for text, vector in zip(missing, self._encode(missing), strict=True):
-                self._cache[text] = vector
+            for text, encoded in zip(missing, self._encode(missing), strict=True):
+                self._cache[text] = encoded
                 if len(self._cache) > _CACHE_SIZE:
                     self._cache.popitem(last=False)
-        return np.stack([self._cache[t] for t in texts])
+        return [self._cache[t] for t in texts]
 
-    def _encode(self, texts: list[str]) -> Any:
+    def _encode(self, texts: list[str]) -> list[Encoded]:
         np = self._np
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
@@ -129,13 +181,44 @@ class Embedder:
         # sentence-transformers' Pooling(mean) + Normalize for this model.
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        pooled = pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        tokens = hidden / np.clip(np.linalg.norm(hidden, axis=2, keepdims=True), 1e-12, None)
+        found = []
+        for row, encoding in enumerate(encodings):
+            real = [
+                i
+                for i, token in enumerate(encoding.tokens)
+                if encoding.attention_mask[i] and token not in _SPECIAL
+            ]
+            content = [i for i in real if encoding.tokens[i].removeprefix("##") not in _STOP]
+            found.append(Encoded(pooled[row], tokens[row, real], tokens[row, content]))
+        return found
+
+
+_SPECIAL = frozenset({"[CLS]", "[SEP]", "[PAD]"})
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """One text through the model: numpy arrays, rows unit length."""
+
+    sentence: Any
+    """The mean-pooled sentence vector."""
+    tokens: Any
+    """One row per word-piece (no [CLS]/[SEP]/padding)."""
+    content: Any
+    """The rows of `tokens` that are content word-pieces (not in `_STOP`)."""
 
 
 @cache
 def embedder() -> Embedder:
     """The process-wide model (loaded on first use, never twice)."""
     return Embedder()
+
+
+def load_semantic_model() -> None:
+    """Load the process-wide model now (a deployment with the tier on does this at start-up)."""
+    embedder().load()
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,11 +271,22 @@ class SemanticMatcher:
             yield SpanMatch(window.first, window.last, similarity)
 
     def scored(self, phrase: Speech, turn: Speech) -> list[tuple[Window, float]]:
-        """Every window with its similarity to the phrase, most similar first."""
+        """Windows that pass the word signal, with their sentence cosine, most similar first."""
         cut = windows(turn)
         if not cut or not phrase.tokens:
             return []
-        vectors = self._model.embed([phrase.source, *(w.text for w in cut)])
-        similarities = vectors[1:] @ vectors[0]
-        ranked = sorted(zip(cut, (float(s) for s in similarities), strict=True), key=lambda p: -p[1])
+        wanted, *have = self._model.encode([phrase.source, *(w.text for w in cut)])
+        ranked = []
+        for window, encoded in zip(cut, have, strict=True):
+            similarity = float(encoded.sentence @ wanted.sentence)
+            if similarity >= self.threshold and _aligned(wanted, encoded) >= ALIGNMENT:
+                ranked.append((window, similarity))
+        ranked.sort(key=lambda pair: -pair[1])
         return ranked
+
+
+def _aligned(phrase: Encoded, window: Encoded) -> float:
+    """The worst best-match of the phrase's content pieces among the window's tokens."""
+    if not len(phrase.content) or not len(window.tokens):
+        return 0.0
+    return float((phrase.content @ window.tokens.T).max(axis=1).min())

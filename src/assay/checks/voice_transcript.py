@@ -46,6 +46,7 @@ __all__ = [
     "SpanMatch",
     "check",
     "find_phrase",
+    "prepare",
 ]
 
 FUZZY_THRESHOLD = 90.0
@@ -158,8 +159,20 @@ def check(assertion: VoiceTranscript, state: SandboxState, context: CheckContext
     details = matched_details("Transcript", passed, len(results), noun="phrase")
     evidence: dict[str, Any] = {"phraseResults": results, "tiers": list(plan.names)}
     if "semantic" in plan.names:
-        evidence["semantic"] = {"model": _semantic.MODEL_ID, "threshold": _semantic.THRESHOLD}
+        evidence["semantic"] = {
+            "model": _semantic.MODEL_ID,
+            "threshold": _semantic.THRESHOLD,
+            "alignment": _semantic.ALIGNMENT,
+        }
     return CriterionResult(score, details, evidence)
+
+
+def prepare(assertion: VoiceTranscript, context: CheckContext) -> None:
+    """Load the semantic model before the check's time limit starts (once per process): loading
+    is set-up, not judging, and on a busy machine it can take longer than the limit."""
+    plan = _plan(assertion, context)
+    if isinstance(plan, _Plan) and "semantic" in plan.names:
+        _semantic.embedder().load()
 
 
 def _plan(assertion: VoiceTranscript, context: CheckContext) -> _Plan | CriterionResult:

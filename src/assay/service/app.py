@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from sqlalchemy.exc import IntegrityError
 
+from assay.checks import load_semantic_model
 from assay.judge import OpenAIJudge
 from assay.sandboxes import Deployment, Listeners, open_deployment
 from assay.sandboxes.fhir.external import close_external_clients
@@ -73,6 +74,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         judge = OpenAIJudge(settings.judge) if settings.judge else None
         app.state.grading = Grading(semantic=settings.voice_semantic, judge=judge)
+        if settings.voice_semantic:
+            load_semantic_model()  # once per process, before the first `complete` needs it
         sweeper = Sweeper(database, settings.sweep_interval)
         sweeper.start()
         try:
