@@ -137,6 +137,12 @@ async def authoring(session: Session) -> None:
     )
     assert "assertion.speeker" in bad_eval["details"]
     assert await call(session, "criteria", {"action": "delete", "id": legacy["id"]}) == {"deleted": True}
+    text = "The agent confirms the appointment time with the caller."
+    spoken = await call(
+        session, "evals", {"action": "create", "taskId": task["id"], "label": "tone", "assert": text}
+    )
+    assert spoken["assertion"] == {"assert": "natural-language", "text": text} and spoken["assert"] == text
+    assert (await call(session, "evals", {"action": "get", "id": spoken["id"]}))["assert"] == text
 
     published = await call(session, "benchmarks", {"action": "publish", "id": benchmark["id"]})
     run = await call(session, "benchmark-runs", {"action": "create", "benchmark": published["slug"]})
@@ -145,7 +151,9 @@ async def authoring(session: Session) -> None:
     started = await call(session, "task-runs", {"action": "start", "id": task_run_id, "runToken": token})
     assert started["phase"] == "started"
     completed = await call(session, "task-runs", {"action": "complete", "id": task_run_id, "runToken": token})
-    assert completed["verdict"] == "fail" and len(completed["checks"]) == 2
+    assert completed["verdict"] == "fail" and len(completed["checks"]) == 3
+    judged = completed["checks"][2]
+    assert judged["label"] == "tone" and not judged["passed"] and "judge" in judged["details"], judged
     runs = await call(session, "criterion-runs", {"action": "list", "taskRunId": task_run_id})
     detail = await call(session, "criterion-runs", {"action": "get", "id": runs["data"][0]["id"]})
     assert detail["evidence"] is not None
