@@ -204,3 +204,21 @@ def test_a_payer_definition_missing_a_key_is_a_422_naming_it(api: httpx.Client) 
     details = error(api.post("/datasets", json={"name": unique("p"), "type": "x12", "data": bad}), 422,
                     "VALIDATION_ERROR")  # fmt: skip
     assert details == {"data.members.1.birth_date": ["missing required key 'birth_date'"]}
+
+
+def test_a_request_over_the_limit_is_a_413_and_stores_nothing(server: Server, api: httpx.Client) -> None:
+    from assay.sandboxes.x12.routes import MAX_REQUEST_BYTES
+
+    benchmark_id, _ = _catalog(api, ELIGIBLE)
+    run = start_run(api, benchmark_id)
+    [task_run] = run.task_runs
+    with server.client(run.token) as agent:
+        base = ok(agent.post(task_run["start_url"]))["endpoints"]["x12"]
+        big = b"ISA" + b"*" * MAX_REQUEST_BYTES
+        refused = agent.post(f"{base}/270", content=big, headers=X12)
+        error(refused, 413, "BAD_REQUEST")
+        assert refused.json()["error"]["message"].startswith("an X12 request is at most 1048576 bytes")
+        completed = ok(agent.post(task_run["complete_url"]))
+    assert completed["checks"][0]["details"].endswith("No X12 exchange was recorded.")
+    events = ok(api.get(f"/task-runs/{task_run['id']}/events", params={"limit": 10}))["data"]
+    assert [(e["type"], e["status"]) for e in events] == [("x12_exchange", 413)]

@@ -62,8 +62,7 @@ def find_member(
     """The member with `member_id` whose given name and birth date agree (subscriber first)."""
     if not member_id or not member_id.strip():
         return MemberMatch(None, NOT_FOUND, "the request carries no member id")
-    candidates = [m for m in payer.members if identifiers_equal(m.member_id, member_id)]
-    candidates.sort(key=lambda m: m.relationship != "subscriber")
+    candidates = sorted(payer.members_by_id.get(member_id.strip().casefold(), ()), key=_subscriber_first)
     if not candidates:
         return MemberMatch(None, NOT_FOUND, f"no member has id {member_id.strip()!r}")
     return _best(candidates, first_name, last_name, birth_date)
@@ -71,13 +70,8 @@ def find_member(
 
 def dependents_of(payer: PayerDefinition, subscriber: Member) -> list[Member]:
     """The dependents whose `subscriber_id` names this subscriber, in definition order."""
-    return [
-        m
-        for m in payer.members
-        if m.relationship == "dependent"
-        and m is not subscriber
-        and identifiers_equal(m.subscriber_id or m.member_id, subscriber.member_id)
-    ]
+    found = payer.dependents_by_subscriber.get(subscriber.member_id.strip().casefold(), ())
+    return [m for m in found if m is not subscriber]
 
 
 def match_dependent(
@@ -96,6 +90,10 @@ def match_dependent(
     if not candidates:
         return MemberMatch(None, NOT_FOUND, f"subscriber {subscriber.member_id!r} has no such dependent")
     return _best(candidates, first_name, last_name, birth_date)
+
+
+def _subscriber_first(member: Member) -> bool:
+    return member.relationship != "subscriber"
 
 
 def _best(

@@ -17,7 +17,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from assay.formats.x12 import X12Segment, X12TransactionSet
-from assay.sandboxes.payer import Claim, PayerDefinition, dependents_of, find_member, identifiers_equal
+from assay.sandboxes.payer import Claim, PayerDefinition, dependents_of, find_member
 from assay.sandboxes.x12._hl import HlNode, Reply, Row, echo, echo_segment, hl_tree, write_hl
 from assay.sandboxes.x12._values import amount, d8
 
@@ -94,10 +94,11 @@ def _find(payer: PayerDefinition, keys: list[str], member_id: str) -> Claim | No
     found = find_member(payer, member_id)
     if found.member is not None:
         family.update(m.member_id.casefold() for m in dependents_of(payer, found.member))
-    for claim in payer.claims:
-        known = any(identifiers_equal(claim.patient_control_number, key) for key in keys if key)
-        if known and (not member_id or claim.member_id.strip().casefold() in family):
-            return claim
+    index = payer.claims_by_control_number
+    for key in keys:
+        for claim in index.get(key.strip().casefold(), ()) if key.strip() else ():
+            if not member_id or claim.member_id.strip().casefold() in family:
+                return claim
     return None
 
 

@@ -2,22 +2,24 @@
 
 Every answer is `200` with `Content-Type: application/edi-x12`: a 271/277/278, or the protocol's
 own refusal — a 999 for syntax errors, a TA1 for envelope errors (the HL7 surface answers its
-ACK `AR` the same way). The exchange is stored before the answer leaves, and logged as an
+ACK `AR` the same way). Only a body over `MAX_REQUEST_BYTES` is refused by HTTP (413). The exchange is stored before the answer leaves, and logged as an
 `x12_exchange` sandbox event after that committed.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
 from assay.sandboxes.x12.engine import ENDPOINTS
 from assay.sandboxes.x12.store import exchange
 
-__all__ = ["MEDIA_TYPE", "x12_router"]
+__all__ = ["MAX_REQUEST_BYTES", "MEDIA_TYPE", "x12_router"]
 
 MEDIA_TYPE = "application/edi-x12"
+MAX_REQUEST_BYTES = 1024 * 1024
+"""Largest request (about 15,000 subscribers of a 270): it is answered inside the sandbox's lock."""
 
 
 def x12_router(target: SurfaceTarget) -> APIRouter:
@@ -28,6 +30,8 @@ def x12_router(target: SurfaceTarget) -> APIRouter:
         # module's globals, where the local `target` is not.
         async def post(request: Request, handle: SandboxHandle = Depends(target)) -> Response:
             body = await request.body()
+            if len(body) > MAX_REQUEST_BYTES:
+                await run_in_threadpool(_refuse, handle, endpoint, body)
             return await run_in_threadpool(_answer, handle, endpoint, body)
 
         router.add_api_route(
@@ -57,3 +61,10 @@ def _answer(handle: SandboxHandle, endpoint: str, body: bytes) -> Response:
         "x12_exchange", method="POST", path=f"x12/{endpoint}", status=200, request=body, response=answer
     )
     return Response(answer, media_type=MEDIA_TYPE, headers={"X-Assay-X12-Response": done.reply.kind})
+
+
+def _refuse(handle: SandboxHandle, endpoint: str, body: bytes) -> None:
+    """413 in the API's envelope (logged as an event first, like every request to a surface)."""
+    message = f"an X12 request is at most {MAX_REQUEST_BYTES} bytes; this one is {len(body)}"
+    handle.record("x12_exchange", method="POST", path=f"x12/{endpoint}", status=413, request=body)
+    raise HTTPException(413, message)
