@@ -65,7 +65,11 @@ def _catalog(api: httpx.Client, *assertions: Json) -> tuple[str, list[Json]]:
 
 
 def _play(
-    server: Server, api: httpx.Client, bodies: list[tuple[str, str]], *assertions: Json
+    server: Server,
+    api: httpx.Client,
+    bodies: list[tuple[str, str]],
+    *assertions: Json,
+    also_by_run: bool = False,
 ) -> tuple[Json, list[httpx.Response], str, list[Json]]:
     benchmark_id, criteria = _catalog(api, *assertions)
     run = start_run(api, benchmark_id)
@@ -75,6 +79,12 @@ def _play(
         base = started["endpoints"]["x12"]
         assert base.endswith("/x12")
         replies = [agent.post(f"{base}/{endpoint}", content=body, headers=X12) for endpoint, body in bodies]
+        if also_by_run:  # the benchmark run's base reaches its single started task run too (SPEC §5.2)
+            again = agent.post(
+                f"/v1/benchmark-runs/{run.id}/x12/{bodies[0][0]}", content=bodies[0][1], headers=X12
+            )
+            assert again.status_code == 200, again.text
+            assert parse_x12(again.content).interchanges[0].control_number == f"{len(bodies) + 1:09d}"
         completed = ok(agent.post(task_run["complete_url"]))
         late = agent.post(f"{base}/270", content=bodies[0][1], headers=X12) if bodies else None
     if late is not None:
@@ -114,6 +124,8 @@ def test_a_right_270_passes_and_verify_agrees(server: Server, api: httpx.Client,
     verified = _verify_offline(api, task_run_id, criteria, tmp_path)
     assert verified["score"] == completed["score"] and verified["verdict"] == "pass"
     assert verified["criterion_runs"][0]["evidence"] == check["evidence"]
+    rescored = ok(api.post(f"/task-runs/{task_run_id}/rescore"))
+    assert rescored["score"] == completed["score"] and rescored["checks"][0]["evidence"] == check["evidence"]
     with tarfile.open(fileobj=io.BytesIO(api.get(f"/task-runs/{task_run_id}/state").content)) as tar:
         names = sorted(n for n in tar.getnames() if "/x12/" in n)
         assert names == ["snapshot/x12/000001.meta.json", "snapshot/x12/000001.request.x12",
@@ -137,7 +149,7 @@ def test_claim_status_and_review_in_one_run(server: Server, api: httpx.Client) -
         ("276", interchange("276", claim_status_276(("W123456789", "PCN001", "250")))),
         ("278", interchange("278", review_278("W123456789", "70553"))),
     ]
-    completed, replies, _, _ = _play(server, api, bodies, claim, APPROVED)
+    completed, replies, _, _ = _play(server, api, bodies, claim, APPROVED, also_by_run=True)
     assert [r.headers["x-assay-x12-response"] for r in replies] == ["277", "278"]
     assert [parse_x12(r.content).interchanges[0].control_number for r in replies] == [
         "000000001",
