@@ -71,6 +71,7 @@ def test_keys_create_then_serve(tmp_path: Path) -> None:
             ).json()
         assert started["phase"] == "started"
         assert started["credentials"].get("sftp", {}).get("port", 2299) == 2299
+        assert started["credentials"]["hl7"]["port"] > 0  # --mllp-port 0: the port actually bound
     finally:
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=30)

@@ -8,6 +8,7 @@ the routes, listeners, `complete`, the state tar.gz — loops over this mapping.
 from __future__ import annotations
 
 from assay.sandboxes.fhir.surface import FhirSandbox
+from assay.sandboxes.hl7.surface import Hl7Sandbox
 from assay.sandboxes.surface import ScenarioStep, Surface
 from assay.sandboxes.x12.surface import X12Sandbox
 
@@ -15,6 +16,7 @@ __all__ = ["DATASET_TYPES", "SCENARIO_STEPS", "SURFACES", "surface_for_dataset"]
 
 SURFACES: dict[str, Surface] = {
     "fhir": FhirSandbox(),
+    "hl7": Hl7Sandbox(),
     "x12": X12Sandbox(),
 }
 """Surface name (sandbox type, URL segment, snapshot folder) → surface; in provisioning order."""

@@ -63,7 +63,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.database = database
         app.state.settings = settings
         deployment = open_deployment(
-            Deployment(database.engine, host=settings.listen_host, ports=dict(settings.listener_ports))
+            Deployment(
+                database.engine,
+                host=settings.listen_host,
+                ports=dict(settings.listener_ports),
+                options=settings.surface_options,
+            )
         )
         app.state.deployment = deployment
         listeners = Listeners(deployment)

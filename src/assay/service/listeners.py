@@ -47,14 +47,21 @@ def run_listeners(settings: Settings, report: Connection) -> None:
     database = Database(settings.resolved_database_url)
     database.migrate()
     deployment = open_deployment(
-        Deployment(database.engine, host=settings.listen_host, ports=dict(settings.listener_ports))
+        Deployment(
+            database.engine,
+            host=settings.listen_host,
+            ports=dict(settings.listener_ports),
+            options=settings.surface_options,
+        )
     )
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
+        # Ctrl-C reaches the whole process group; `serve` stops this process itself (SIGTERM) once
+        # the workers are down, so a SIGINT here is ignored rather than racing the supervisor.
+        loop.add_signal_handler(signal.SIGINT, lambda: None)
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
         listeners = Listeners(deployment)
         try:
             ports = await listeners.start()

@@ -30,6 +30,10 @@ class NoDelayH11Protocol(H11Protocol):
 def run(app: Any, *, host: str, port: int, workers: int = 1, **options: Any) -> None:
     """`uvicorn.run` with the no-delay protocol; `app` is the app, or an import string for workers."""
     if workers > 1:
+        # uvicorn kills a worker that does not answer its health ping within the timeout (5 s by
+        # default); a worker still starting (spawn, imports, migrations) on a loaded machine took
+        # longer and was killed and respawned in a loop, so the API never came up.
+        options.setdefault("timeout_worker_healthcheck", 60)
         uvicorn.run(
             app, factory=True, host=host, port=port, workers=workers, http=NoDelayH11Protocol, **options
         )

@@ -30,6 +30,8 @@ class Settings:
     mllp_port: int = 2575
     listen_host: str = "127.0.0.1"
     """The interface the surfaces' listeners (MLLP, SFTP) bind to: `assay serve --host`."""
+    mllp_idle_timeout: float = 300.0
+    """`ASSAY_MLLP_IDLE_TIMEOUT`: seconds an MLLP connection may stay silent before it is closed."""
     listeners: bool = True
     """`ASSAY_LISTENERS`: run the surfaces' listeners in this process (the app's lifespan). `serve
     --workers N` sets it to 0 in the workers: their listeners run once, in the listener process."""
@@ -52,6 +54,11 @@ class Settings:
     def listener_ports(self) -> dict[str, int]:
         """Surface name → the port its listener binds (0: any free port), SPEC §7."""
         return {surface: getattr(self, field) for surface, field in LISTENER_PORTS.items()}
+
+    @property
+    def surface_options(self) -> dict[str, dict[str, Any]]:
+        """What each surface reads through `Deployment.option(surface, key)`."""
+        return {"hl7": {"idle_timeout": self.mllp_idle_timeout}}
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -88,6 +95,7 @@ _FROM_ENV: dict[str, type[Any]] = {
     "rate_limit_burst": int,
     "max_body_bytes": int,
     "listen_host": str,
+    "mllp_idle_timeout": float,
     "listeners": bool,
 }
 """Each setting read from `ASSAY_<FIELD>`, with its type."""

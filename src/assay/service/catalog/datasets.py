@@ -58,7 +58,6 @@ def _list_of(key: str, kind: type[Any], what: str) -> Any:
 _CHECKS = {
     "files": _files,
     "portal": _portal,
-    "hl7": _list_of("inbox", str, "raw HL7 messages"),
     "voice": _list_of("turns", dict, "turn objects"),
 }
 

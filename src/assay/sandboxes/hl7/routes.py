@@ -1,0 +1,78 @@
+"""The HL7v2 surface over HTTP (SPEC §5.2): `GET hl7/inbox`, `POST hl7/outbound`.
+
+`POST hl7/outbound` takes `{"payload": "<ER7>"}` (JSON) or the raw ER7 body (any other content
+type) and answers 200 with the ACK (`x-application/hl7-v2+er7`), whatever its code: `AE` and
+`AR` are the protocol's own refusals, not HTTP errors. Only a JSON body without a string
+`payload` is a 422 (or 400 when it is not JSON). Each POST is an `hl7_outbound` event, each GET of
+the inbox an `hl7_inbound` event (what the agent was delivered).
+"""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from assay.sandboxes.hl7.ack import inspect
+from assay.sandboxes.hl7.store import accept, inbox
+from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
+from assay.store import BadRequest, Invalid
+
+__all__ = ["HL7_MEDIA_TYPE", "hl7_router"]
+
+HL7_MEDIA_TYPE = "x-application/hl7-v2+er7"
+
+
+def _payload(body: bytes, content_type: str) -> bytes:
+    if "json" not in content_type.lower():
+        return body
+    try:
+        value = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise BadRequest(
+            'the body is not valid JSON; send {"payload": "MSH|..."} or the raw message'
+        ) from None
+    payload = value.get("payload") if isinstance(value, dict) else None
+    if not isinstance(payload, str):
+        raise Invalid({"payload": ["required: the HL7v2 message as a string"]})
+    return payload.encode("utf-8")
+
+
+def hl7_router(target: SurfaceTarget) -> APIRouter:
+    router = APIRouter(tags=["hl7"])
+
+    @router.get("/inbox")
+    def get_inbox(request: Request, handle: SandboxHandle = Depends(target)) -> JSONResponse:
+        """The messages delivered to the agent: `{data: [{id, message, received_at}]}`, oldest first."""
+        messages = inbox(handle.deployment.engine, handle.sandbox_id)
+        body = {"data": [{"id": m.id, "message": m.message, "received_at": m.received_at} for m in messages]}
+        response = JSONResponse(body)
+        handle.record(
+            "hl7_inbound", method="GET", path=request.url.path, status=200, response=bytes(response.body)
+        )
+        return response
+
+    @router.post("/outbound", response_class=Response)
+    async def post_outbound(request: Request, handle: SandboxHandle = Depends(target)) -> Response:
+        """Send one message (or a batch); the answer is its ACK (MSA `AA`, `AE` or `AR`)."""
+        raw = await request.body()
+        payload = _payload(raw, request.headers.get("content-type", ""))
+
+        def work() -> bytes:
+            ack = accept(handle.deployment.engine, handle.sandbox_id, inspect(payload))
+            text = ack.text.encode("utf-8")
+            handle.record(
+                "hl7_outbound",
+                method="POST",
+                path=request.url.path,
+                status=200,
+                request=payload,
+                response=text,
+            )
+            return text
+
+        return Response(await run_in_threadpool(work), media_type=HL7_MEDIA_TYPE)
+
+    return router

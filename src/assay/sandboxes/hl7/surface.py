@@ -1,0 +1,139 @@
+"""The HL7v2 sandbox on the `Surface` seam (SPEC §2, §3.3, §5.1–§5.3, §6).
+
+Dataset type `hl7` seeds the inbox: `{"inbox": ["MSH|...", ...]}` (or one message as a string);
+each must parse and be at most 1 MB, or the create is a 422 naming `data.inbox.<i>`. The agent
+reads the inbox over HTTP and sends over HTTP or MLLP; accepted (`AA`) messages are what
+`hl7-structural` judges. Credentials: `{"hl7": {host, port, receiving_facility}}` — the MLLP
+listener's bound port and the MSH-6.1 value that routes a message to this task run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import APIRouter
+from sqlalchemy.orm import Session
+
+from assay.core.state import Hl7Record
+from assay.formats.hl7 import Hl7ParseError, parse_messages
+from assay.sandboxes.hl7.ack import MAX_MESSAGE_BYTES
+from assay.sandboxes.hl7.mllp import DEFAULT_IDLE_TIMEOUT, MllpListener
+from assay.sandboxes.hl7.routes import hl7_router
+from assay.sandboxes.hl7.store import append, last_outbound, outbound_until, register_facility
+from assay.sandboxes.surface import (
+    BaseSurface,
+    Deployment,
+    ProvisionFailed,
+    RunContext,
+    ScenarioStep,
+    StateView,
+    SurfaceTarget,
+)
+from assay.snapshot import SnapshotWriter
+from assay.store.models import Sandbox
+
+__all__ = ["DEFAULT_MLLP_PORT", "Hl7Sandbox", "Hl7View", "message_problem"]
+
+DEFAULT_MLLP_PORT = 2575
+
+
+def message_problem(message: Any) -> str | None:
+    """Why `message` cannot sit in an inbox (not a string, over 1 MB, not HL7v2), or None."""
+    if not isinstance(message, str):
+        return "must be an HL7v2 message as a string"
+    if len(message.encode("utf-8")) > MAX_MESSAGE_BYTES:
+        return "is over the 1 MB limit of an HL7 message"
+    try:
+        parse_messages(message)
+    except Hl7ParseError as exc:
+        return f"is not an HL7v2 message: {exc}"
+    return None
+
+
+def _normalised(message: str) -> str:
+    """The message as stored and listed: CR segment ends, framing and edges stripped."""
+    return "\r".join(parsed.text for parsed in parse_messages(message))
+
+
+class Hl7View(StateView):
+    def __init__(self, records: Sequence[Hl7Record]):
+        self.records = list(records)
+
+    def hl7_outbound(self) -> Sequence[Hl7Record]:
+        return self.records
+
+
+def _seed_inbox(run: RunContext, sandbox: Sandbox, step: Mapping[str, Any]) -> None:
+    """SPEC §5.3 `seed_hl7_inbox {message}`."""
+    message = step.get("message")
+    problem = message_problem(message)
+    if problem:
+        raise ProvisionFailed(f"scenario step seed_hl7_inbox: message {problem}")
+    append(run.session.connection(), sandbox.id, "inbox", _normalised(str(message)), None)
+
+
+class Hl7Sandbox(BaseSurface):
+    name = "hl7"
+    dataset_type = "hl7"
+    state_fields = frozenset({"hl7_outbound"})
+    scenario_steps: Mapping[str, ScenarioStep] = {"seed_hl7_inbox": _seed_inbox}
+
+    def validate_dataset(self, data: Any) -> dict[str, list[str]]:
+        inbox = data.get("inbox") if isinstance(data, dict) else None
+        if isinstance(inbox, str):
+            inbox = [inbox]
+        if not isinstance(inbox, list):
+            return {"data.inbox": ["must be an array of raw HL7v2 messages"]}
+        errors: dict[str, list[str]] = {}
+        for i, message in enumerate(inbox):
+            problem = message_problem(message)
+            if problem:
+                errors[f"data.inbox.{i}"] = [problem]
+        return errors
+
+    def provision(self, run: RunContext) -> dict[str, Any]:
+        return {"receiving_facility": "ASSAY-" + run.task_run_id.removeprefix("tr_")[-10:].upper()}
+
+    def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None:
+        facility = (sandbox.credentials or {})["receiving_facility"]
+        register_facility(run.session, facility, sandbox, run.task_run_id)
+        run.session.flush()
+        connection = run.session.connection()
+        for dataset in datasets:
+            inbox = (dataset.get("data") or {}).get("inbox") or []
+            for message in [inbox] if isinstance(inbox, str) else inbox:
+                append(connection, sandbox.id, "inbox", _normalised(message), None)
+
+    def endpoints(self, base: str) -> dict[str, str]:
+        return {"hl7_inbox": f"{base}/hl7/inbox", "hl7_outbound": f"{base}/hl7/outbound"}
+
+    def credentials(self, sandbox: Sandbox, host: str, deployment: Deployment) -> dict[str, Any]:
+        facility = (sandbox.credentials or {}).get("receiving_facility")
+        return {
+            "hl7": {
+                "host": host,
+                "port": deployment.port("hl7", DEFAULT_MLLP_PORT),
+                "receiving_facility": facility,
+            }
+        }
+
+    def router(self, target: SurfaceTarget) -> APIRouter:
+        return hl7_router(target)
+
+    def listener(self, deployment: Deployment) -> MllpListener:
+        idle = float(deployment.option("hl7", "idle_timeout", DEFAULT_IDLE_TIMEOUT))
+        return MllpListener(deployment, deployment.port("hl7", DEFAULT_MLLP_PORT), idle)
+
+    def capture(self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment) -> Any:
+        return {"sandbox_id": sandbox_id, "seq": last_outbound(session, sandbox_id)}
+
+    def read(self, pointer: Any, session: Session | None) -> Hl7View:
+        if session is None or not isinstance(pointer, dict):
+            return Hl7View(())
+        return Hl7View(outbound_until(session, str(pointer["sandbox_id"]), int(pointer["seq"])))
+
+    def snapshot(self, view: StateView, writer: SnapshotWriter) -> None:
+        if isinstance(view, Hl7View):
+            for record in view.records:
+                writer.add_hl7(record)

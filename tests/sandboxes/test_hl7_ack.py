@@ -1,0 +1,113 @@
+"""The HL7v2 ACK (SPEC §5.2) and MLLP deframing, as pure functions (`sandboxes/hl7/ack.py`, `mllp.py`)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlalchemy import create_engine
+
+from assay.formats.hl7 import parse_message
+from assay.sandboxes.hl7.ack import acknowledge, inspect, reject
+from assay.sandboxes.hl7.mllp import END, START, MllpFramer, MllpListener, frame
+from assay.sandboxes.surface import Deployment
+
+ADT = (
+    "MSH|^~\\&|REG|HOSP|EHR|ASSAY-X|20260301120000||ADT^A04^ADT_A01|CTRL-1|P|2.5.1\r"
+    "EVN|A04|20260301120000\r"
+    "PID|1||MRN123^^^HOSP^MR||SMITH^JOHN||19800101|M\r"
+)
+
+
+def test_an_accepted_message_gets_aa_with_sender_and_receiver_swapped() -> None:
+    ack = acknowledge(inspect(ADT))
+    parsed = parse_message(ack.text)
+    assert ack.code == "AA" and ack.control_id == "CTRL-1"
+    assert [parsed.read(p).value for p in ("MSH.3", "MSH.4", "MSH.5", "MSH.6")] == [
+        "EHR",
+        "ASSAY-X",
+        "REG",
+        "HOSP",
+    ]
+    assert parsed.read("MSH.9").value == "ACK^A04^ACK" and parsed.read("MSH.12").value == "2.5.1"
+    assert parsed.read("MSH.10").value not in (None, "CTRL-1")
+    assert parsed.read("MSA.1").value == "AA" and parsed.read("MSA.2").value == "CTRL-1"
+    assert parsed.segments("ERR") == 0
+
+
+def test_a_missing_control_id_is_ae_naming_the_field() -> None:
+    ack = acknowledge(inspect(ADT.replace("|CTRL-1|", "||")))
+    parsed = parse_message(ack.text)
+    assert ack.code == "AE" and parsed.read("MSA.1").value == "AE"
+    assert parsed.read("ERR.3.1").value == "101" and "MSH-10" in (parsed.read("ERR.8").value or "")
+
+
+def test_garbage_is_ar_with_a_readable_reason() -> None:
+    ack = acknowledge(inspect(b"\x00\xffnot hl7 at all"))
+    parsed = parse_message(ack.text)
+    assert ack.code == "AR" and parsed.read("MSA.1").value == "AR"
+    assert "cannot be parsed" in (parsed.read("ERR.8").value or "")
+
+
+def test_a_routing_refusal_keeps_the_senders_header() -> None:
+    ack = acknowledge(reject(inspect(ADT), "task run tr_1 is completed/completed: it takes no messages"))
+    parsed = parse_message(ack.text)
+    assert ack.code == "AR" and parsed.read("MSA.2").value == "CTRL-1"
+    assert parsed.read("MSH.5").value == "REG" and "takes no messages" in (parsed.read("ERR.8").value or "")
+
+
+def test_the_framer_reads_split_frames_junk_and_restarts() -> None:
+    framer = MllpFramer(max_bytes=100)
+    stream = b"junk" + START + b"one" + END + b"\r\n" + START + b"lost" + START + b"two" + END
+    frames = [f for byte in stream for f in framer.feed(bytes([byte]))]
+    assert [f.payload for f in frames] == [b"one", b"two"]
+
+
+def test_an_oversize_frame_is_reported_and_the_next_one_read() -> None:
+    framer = MllpFramer(max_bytes=10)
+    frames = framer.feed(START + b"x" * 50)
+    frames += framer.feed(b"y" * 50 + END[:1])
+    frames += framer.feed(END[1:] + START + b"ok" + END)
+    assert [(f.payload, f.oversize) for f in frames] == [(b"", 100), (b"ok", 0)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    messages=st.lists(
+        st.binary(max_size=40).map(lambda b: b.replace(b"\x0b", b"").replace(b"\x1c", b"")), max_size=6
+    ),
+    junk=st.binary(max_size=8).map(lambda b: b.replace(b"\x0b", b"")),
+    cuts=st.lists(st.integers(min_value=1, max_value=7), min_size=1, max_size=20),
+)
+def test_any_chunking_yields_the_same_frames(messages: list[bytes], junk: bytes, cuts: list[int]) -> None:
+    stream = b"".join(junk + START + message + END for message in messages)
+    framer, frames, at, i = MllpFramer(max_bytes=1000), [], 0, 0
+    while at < len(stream):
+        size = cuts[i % len(cuts)]
+        frames += framer.feed(stream[at : at + size])
+        at, i = at + size, i + 1
+    assert [f.payload for f in frames] == messages
+
+
+def test_an_idle_connection_is_closed_and_the_listener_keeps_serving() -> None:
+    deployment = Deployment(create_engine("sqlite://"))
+    listener = MllpListener(deployment, 0, idle_timeout=0.2)
+
+    async def scenario() -> tuple[bytes, bytes]:
+        port = await listener.start()
+        try:
+            idle_reader, idle_writer = await asyncio.open_connection("127.0.0.1", port)
+            closed = await asyncio.wait_for(idle_reader.read(), 10)  # EOF once the idle timeout passed
+            idle_writer.close()
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(frame(b"not hl7"))
+            answer = await asyncio.wait_for(reader.readuntil(END), 10)
+            writer.close()
+            return closed, answer
+        finally:
+            await listener.stop()
+
+    closed, answer = asyncio.run(scenario())
+    assert closed == b""
+    assert parse_message(answer.decode()).read("MSA.1").value == "AR"

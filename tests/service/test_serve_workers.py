@@ -1,0 +1,82 @@
+"""`assay serve --workers 2` on PostgreSQL (issue 10 §6): the MLLP listener runs once, in the listener
+process `serve` supervises, and a message sent to it lands in the right task run's playground."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+from hl7.client import MLLPClient
+
+from assay.formats.hl7 import parse_message
+
+ASSERTION = {
+    "assert": "hl7-structural",
+    "correlate_by": {"message_type": "ADT^A08"},
+    "fields": [{"path": "PID.5.1", "expected": "SMITH"}],
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _message(facility: str) -> str:
+    return (
+        f"MSH|^~\\&|AGENT|CLINIC|LAB|{facility}|20260301120500||ADT^A08^ADT_A01|W-1|P|2.5.1\r"
+        "PID|1||MRN123^^^HOSP^MR||SMITH^JOHN||19800101|M\r"
+    )
+
+
+def test_two_workers_route_an_mllp_message_to_its_playground(_postgres_database: str, tmp_path: Path) -> None:
+    key, port = "vk_workers_" + uuid.uuid4().hex, _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_")}
+    env.update(ASSAY_DATABASE_URL=_postgres_database, ASSAY_BOOTSTRAP_API_KEY=key, PYTHONUNBUFFERED="1")
+    command = [str(Path(sys.executable).parent / "assay"), "serve", "--data-dir", str(tmp_path)]
+    command += ["--port", str(port), "--workers", "2", "--mllp-port", "0", "--sftp-port", "0"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    api = httpx.Client(
+        base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key}"}, timeout=60
+    )
+    try:
+        for _ in range(3000):  # workers spawn, import and migrate: a minute on a loaded machine
+            try:
+                if api.get("/benchmarks").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+            time.sleep(0.1)
+        benchmark = api.post("/benchmarks", json={"name": "workers", "concurrency": 2}).json()
+        for name in ("first", "second"):
+            task = api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": name}).json()
+            criterion = {"task_id": task["id"], "label": "sent", "assertion": ASSERTION}
+            assert api.post("/criteria", json=criterion).status_code == 201
+        run = api.post("/v1/benchmark-runs", json={"benchmark_id": benchmark["id"]}).json()
+        agent = httpx.Client(
+            base_url=api.base_url, headers={"Authorization": f"Bearer {run['bearer_token']}"}, timeout=60
+        )
+        api.close()
+        api = agent
+        started = [agent.post(tr["start_url"]).json() for tr in run["task_runs"]]
+        ports = {s["credentials"]["hl7"]["port"] for s in started}
+        assert len(ports) == 1 and 0 not in ports  # one listener, its bound port told to both workers
+        hl7 = started[1]["credentials"]["hl7"]
+        with MLLPClient("127.0.0.1", hl7["port"]) as client:
+            ack = parse_message(client.send_message(_message(hl7["receiving_facility"])).decode())
+        assert ack.read("MSA.1").value == "AA"
+        verdicts = [agent.post(tr["complete_url"]).json()["verdict"] for tr in run["task_runs"]]
+        assert verdicts == ["fail", "pass"]
+    finally:
+        api.close()
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=60)
