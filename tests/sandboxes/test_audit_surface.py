@@ -24,6 +24,7 @@ from sqlalchemy import insert, select, update
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.store import embedded_fhir
 from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
+from assay.sandboxes.registry import DATASET_TYPES
 from tests.service.builders import Run, error, make_benchmark, ok, start_run, unique
 from tests.service.conftest import Server
 
@@ -113,8 +114,11 @@ def test_a_nul_in_the_path_is_an_operation_outcome_and_an_event(server: Server, 
     assert events[0]["path"].endswith("/fhir/Patient/a\\x00b")
 
 
-def test_a_failed_start_repeats_its_reason(server: Server, api: httpx.Client) -> None:
+def test_a_failed_start_repeats_its_reason(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """SPEC §1.1: start of a failed task run is a 409 with the reason, the second time too."""
+    monkeypatch.delitem(DATASET_TYPES, "voice")  # as if the voice surface were not registered
     started = _start_with_dataset(server, api, "voice", {"turns": []})
     first = error(started.response, 409, "CONFLICT")
     with server.client(started.run.token) as agent:

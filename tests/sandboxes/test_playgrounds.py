@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fhirpy import SyncFHIRClient
 from typer.testing import CliRunner
 
 from assay.clients.cli.app import app as cli
+from assay.sandboxes.registry import DATASET_TYPES
 from tests.service.builders import error, ok, unique
 from tests.service.conftest import Server
 
@@ -193,7 +195,10 @@ def dataset_run(api: httpx.Client, kind: str, data: Any) -> Json:
     return ok(api.post("/v1/benchmark-runs", json={"benchmark_id": benchmark["id"]}), 201)
 
 
-def test_a_dataset_type_without_a_loader_fails_the_start(server: Server, api: httpx.Client) -> None:
+def test_a_dataset_type_without_a_loader_fails_the_start(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delitem(DATASET_TYPES, "voice")  # as if the voice surface were not registered
     run = dataset_run(api, "voice", {"turns": []})
     [task_run] = run["task_runs"]
     with server.client(run["bearer_token"]) as agent:

@@ -64,13 +64,13 @@ class _EchoSurface(BaseSurface):
 def test_listeners_start_once_and_report_the_bound_port(monkeypatch: pytest.MonkeyPatch) -> None:
     surfaces: Mapping[str, Surface] = {**registry.SURFACES, "echo": _EchoSurface()}
     monkeypatch.setattr("assay.sandboxes.listeners.SURFACES", surfaces)
-    deployment = Deployment(create_engine("sqlite://"), ports={"echo": 0})
+    deployment = Deployment(create_engine("sqlite://"), ports={"echo": 0, "hl7": 0, "files": 0})
     assert has_listeners(deployment)
 
     async def scenario() -> bytes:
         listeners = Listeners(deployment)
         ports = await listeners.start()
-        assert ports == {"echo": deployment.ports["echo"]} and deployment.ports["echo"] > 0
+        assert ports["echo"] == deployment.ports["echo"] > 0
         reader, writer = await asyncio.open_connection("127.0.0.1", deployment.ports["echo"])
         writer.write(b"hello\n")
         answer = await reader.readline()

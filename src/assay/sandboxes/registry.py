@@ -10,6 +10,7 @@ from __future__ import annotations
 from assay.sandboxes.fhir.surface import FhirSandbox
 from assay.sandboxes.hl7.surface import Hl7Sandbox
 from assay.sandboxes.surface import ScenarioStep, Surface
+from assay.sandboxes.voice.surface import VoiceSandbox
 from assay.sandboxes.x12.surface import X12Sandbox
 
 __all__ = ["DATASET_TYPES", "SCENARIO_STEPS", "SURFACES", "surface_for_dataset"]
@@ -18,6 +19,7 @@ SURFACES: dict[str, Surface] = {
     "fhir": FhirSandbox(),
     "hl7": Hl7Sandbox(),
     "x12": X12Sandbox(),
+    "voice": VoiceSandbox(),
 }
 """Surface name (sandbox type, URL segment, snapshot folder) → surface; in provisioning order."""
 

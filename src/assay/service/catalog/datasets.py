@@ -41,24 +41,9 @@ def _portal(data: dict[str, Any]) -> dict[str, list[str]]:
     return errors
 
 
-def _list_of(key: str, kind: type[Any], what: str) -> Any:
-    def check(data: dict[str, Any]) -> dict[str, list[str]]:
-        items = data.get(key)
-        if not isinstance(items, list):
-            return {f"data.{key}": [f"must be an array of {what}"]}
-        return {
-            f"data.{key}.{i}": [f"must be {what}"]
-            for i, item in enumerate(items)
-            if not isinstance(item, kind)
-        }
-
-    return check
-
-
 _CHECKS = {
     "files": _files,
     "portal": _portal,
-    "voice": _list_of("turns", dict, "turn objects"),
 }
 
 

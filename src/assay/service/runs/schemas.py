@@ -21,6 +21,7 @@ __all__ = [
     "BenchmarkRunCreate",
     "CheckOut",
     "CompletionOut",
+    "agent_task_json",
     "benchmark_run_json",
     "completion_json",
     "criterion_run_json",
@@ -30,6 +31,7 @@ __all__ = [
     "trials_by_task",
     "v1_benchmark_run_json",
     "v1_created_json",
+    "v1_task_run_json",
 ]
 
 
@@ -243,6 +245,17 @@ def v1_benchmark_run_json(row: BenchmarkRun, task_runs: list[TaskRun]) -> dict[s
     }
 
 
+def agent_task_json(row: TaskRun) -> dict[str, Any]:
+    """The task as the agent needs it (SPEC §5.2): `{id, name, task_item}` from the frozen task —
+    never its criteria, weights or evidence, which stay behind an org key."""
+    task = row.snapshot["task"]
+    return {
+        "id": task.get("id", row.task_id),
+        "name": task.get("name", row.name),
+        "task_item": task.get("task_item"),
+    }
+
+
 def started_json(row: TaskRun, access: Access) -> dict[str, Any]:
     return {
         "task_run_id": row.id,
@@ -251,6 +264,26 @@ def started_json(row: TaskRun, access: Access) -> dict[str, Any]:
         "deadline_at": iso(row.deadline_at),
         "endpoints": access.endpoints,
         "credentials": access.credentials,
+        "task": agent_task_json(row),
+    }
+
+
+def v1_task_run_json(row: TaskRun) -> dict[str, Any]:
+    """`GET /v1/task-runs/{id}`: the task run's progress and its task, for the agent."""
+    return {
+        "task_run_id": row.id,
+        "benchmark_run_id": row.benchmark_run_id,
+        "name": row.name,
+        "phase": row.phase,
+        "status": row.status,
+        "verdict": row.verdict,
+        "score": _score(row.score),
+        "playground_id": row.playground_id,
+        "started_at": iso(row.started_at),
+        "deadline_at": iso(row.deadline_at),
+        "completed_at": iso(row.completed_at),
+        "task": agent_task_json(row),
+        **_urls(row.id),
     }
 
 

@@ -26,6 +26,7 @@ from assay.service.runs.schemas import (
     started_json,
     v1_benchmark_run_json,
     v1_created_json,
+    v1_task_run_json,
 )
 from assay.store import utcnow
 
@@ -49,6 +50,15 @@ def create_benchmark_run(body: BenchmarkRunCreate, session: SessionDep, caller: 
 def get_benchmark_run(benchmark_run_id: str, session: SessionDep, caller: AnyCaller) -> JSONResponse:
     run = repo.get_benchmark_run(session, caller, benchmark_run_id)
     return JSONResponse(v1_benchmark_run_json(run, settle_if_due(session, run, utcnow())))
+
+
+@router.get("/task-runs/{task_run_id}")
+def get_task_run(task_run_id: str, session: SessionDep, caller: AnyCaller) -> JSONResponse:
+    """A task run's phase, status and result with its task `{id, name, task_item}` (SPEC §5.2);
+    never its criteria. A run token reads only its own run's task runs."""
+    task_run = repo.get_task_run(session, caller, task_run_id)
+    settle_if_due(session, repo.get_benchmark_run(session, caller, task_run.benchmark_run_id), utcnow())
+    return JSONResponse(v1_task_run_json(task_run))
 
 
 @router.post("/task-runs/{task_run_id}/start")

@@ -1,0 +1,83 @@
+"""The voice surface over HTTP (SPEC §5.2): `POST voice/turns` (a turn or an array → 201), `GET
+voice/turns` (the transcript, oldest first). Each stored turn is one `voice_turn` event."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
+from assay.sandboxes.voice.store import append_turns, transcript, turn_problems
+from assay.store import BadRequest, Invalid
+
+__all__ = ["MAX_TURNS", "voice_router"]
+
+MAX_TURNS = 1000
+"""Turns in one POST."""
+
+
+def _turns(body: bytes) -> tuple[list[Any], bool]:
+    """(the turns, whether one object was sent); 400 for non-JSON, 422 naming each bad key."""
+    try:
+        value = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise BadRequest("the body is not valid JSON: send a turn object or an array of them") from None
+    single = isinstance(value, dict)
+    turns = [value] if single else value
+    if not isinstance(turns, list):
+        raise Invalid({"body": ["must be a turn object or an array of turn objects"]})
+    if len(turns) > MAX_TURNS:
+        raise Invalid({"body": [f"at most {MAX_TURNS} turns per request"]})
+    errors = turn_problems(turns)
+    if errors:
+        if single:  # one object: keys are its own (`speaker`), not `0.speaker`
+            errors = {key.partition(".")[2] or "body": value for key, value in errors.items()}
+        raise Invalid(errors)
+    return turns, single
+
+
+def voice_router(target: SurfaceTarget) -> APIRouter:
+    router = APIRouter(tags=["voice"])
+
+    @router.post("/turns", status_code=201)
+    async def post_turns(request: Request, handle: SandboxHandle = Depends(target)) -> JSONResponse:
+        """Record one turn or an array of turns; 201 with the stored turns (`seq` numbered)."""
+        turns, single = _turns(await request.body())
+
+        def work() -> list[dict[str, Any]]:
+            with handle.deployment.engine.begin() as conn:
+                stored = append_turns(conn, handle.sandbox_id, turns, seeded=False)
+            for row in stored:
+                turn = {
+                    key: row[key] for key in ("speaker", "text", "start_ms", "end_ms") if row[key] is not None
+                }
+                handle.record(
+                    "voice_turn",
+                    method="POST",
+                    path=request.url.path,
+                    status=201,
+                    request=json.dumps(turn).encode(),
+                    response=json.dumps({"seq": row["seq"]}).encode(),
+                )
+            return [
+                {
+                    "seq": row["seq"],
+                    **{k: row[k] for k in ("speaker", "text", "start_ms", "end_ms") if row[k] is not None},
+                }
+                for row in stored
+            ]
+
+        stored = await run_in_threadpool(work)
+        return JSONResponse(stored[0] if single else {"data": stored}, status_code=201)
+
+    @router.get("/turns")
+    def get_turns(handle: SandboxHandle = Depends(target)) -> JSONResponse:
+        """The transcript so far: `{data: [{seq, speaker, text, start_ms?, end_ms?, seeded}]}`."""
+        with handle.deployment.engine.connect() as conn:
+            return JSONResponse({"data": transcript(conn, handle.sandbox_id)})
+
+    return router

@@ -1,0 +1,113 @@
+"""Voice turns (SPEC §5.2, §5.3): validated whole, then appended in one transaction.
+
+A request's turns are all checked before any is written, so a batch with one unknown speaker
+stores nothing (422 naming `<i>.speaker`). Turns are numbered per sandbox in arrival order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, func, insert, select
+from sqlalchemy.orm import Session
+
+from assay.core.state import VoiceTurn
+from assay.sandboxes.voice.tables import VoiceTurnRow
+from assay.store import utcnow
+from assay.store.models import Sandbox
+
+__all__ = ["MAX_TEXT", "SPEAKERS", "append_turns", "last_turn", "transcript", "turn_problems", "turns_until"]
+
+SPEAKERS = ("agent", "caller", "ivr")
+MAX_TEXT = 100_000
+"""Characters in one turn's text (a minute of speech is ~1,000)."""
+_KEYS = frozenset({"speaker", "text", "start_ms", "end_ms"})
+
+
+def _ms(value: Any) -> bool:
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+
+
+def turn_problems(turns: Sequence[Any], prefix: str = "") -> dict[str, list[str]]:
+    """`{"<prefix><i>.<key>": [message]}` for every bad turn; `{}` when all are valid."""
+    errors: dict[str, list[str]] = {}
+    for i, turn in enumerate(turns):
+        at = f"{prefix}{i}"
+        if not isinstance(turn, dict):
+            errors[at] = ["must be a turn object {speaker, text, start_ms?, end_ms?}"]
+            continue
+        for key in sorted(set(turn) - _KEYS):
+            errors[f"{at}.{key}"] = ["unknown key"]
+        if turn.get("speaker") not in SPEAKERS:
+            errors[f"{at}.speaker"] = [f"must be one of {', '.join(SPEAKERS)}, got {turn.get('speaker')!r}"]
+        text = turn.get("text")
+        if not isinstance(text, str):
+            errors[f"{at}.text"] = ["must be a string"]
+        elif len(text) > MAX_TEXT:
+            errors[f"{at}.text"] = [f"is longer than {MAX_TEXT} characters"]
+        for key in ("start_ms", "end_ms"):
+            if not _ms(turn.get(key)):
+                errors[f"{at}.{key}"] = ["must be a non-negative integer (milliseconds)"]
+        start, end = turn.get("start_ms"), turn.get("end_ms")
+        if isinstance(start, int) and isinstance(end, int) and _ms(start) and _ms(end) and end < start:
+            errors[f"{at}.end_ms"] = ["must not be before start_ms"]
+    return errors
+
+
+def append_turns(
+    conn: Connection, sandbox_id: str, turns: Sequence[Mapping[str, Any]], *, seeded: bool
+) -> list[dict[str, Any]]:
+    """Insert valid turns with the next numbers; appends to one sandbox take turns on its row."""
+    conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
+    last = conn.execute(
+        select(func.max(VoiceTurnRow.seq)).where(VoiceTurnRow.sandbox_id == sandbox_id)
+    ).scalar()
+    now, first = utcnow(), (last or 0) + 1
+    rows = [
+        {
+            "sandbox_id": sandbox_id,
+            "seq": first + i,
+            "speaker": turn["speaker"],
+            "text": turn["text"],
+            "start_ms": turn.get("start_ms"),
+            "end_ms": turn.get("end_ms"),
+            "seeded": seeded,
+            "created_at": now,
+        }
+        for i, turn in enumerate(turns)
+    ]
+    if rows:
+        conn.execute(insert(VoiceTurnRow), rows)
+    return rows
+
+
+def transcript(conn: Connection, sandbox_id: str) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        select(VoiceTurnRow).where(VoiceTurnRow.sandbox_id == sandbox_id).order_by(VoiceTurnRow.seq)
+    ).all()
+    return [_json(row) for row in rows]
+
+
+def _json(row: Any) -> dict[str, Any]:
+    body = {"seq": row.seq, "speaker": row.speaker, "text": row.text, "seeded": row.seeded}
+    for key in ("start_ms", "end_ms"):
+        if getattr(row, key) is not None:
+            body[key] = getattr(row, key)
+    return body
+
+
+def last_turn(session: Session, sandbox_id: str) -> int:
+    found = session.execute(
+        select(func.max(VoiceTurnRow.seq)).where(VoiceTurnRow.sandbox_id == sandbox_id)
+    ).scalar()
+    return int(found or 0)
+
+
+def turns_until(session: Session, sandbox_id: str, seq: int) -> list[VoiceTurn]:
+    rows = session.execute(
+        select(VoiceTurnRow.speaker, VoiceTurnRow.text, VoiceTurnRow.start_ms, VoiceTurnRow.end_ms)
+        .where(VoiceTurnRow.sandbox_id == sandbox_id, VoiceTurnRow.seq <= seq)
+        .order_by(VoiceTurnRow.seq)
+    ).all()
+    return [VoiceTurn(row.speaker, row.text, row.start_ms, row.end_ms) for row in rows]
