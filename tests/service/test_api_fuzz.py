@@ -150,6 +150,8 @@ def targets(server: Server) -> Iterator[tuple[Json, str]]:
         "resource_type": "Patient",
         "resource_id": "p1",
         "version_id": "1",
+        "resource": "prior_auth_requests",
+        "key": "PA0000000000",
         "fhir:benchmark_run_id": fhir_run.id,
         "fhir:task_run_id": fhir_run.task_runs[0]["id"],
         "token": other_run.token,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from assay.sandboxes.fhir.surface import FhirSandbox
 from assay.sandboxes.hl7.surface import Hl7Sandbox
+from assay.sandboxes.portal.surface import PortalSandbox
 from assay.sandboxes.surface import ScenarioStep, Surface
 from assay.sandboxes.voice.surface import VoiceSandbox
 from assay.sandboxes.x12.surface import X12Sandbox
@@ -20,6 +21,7 @@ SURFACES: dict[str, Surface] = {
     "hl7": Hl7Sandbox(),
     "x12": X12Sandbox(),
     "voice": VoiceSandbox(),
+    "portal": PortalSandbox(),
 }
 """Surface name (sandbox type, URL segment, snapshot folder) → surface; in provisioning order."""
 

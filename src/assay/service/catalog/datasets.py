@@ -28,22 +28,8 @@ def _files(data: dict[str, Any]) -> dict[str, list[str]]:
     return errors
 
 
-def _portal(data: dict[str, Any]) -> dict[str, list[str]]:
-    resources = data.get("resources")
-    if not isinstance(resources, dict):
-        return {"data.resources": ["must be an object {<name>: {key, rows}}"]}
-    errors: dict[str, list[str]] = {}
-    for name, spec in resources.items():
-        if not isinstance(spec, dict) or not isinstance(spec.get("key"), str):
-            errors[f"data.resources.{name}.key"] = ["must be a string"]
-        elif not isinstance(spec.get("rows", []), list):
-            errors[f"data.resources.{name}.rows"] = ["must be an array"]
-    return errors
-
-
 _CHECKS = {
     "files": _files,
-    "portal": _portal,
 }
 
 

@@ -1,0 +1,44 @@
+"""`PortalSurface`: which playground's portal a request reaches, and where its events go.
+
+The service resolves the caller (the run token for REST, the portal session for the web pages)
+and hands the routers one of these; the routers never look at tokens or task runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine
+
+from assay.sandboxes.events import record_event
+
+__all__ = ["PortalSurface"]
+
+
+@dataclass(frozen=True, slots=True)
+class PortalSurface:
+    engine: Engine
+    org_id: str
+    playground_id: str
+    sandbox_id: str
+    credentials: dict[str, Any]
+    """`{username, password}` of the web portal (SPEC §5.2 `credentials.portal`)."""
+    base_path: str = ""
+    """The web portal's root path (its links and its cookie's path); empty for REST."""
+
+    def record(
+        self, method: str, path: str, status: int, request: bytes = b"", response: bytes = b""
+    ) -> None:
+        """One `portal_request` event (SPEC §1.1), REST and web pages alike."""
+        record_event(
+            self.engine,
+            org_id=self.org_id,
+            sandbox_id=self.sandbox_id,
+            type="portal_request",
+            method=method,
+            path=path,
+            status=status,
+            request=request,
+            response=response,
+        )

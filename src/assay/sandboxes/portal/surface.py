@@ -1,0 +1,158 @@
+"""The payer portal on the `Surface` seam (SPEC §2, §5.1–§5.3, §6; issue 11 §2).
+
+REST under `/v1/task-runs/{id}/portal/` (run token, the seam's target) and the web portal under
+`…/portal/web/` — the task run's `credentials.portal.portal_url`. The pages take no run token (a
+browser has none): they resolve the task run from the path and sign in with the portal
+credentials; the portal sandbox row's status is the gate, so the pages close with every other
+surface when the task run ends (teardown), and at its deadline.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from assay.core.state import PortalRow
+from assay.sandboxes.portal import actions
+from assay.sandboxes.portal.access import PortalSurface
+from assay.sandboxes.portal.datasets import check_portal_dataset
+from assay.sandboxes.portal.routes import portal_router
+from assay.sandboxes.portal.store import capture_seq, rows_at
+from assay.sandboxes.portal.web import portal_web_router
+from assay.sandboxes.surface import (
+    BaseSurface,
+    Deployment,
+    ProvisionFailed,
+    RunContext,
+    SandboxHandle,
+    StateView,
+    SurfaceTarget,
+)
+from assay.snapshot import SnapshotWriter
+from assay.store import Conflict, DomainError, NotFound, utcnow
+from assay.store.models import Playground, Sandbox, TaskRun
+
+__all__ = ["PortalSandbox", "PortalView", "web_path"]
+
+
+def web_path(task_run_id: str) -> str:
+    """The web portal of a task run (`credentials.portal.portal_url`), a path like the endpoints."""
+    return f"/v1/task-runs/{task_run_id}/portal/web"
+
+
+class PortalView(StateView):
+    """The captured rows, in insertion order (SPEC §2)."""
+
+    def __init__(self, rows: Sequence[PortalRow] = ()):
+        self.rows = list(rows)
+
+    def portal_rows(self, resource: str, portal: str | None = None) -> Sequence[PortalRow]:
+        return [
+            row for row in self.rows if row.resource == resource and (portal is None or row.portal == portal)
+        ]
+
+
+def _set_portal_row(run: RunContext, sandbox: Sandbox, step: Mapping[str, Any]) -> None:
+    """`set_portal_row {resource, row, portal?}` (SPEC §5.3)."""
+    resource = step.get("resource")
+    if not isinstance(resource, str):
+        raise ProvisionFailed("set_portal_row needs a resource")
+    try:
+        actions.set_row(
+            run.session.connection(), run.playground_id, step.get("portal"), resource, step.get("row")
+        )
+    except DomainError as exc:
+        raise ProvisionFailed(f"set_portal_row {resource}: {exc.message}") from None
+
+
+def _web_target(request: Request) -> PortalSurface:
+    """The portal of the task run in the path, while its sandbox is active and before its deadline."""
+    task_run_id = request.path_params.get("task_run_id")
+    if not isinstance(task_run_id, str):
+        raise NotFound("the web portal is at credentials.portal.portal_url (/v1/task-runs/{id}/portal/web)")
+    deployment: Deployment = request.app.state.deployment
+    with deployment.engine.connect() as conn:
+        found = conn.execute(
+            select(
+                Sandbox.id, Sandbox.org_id, Sandbox.playground_id, Sandbox.status, Sandbox.credentials,
+                TaskRun.deadline_at,
+            )
+            .join(Playground, Playground.id == Sandbox.playground_id)
+            .join(TaskRun, TaskRun.id == Playground.task_run_id)
+            .where(TaskRun.id == task_run_id, Sandbox.type == "portal")
+        ).first()  # fmt: skip
+    if found is None:
+        raise NotFound.of("task run", task_run_id)
+    if found.status != "active" or (found.deadline_at is not None and found.deadline_at <= utcnow()):
+        raise Conflict(f"task run {task_run_id} has ended: its portal takes no traffic")
+    return PortalSurface(
+        deployment.engine, found.org_id, found.playground_id, found.id, dict(found.credentials or {}),
+        web_path(task_run_id),
+    )  # fmt: skip
+
+
+class PortalSandbox(BaseSurface):
+    name = "portal"
+    dataset_type = "portal"
+    scenario_steps = {"set_portal_row": _set_portal_row}
+    state_fields = frozenset({"portal_rows"})
+
+    def validate_dataset(self, data: Any) -> dict[str, list[str]]:
+        problems = check_portal_dataset(data)
+        return {".".join(filter(None, ("data", key))): messages for key, messages in problems.items()}
+
+    def provision(self, run: RunContext) -> dict[str, Any] | None:
+        """The web portal's credentials, random per task run (SPEC §5.2)."""
+        suffix = run.task_run_id.removeprefix("tr_")[-10:].lower()
+        return {
+            "username": f"agent-{suffix}",
+            "password": secrets.token_urlsafe(18),
+            "task_run_id": run.task_run_id,
+        }
+
+    def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None:
+        actions.seed_portal(run.session.connection(), run.playground_id, datasets)
+
+    def credentials(self, sandbox: Sandbox, host: str, deployment: Deployment) -> dict[str, Any]:
+        saved = sandbox.credentials or {}
+        return {
+            "portal": {
+                "portal_url": web_path(str(saved.get("task_run_id"))),
+                "username": saved.get("username"),
+                "password": saved.get("password"),
+            }
+        }
+
+    def router(self, target: SurfaceTarget) -> APIRouter:
+        # `= Depends(...)`, not `Annotated[...]`: the local `target` is not in the module's globals.
+        def rest(request: Request, handle: SandboxHandle = Depends(target)) -> PortalSurface:
+            surface = PortalSurface(
+                handle.deployment.engine, handle.org_id, handle.playground_id, handle.sandbox_id,
+                dict(handle.credentials),
+            )  # fmt: skip
+            request.state.portal_surface = surface
+            return surface
+
+        router = APIRouter()
+        router.include_router(portal_web_router(_web_target), prefix="/web")  # before `/{resource}/{key}`
+        router.include_router(portal_router(rest))
+        return router
+
+    def capture(self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment) -> Any:
+        seq = capture_seq(session.connection(), playground_id)
+        return None if seq is None else {"playground_id": playground_id, "seq": seq}
+
+    def read(self, pointer: Any, session: Session | None) -> PortalView:
+        if session is None or not isinstance(pointer, dict):
+            return PortalView()
+        return PortalView(rows_at(session.connection(), str(pointer["playground_id"]), int(pointer["seq"])))
+
+    def snapshot(self, view: StateView, writer: SnapshotWriter) -> None:
+        if isinstance(view, PortalView):
+            for row in view.rows:
+                writer.add_portal_row(row)
