@@ -205,7 +205,7 @@ def _decode(cursor: str) -> tuple[int, str]:
 
 def get_row(conn: Connection, store: StoreHead, slug: str, resource: str, key: str) -> StoredRow:
     field = _key_of(store, slug, resource)
-    for stored in rows_of(conn, store.playground_id, slug, resource):
+    for stored in rows_of(conn, store.playground_id, slug, resource, key=key):
         if key_text(stored.row.get(field)) == key:
             return stored
     raise NotFound(f"{resource} row with {field} {key} not found")
@@ -226,7 +226,7 @@ def create_row(
     elif key_text(row[key]) in (None, ""):
         raise Invalid({key: ["a key value is a non-empty string or a number"]})
     text = key_text(row[key])
-    if any(key_text(s.row.get(key)) == text for s in rows_of(conn, playground_id, slug, resource)):
+    if rows_of(conn, playground_id, slug, resource, key=text):
         raise Conflict(f"{resource} already has a row with {key} {text}", {key: [f"{text} is taken"]})
     write_row(conn, store, slug, resource, row, None)
     return row
@@ -267,7 +267,11 @@ def _upsert(
         row = {**row, key: _new_key(resource)}
     text = key_text(row[key])
     same = next(
-        (s for s in rows_of(conn, store.playground_id, slug, resource) if key_text(s.row.get(key)) == text),
+        (
+            s
+            for s in rows_of(conn, store.playground_id, slug, resource, key=text)
+            if key_text(s.row.get(key)) == text
+        ),
         None,
     )
     return write_row(conn, store, slug, resource, row, same.row_no if same else None), row

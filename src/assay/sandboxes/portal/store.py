@@ -142,14 +142,23 @@ def write_row(
 
 
 def rows_of(
-    conn: Connection, playground_id: str, slug: str, resource: str, *, at_seq: int | None = None
+    conn: Connection,
+    playground_id: str,
+    slug: str,
+    resource: str,
+    *,
+    at_seq: int | None = None,
+    key: str | None = None,
 ) -> list[StoredRow]:
-    """Current rows of one resource of one portal, in insertion order."""
+    """Current rows of one resource of one portal, in insertion order; with `key`, only the rows
+    whose key value (`key_text`) is that — every version of a row has its key, which never changes."""
     statement = select(PortalVersion).where(
         PortalVersion.playground_id == playground_id,
         PortalVersion.slug == slug,
         PortalVersion.resource == resource,
     )
+    if key is not None:
+        statement = statement.where(PortalVersion.key_value == key)
     return _fold(conn, statement, at_seq)
 
 

@@ -44,7 +44,7 @@ class PortalStoreRow(Base):
 
 class PortalVersion(Base):
     __tablename__ = "portal_versions"
-    __table_args__ = (Index("ix_portal_versions_resource", "playground_id", "slug", "resource", "row_no"),)
+    __table_args__ = (Index("ix_portal_versions_key", "playground_id", "slug", "resource", "key_value"),)
     playground_id: Mapped[str] = mapped_column(_ID, primary_key=True)
     seq: Mapped[int] = mapped_column(Integer, primary_key=True)
     row_no: Mapped[int] = mapped_column(Integer)

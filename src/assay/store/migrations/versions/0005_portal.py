@@ -41,7 +41,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("playground_id", "seq"),
     )
     op.create_index(
-        "ix_portal_versions_resource", "portal_versions", ["playground_id", "slug", "resource", "row_no"]
+        "ix_portal_versions_key", "portal_versions", ["playground_id", "slug", "resource", "key_value"]
     )
     op.create_table(
         "portal_sessions",
@@ -59,6 +59,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("ix_portal_sessions_playground_id", table_name="portal_sessions")
     op.drop_table("portal_sessions")
-    op.drop_index("ix_portal_versions_resource", table_name="portal_versions")
+    op.drop_index("ix_portal_versions_key", table_name="portal_versions")
     op.drop_table("portal_versions")
     op.drop_table("portal_stores")
