@@ -195,6 +195,8 @@ class Task(Base):
     timeout: Mapped[int | None] = mapped_column(Integer)
     dataset_ids: Mapped[Any]
     input_entity: Mapped[Any | None]
+    reference: Mapped[Any | None]
+    """A reference solution, `{"actions": [...]}`: what the self-test replays (issue 14)."""
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

@@ -24,6 +24,7 @@ from assay.service.catalog.schemas import (
     EnvironmentCreate,
     SolverCreate,
     TaskCreate,
+    TaskReference,
     entity_reference,
 )
 from assay.store import Caller, Conflict, Invalid, NotFound, new_id, owned, utcnow
@@ -239,12 +240,19 @@ def create_task(session: Session, caller: Caller, body: TaskCreate) -> Task:
     repo.get(session, Benchmark, caller, body.benchmark_id)
     _require_ids(session, Dataset, caller, body.dataset_ids)
     _input_entity(session, caller, body.input_entity)
-    return _insert(session, caller, Task, "task_", **dict(body))
+    return _insert(session, caller, Task, "task_", **{**dict(body), "reference": _reference(body.reference)})
+
+
+def _reference(reference: TaskReference | None) -> dict[str, Any] | None:
+    """A reference solution as stored: plain JSON, `json` bodies under their wire name."""
+    return reference.model_dump(by_alias=True, exclude_none=True) if reference else None
 
 
 def patch_task(session: Session, caller: Caller, task_id: str, body: BaseModel) -> Task:
     task = repo.get(session, Task, caller, task_id)
     changes = apply_patch(task, body)
+    if "reference" in changes:
+        task.reference = _reference(changes["reference"])
     _require_ids(session, Dataset, caller, changes.get("dataset_ids"))
     _input_entity(session, caller, changes.get("input_entity"))
     return task

@@ -8,10 +8,12 @@ their place among the hand-written ones.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Header, Request, Response
+from starlette.concurrency import run_in_threadpool
 
+from assay.service.auth.actions import authenticate
 from assay.service.catalog import actions
 from assay.service.catalog import repository as repo
 from assay.service.catalog.publish import publish_benchmark
@@ -36,10 +38,11 @@ from assay.service.catalog.schemas import (
     version_json,
 )
 from assay.service.catalog.standard_routes import add_delete_route, add_get_route, add_list_route
-from assay.service.deps import OrgCaller, PageDep, SessionDep
+from assay.service.deps import OrgCaller, PageDep, SessionDep, limit_rate
 from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import list_json
-from assay.store import owned
+from assay.service.runs.self_test import refusal_of, self_test_benchmark
+from assay.store import Conflict, Database, Forbidden, owned
 from assay.store.models import ApiKey, Benchmark, Dataset, DatasetEntity, Environment, Solver
 from assay.store.tokens import mint_key
 
@@ -134,12 +137,43 @@ def patch_benchmark(benchmark_id: str, body: BenchmarkPatch, session: SessionDep
 add_delete_route(router, "/benchmarks/{benchmark_id}", actions.delete_benchmark)
 
 
-@router.post("/benchmarks/{benchmark_id}/publish", tags=["benchmarks"])
-def publish(
-    benchmark_id: str, session: SessionDep, caller: OrgCaller, body: PublishBody | None = None
-) -> Json:
-    """Freeze the draft as an immutable `slug@version` (SPEC §5.1)."""
-    return version_json(publish_benchmark(session, caller, benchmark_id, body or PublishBody()))
+@router.post("/benchmarks/{benchmark_id}/publish", tags=["benchmarks"], response_model=None)
+async def publish(
+    request: Request,
+    benchmark_id: str,
+    body: PublishBody | None = None,
+    authorization: Annotated[str | None, Header()] = None,
+) -> Json | Response:
+    """Freeze the draft as an immutable `slug@version` (SPEC §5.1), once every task passes its
+    self-test (an idle agent earns nothing, a reference solution passes; docs/scoring.md), unless
+    `force`. The refusal (409) lists each task's problems with the criteria and their evidence."""
+    body = body or PublishBody()
+    if not body.force:
+        try:
+            results = await self_test_benchmark(request.app, authorization or "", benchmark_id)
+        except Exception as error:
+            refused = refusal_of(error)
+            if refused is None:
+                raise
+            return Response(refused.content, refused.status_code, media_type="application/json")
+        failing = {result.task_id: result.as_json() for result in results if not result.ok}
+        if failing:
+            count = sum(len(result["problems"]) for result in failing.values())
+            raise Conflict(
+                f"{len(failing)} task(s) of benchmark {benchmark_id} fail their self-test ({count} problem(s)); "
+                "fix them or publish with force",
+                {"self_tests": failing},
+            )
+    database: Database = request.app.state.database
+
+    def publish_now() -> Json:
+        with database.transaction() as session:
+            caller = limit_rate(request, authenticate(session, authorization))
+            if caller.kind != "org":
+                raise Forbidden("this endpoint needs an organization API key")
+            return version_json(publish_benchmark(session, caller, benchmark_id, body))
+
+    return await run_in_threadpool(publish_now)
 
 
 # -- solvers and keys ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from assay.store import iso
 from assay.store.models import (
@@ -123,6 +123,41 @@ class BenchmarkPatch(BenchmarkCreate):
 
 class PublishBody(_Body):
     slug: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=100)] | None = None
+    force: bool = False
+    """Publish even when a task's self-test finds problems (an idle agent scores, a reference
+    solution fails); the refusal otherwise lists each criterion with its evidence."""
+
+
+class ReferenceAction(BaseModel):
+    """One request of a reference solution, sent as the agent would: relative to the task run's
+    surfaces (`fhir/Appointment`, `voice/turns`, `x12/270`, `files/outbound/a.pdf`, `portal/…`)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", use_attribute_docstrings=True)
+
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+    path: Annotated[str, Field(min_length=1, max_length=2000)]
+    """Relative to `/v1/task-runs/{id}/`; no leading `/`, no `..` segment."""
+    json_body: Any = Field(default=None, alias="json")
+    """A JSON body."""
+    body: str | None = None
+    """A raw text body (ER7, X12), sent as is."""
+    content_type: Annotated[str, Field(max_length=200)] | None = None
+
+    @field_validator("path")
+    @classmethod
+    def _inside_the_task_run(cls, path: str) -> str:
+        if path.startswith("/") or ".." in path.split("?")[0].split("/") or "\\" in path:
+            raise ValueError("must be relative to the task run (no leading /, no .. segment)")
+        return path
+
+
+class TaskReference(BaseModel):
+    """A reference solution: the self-test replays `actions` on a fresh playground and expects every
+    criterion to pass (issue 14)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    actions: Annotated[list[ReferenceAction], Field(min_length=1, max_length=500)]
 
 
 class TaskCreate(_Body):
@@ -135,6 +170,8 @@ class TaskCreate(_Body):
     dataset_ids: list[str] = []
     input_entity: dict[str, Any] | None = None
     """An inline object, or `{"entity_id": "ent_…"}`."""
+    reference: TaskReference | None = None
+    """A reference solution the self-test replays; never shown to agents."""
 
 
 class TaskPatch(_Body):
@@ -145,6 +182,7 @@ class TaskPatch(_Body):
     timeout: Seconds | None = None
     dataset_ids: list[str] | None = None
     input_entity: dict[str, Any] | None = None
+    reference: TaskReference | None = None
 
 
 def entity_reference(input_entity: Any) -> str | None:
@@ -277,6 +315,7 @@ def task_json(row: Task, criteria: list[Criterion] | None = None) -> dict[str, A
         "timeout",
         "dataset_ids",
         "input_entity",
+        "reference",
     )
     if criteria is not None:
         body["criteria"] = [criterion_json(criterion) for criterion in criteria]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 
 from assay.service.catalog import actions
 from assay.service.catalog import repository as repo
@@ -23,6 +23,7 @@ from assay.service.catalog.standard_routes import add_delete_route, add_get_rout
 from assay.service.deps import OrgCaller, PageDep, SessionDep
 from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import list_json
+from assay.service.runs.self_test import refusal_of, self_test_task
 from assay.store import owned, where_given
 from assay.store.models import Criterion, DatasetEntity, Task, TaskEntity
 
@@ -123,3 +124,20 @@ def patch_criterion(criterion_id: str, body: CriterionPatch, session: SessionDep
 
 
 add_delete_route(router, "/criteria/{criterion_id}", actions.delete_criterion)
+
+
+@router.post("/tasks/{task_id}/self-test", tags=["tasks"], response_model=None)
+async def self_test(
+    request: Request, task_id: str, authorization: Annotated[str | None, Header()] = None
+) -> Json | Response:
+    """Score the task with an idle agent and, when it has one, its reference solution (issue 14):
+    `ok` is false and `problems` lists each criterion an idle agent passes (unless `idle_ok`), an
+    idle score above 0, and each criterion the reference fails, with its evidence."""
+    try:
+        result = await self_test_task(request.app, authorization or "", task_id)
+    except Exception as error:
+        refused = refusal_of(error)
+        if refused is None:
+            raise
+        return Response(refused.content, refused.status_code, media_type="application/json")
+    return result.as_json()

@@ -1,0 +1,26 @@
+"""A task's reference solution (issue 14): the scripted surface actions its self-test replays.
+
+Revision ID: 0004
+Revises: 0003
+Create Date: 2026-11-26 07:20:00
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0004"
+down_revision = "0003"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("tasks") as batch_op:
+        batch_op.add_column(sa.Column("reference", sa.JSON(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("tasks") as batch_op:
+        batch_op.drop_column("reference")
