@@ -6,7 +6,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.core.scoring import ScoredCriterion, score_task
@@ -53,6 +53,7 @@ def test_interval_is_seeded_and_brackets_the_mean() -> None:
     assert first.low < mean < first.high and first.low >= 0 and first.high <= 1
 
 
+@settings(deadline=None, max_examples=40)  # 2,000 resamples each: no per-example deadline on a busy CI
 @given(st.lists(st.floats(min_value=0, max_value=1), min_size=1, max_size=30))
 def test_interval_stays_within_the_values(values: list[float]) -> None:
     interval = bootstrap_interval(values)
