@@ -1,7 +1,7 @@
 """A task's reference solution (issue 14): the scripted surface actions its self-test replays.
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0005_task_reference
+Revises: 0004_x12
 Create Date: 2026-11-26 07:20:00
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
+revision = "0005_task_reference"
+down_revision = "0004_x12"
 branch_labels = None
 depends_on = None
 
