@@ -78,7 +78,10 @@ def test_run_flow_through_v1_and_the_drill_down(assay: Assay) -> None:
     task = assay.tasks.create(benchmark_id=benchmark.id, name="disclose")
     assay.criteria.create(task_id=task.id, label="no SSN", assertion=PASSES)
     assay.criteria.create(task_id=task.id, label="disclosures", assertion=FAILS)
-    version = assay.benchmarks.publish(benchmark.id)
+    with pytest.raises(ConflictError) as refused:  # "no SSN" passes with an idle agent
+        assay.benchmarks.publish(benchmark.id)
+    assert "passes_idle" in str(refused.value.details)
+    version = assay.benchmarks.publish(benchmark.id, force=True)
     assert version.version == 1
 
     run = assay.benchmark_runs.create(benchmark=f"{version.slug}@1", agent={"name": "sdk-test"})

@@ -103,6 +103,8 @@ class Criterion(Model):
     assertion: dict[str, Any]
     weight: float = 1
     axis: str | None = None
+    required: bool = False
+    idle_ok: bool = False
     created_at: str | None = None
     updated_at: str | None = None
 
@@ -117,6 +119,8 @@ class Task(Model):
     timeout: int | None = None
     dataset_ids: list[str] = []
     input_entity: dict[str, Any] | None = None
+    reference: dict[str, Any] | None = None
+    """A reference solution `{actions: [...]}` the self-test replays."""
     criteria: list[Criterion] | None = None
     """Present on `get` (creation order), absent in lists."""
     created_at: str | None = None

@@ -63,6 +63,11 @@ def _reader(model: type[M]) -> Callable[[httpx.Response], M]:
     return lambda response: model.model_validate(response.json())
 
 
+def _json(response: httpx.Response) -> dict[str, Any]:
+    body: dict[str, Any] = response.json()
+    return body
+
+
 def _nothing(_response: httpx.Response) -> None:
     return None
 
@@ -120,8 +125,11 @@ class Criteria(_Collection[Criterion]):
         weight: float | None = None,
         axis: str | None = None,
         input_entity_id: str | None = None,
+        required: bool | None = None,
+        idle_ok: bool | None = None,
     ) -> Criterion:
-        """Create a criterion; `assertion` is one of the typed shapes of SPEC §3 (422 names the bad key)."""
+        """Create a criterion; `assertion` is one of the typed shapes of SPEC §3 (422 names the bad key).
+        `required` makes it a gate, `idle_ok` says an idle agent may pass it (docs/scoring.md)."""
         return self._create(
             _body(
                 task_id=task_id,
@@ -130,6 +138,8 @@ class Criteria(_Collection[Criterion]):
                 weight=weight,
                 axis=axis,
                 input_entity_id=input_entity_id,
+                required=required,
+                idle_ok=idle_ok,
             )
         )
 
@@ -162,9 +172,12 @@ class Benchmarks(_Collection[Benchmark]):
     def list(self) -> Iterator[Benchmark]:
         return self._list()
 
-    def publish(self, id: str, *, slug: str | None = None) -> BenchmarkVersion:
-        """Freeze the draft as `slug@version` (version +1 per publish)."""
-        call = Call("POST", f"{self.path}/{id}/publish", _reader(BenchmarkVersion), json=_body(slug=slug))
+    def publish(self, id: str, *, slug: str | None = None, force: bool = False) -> BenchmarkVersion:
+        """Freeze the draft as `slug@version` (version +1 per publish). The server first self-tests
+        every task (docs/scoring.md) and refuses with `ConflictError` (each task's problems in
+        `details["self_tests"]`) unless `force`."""
+        body = _body(slug=slug, force=force or None)
+        call = Call("POST", f"{self.path}/{id}/publish", _reader(BenchmarkVersion), json=body)
         return self._run(call)
 
 
@@ -182,7 +195,9 @@ class Tasks(_Collection[Task]):
         timeout: int | None = None,
         dataset_ids: Sequence[str] | None = None,
         input_entity: dict[str, Any] | None = None,
+        reference: dict[str, Any] | None = None,
     ) -> Task:
+        """`reference` is a reference solution `{actions: [...]}` for the self-test (docs/scoring.md)."""
         return self._create(
             _body(
                 benchmark_id=benchmark_id,
@@ -193,11 +208,16 @@ class Tasks(_Collection[Task]):
                 timeout=timeout,
                 dataset_ids=dataset_ids,
                 input_entity=input_entity,
+                reference=reference,
             )
         )
 
     def list(self, *, benchmark_id: str | None = None) -> Iterator[Task]:
         return self._list(benchmark_id=benchmark_id)
+
+    def self_test(self, id: str) -> dict[str, Any]:
+        """Score the task with an idle agent and its reference solution (docs/scoring.md)."""
+        return self._run(Call("POST", f"/tasks/{id}/self-test", _json))
 
     def entities(self, id: str) -> Iterator[DatasetEntity]:
         return self._pages(f"{self.path}/{id}/entities", DatasetEntity.model_validate)
@@ -316,6 +336,10 @@ class BenchmarkRuns(_Resource):
     def cancel(self, id: str) -> BenchmarkRun:
         return self._run(Call("POST", f"/benchmark-runs/{id}/cancel", _reader(BenchmarkRun)))
 
+    def compare(self, a: str, b: str) -> dict[str, Any]:
+        """A minus B per task, the difference of means with its 95% interval, `exceeds_noise`."""
+        return self._run(Call("GET", "/benchmark-runs/compare", _json, params={"a": a, "b": b}))
+
 
 def _task_view(response: httpx.Response) -> TaskView:
     body = response.json()
@@ -366,6 +390,11 @@ class CriterionRuns(_Resource):
     def get(self, id: str) -> CriterionRun:
         """The authoritative record, with full `details` and `evidence` (also for scored runs)."""
         return self._run(Call("GET", f"/criterion-runs/{id}", _reader(CriterionRun)))
+
+    def override(self, id: str, *, passed: bool, reason: str, score: float | None = None) -> CriterionRun:
+        """Record a person's verdict; the task and benchmark run are rescored with it."""
+        body = _body(passed=passed, reason=reason, score=score)
+        return self._run(Call("POST", f"/criterion-runs/{id}/override", _reader(CriterionRun), json=body))
 
 
 class Playgrounds(_Resource):

@@ -101,7 +101,7 @@ def test_push_is_idempotent_and_pull_round_trips(cli: CliRunner, server: Server,
     assert changed["updated"] == ["criterion Call the member #2"]
     assert changed["deleted"] == ["task File the referral"]
 
-    published = json.loads(run(cli, "publish", str(folder), "--json").stdout)
+    published = json.loads(run(cli, "publish", str(folder), "--force", "--json").stdout)
     assert published["version"] == 1
 
 
@@ -119,7 +119,7 @@ def test_runs_show_draws_the_drill_down(cli: CliRunner, server: Server, tmp_path
         task = yaml.safe_load(task_file.read_text())
         del task["datasets"]
         task_file.write_text(yaml.safe_dump(task))
-    run(cli, "push", str(folder), "--publish")
+    run(cli, "push", str(folder), "--publish", "--force")
     with Assay(api_key=server.org_key, base_url=server.url) as client:
         slug = next(b.slug for b in client.benchmarks.list() if b.name == name)
         created = client.benchmark_runs.create(benchmark=f"{slug}@1")

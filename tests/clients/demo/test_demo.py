@@ -19,7 +19,7 @@ from assay.sandboxes.registry import SURFACES
 
 EXPECTED = {
     "Book a follow-up with Dr. Rivera": "pass",
-    "Record John Smith's new phone number": "partial",
+    "Record John Smith's new phone number": "fail",  # the seeded telecom.0.system earned an idle agent 0.5 until the self-test gate caught it
     "Tell the lab system about the update (HL7 ADT^A08)": "pass",
     "Check John Smith's eligibility (X12 270/271)": "pass",
     "File the cardiology referral on the SFTP drop": "pass",

@@ -21,6 +21,7 @@ from assay.clients.cli.criteria import criteria_app
 from assay.clients.cli.demo import demo
 from assay.clients.cli.evidence import failing_fields, miss_text
 from assay.clients.cli.fhir_server import fhir_server
+from assay.clients.cli.lint import lint_command
 from assay.clients.cli.mcp import mcp
 from assay.clients.cli.packages import publish_command, pull_command, push_command
 from assay.clients.cli.runs import runs_app
@@ -176,6 +177,7 @@ app.command()(demo)
 app.command("push")(push_command)
 app.command("pull")(pull_command)
 app.command("publish")(publish_command)
+app.command("lint")(lint_command)
 app.add_typer(auth_app, name="auth")
 app.add_typer(runs_app, name="runs")
 app.add_typer(criteria_app, name="criteria")

@@ -26,6 +26,9 @@ def _refuse(exc: PackageError) -> typer.Exit:
 def push_command(
     folder: Annotated[Path, typer.Argument(help="The package folder (holds benchmark.yaml).")],
     publish: Annotated[bool, typer.Option("--publish", help="Publish a new version after pushing.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Publish even if a task fails its self-test.")
+    ] = False,
     api_key: ApiKeyOption = None,
     base_url: BaseUrlOption = None,
     as_json: AsJson = False,
@@ -48,7 +51,7 @@ def push_command(
                 report = push(client, package, step)
             except PackageError as exc:
                 raise _refuse(exc) from None
-        version = client.benchmarks.publish(report.benchmark_id) if publish else None
+        version = client.benchmarks.publish(report.benchmark_id, force=force) if publish else None
     if as_json:
         print_json({**report.as_json(), **({"published": version.model_dump()} if version else {})})
         return
@@ -105,11 +108,15 @@ def publish_command(
     slug: Annotated[
         str | None, typer.Option(help="The slug (default: from the name; fixed after the first publish).")
     ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Publish even if a task fails its self-test (docs/scoring.md).")
+    ] = False,
     api_key: ApiKeyOption = None,
     base_url: BaseUrlOption = None,
     as_json: AsJson = False,
 ) -> None:
-    """Freeze a benchmark's draft as the next immutable `slug@version`."""
+    """Freeze a benchmark's draft as the next immutable `slug@version`, once every task passes its
+    self-test (an idle agent earns nothing, a reference solution passes) or with `--force`."""
     reference = benchmark
     if Path(benchmark, "benchmark.yaml").is_file():
         try:
@@ -121,7 +128,7 @@ def publish_command(
             found = find_benchmark(client, reference)
         except PackageError as exc:
             raise _refuse(exc) from None
-        version = client.benchmarks.publish(found.id, slug=slug)
+        version = client.benchmarks.publish(found.id, slug=slug, force=force)
     if as_json:
         print_json(version.model_dump())
     else:

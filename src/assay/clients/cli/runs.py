@@ -130,3 +130,36 @@ def show_run(
         print_json(body)
         return
     Console().print(render_run(run, task_runs, criterion_runs))
+
+
+@runs_app.command("compare")
+def compare_runs(
+    a: Annotated[str, typer.Argument(help="Benchmark run A (br_…).")],
+    b: Annotated[str, typer.Argument(help="Benchmark run B, of the same benchmark.")],
+    api_key: ApiKeyOption = None,
+    base_url: BaseUrlOption = None,
+    as_json: AsJson = False,
+) -> None:
+    """A minus B per task, the paired difference of means with its 95% interval, and whether it
+    exceeds the noise (docs/scoring.md)."""
+    with connect(api_key, base_url) as client:
+        result = client.benchmark_runs.compare(a, b)
+    if as_json:
+        print_json(result)
+        return
+    table = Table(title=f"{a} − {b}")
+    table.add_column("task")
+    table.add_column("A − B", justify="right")
+    for task_id, difference in result["tasks"].items():
+        name = result.get("task_names", {}).get(task_id, task_id)
+        colour = "green" if difference > 0 else ("red" if difference < 0 else "dim")
+        table.add_row(escape(name), f"[{colour}]{difference:+.3f}[/]")
+    console = Console()
+    console.print(table)
+    low, high = result["ci95"]
+    verdict = "[bold]beyond the noise[/]" if result["exceeds_noise"] else "[dim]within the noise[/]"
+    console.print(
+        f"mean difference {result['mean_difference']:+.3f}, 95% interval [{low:.3f}, {high:.3f}]: {verdict}"
+    )
+    if result["unmatched_tasks"]:
+        console.print(f"[dim]tasks only one run has: {', '.join(result['unmatched_tasks'])}[/]")

@@ -27,9 +27,19 @@ import yaml
 __all__ = ["DatasetSpec", "Package", "PackageError", "TaskSpec", "read_package", "write_package"]
 
 Json = dict[str, Any]
-_TASK_KEYS = {"name", "task_item", "scenario", "tags", "timeout", "datasets", "input_entity", "criteria"}
+_TASK_KEYS = {
+    "name",
+    "task_item",
+    "scenario",
+    "tags",
+    "timeout",
+    "datasets",
+    "input_entity",
+    "criteria",
+    "reference",
+}
 _BENCHMARK_KEYS = {"name", "description", "timeout", "concurrency", "environment"}
-_CRITERION_KEYS = {"label", "assertion", "weight", "axis", "input_entity_id"}
+_CRITERION_KEYS = {"label", "assertion", "weight", "axis", "input_entity_id", "required", "idle_ok"}
 
 
 class PackageError(Exception):
@@ -140,7 +150,7 @@ def _read_task(path: Path) -> TaskSpec:
             raise PackageError(f"{path}: criteria[{i}] needs `label` and `assertion`")
     body: Json = {
         key: document[key]
-        for key in ("task_item", "scenario", "tags", "timeout", "input_entity")
+        for key in ("task_item", "scenario", "tags", "timeout", "input_entity", "reference")
         if key in document
     }
     return TaskSpec(

@@ -130,7 +130,14 @@ class _Pusher:
                 self.client.criteria.delete(existing[i].id)
                 self._note("deleted", what)
                 continue
-            desired = {"weight": 1, "axis": None, "input_entity_id": None, **task.criteria[i]}
+            desired = {
+                "weight": 1,
+                "axis": None,
+                "input_entity_id": None,
+                "required": False,
+                "idle_ok": False,
+                **task.criteria[i],
+            }
             if i >= len(existing):
                 self.client.criteria.create(
                     task_id=task_id, **{k: v for k, v in desired.items() if v is not None}
@@ -190,6 +197,7 @@ def push(client: Assay, package: Package, step: Step = lambda _what: None) -> Pu
             "tags": [],
             "timeout": None,
             "input_entity": None,
+            "reference": None,
             **task.body,
             "dataset_ids": [dataset_ids[n] for n in task.datasets],
         }
@@ -250,7 +258,7 @@ def pull(client: Assay, ref: str) -> Package:
         task = client.tasks.get(listed.id)
         body = {
             key: getattr(task, key)
-            for key in ("task_item", "scenario", "tags", "timeout", "input_entity")
+            for key in ("task_item", "scenario", "tags", "timeout", "input_entity", "reference")
             if getattr(task, key) not in (None, [])
         }
         criteria = [_criterion(c) for c in task.criteria or []]
@@ -270,4 +278,7 @@ def _criterion(criterion: Criterion) -> Json:
     for key in ("axis", "input_entity_id"):
         if getattr(criterion, key) is not None:
             body[key] = getattr(criterion, key)
+    for flag in ("required", "idle_ok"):
+        if getattr(criterion, flag):
+            body[flag] = True
     return body

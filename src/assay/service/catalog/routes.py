@@ -41,7 +41,7 @@ from assay.service.catalog.standard_routes import add_delete_route, add_get_rout
 from assay.service.deps import OrgCaller, PageDep, SessionDep, limit_rate
 from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import list_json
-from assay.service.runs.self_test import refusal_of, self_test_benchmark
+from assay.service.runs.self_test import refusal_response, self_test_benchmark
 from assay.store import Conflict, Database, Forbidden, owned
 from assay.store.models import ApiKey, Benchmark, Dataset, DatasetEntity, Environment, Solver
 from assay.store.tokens import mint_key
@@ -152,10 +152,7 @@ async def publish(
         try:
             results = await self_test_benchmark(request.app, authorization or "", benchmark_id)
         except Exception as error:
-            refused = refusal_of(error)
-            if refused is None:
-                raise
-            return Response(refused.content, refused.status_code, media_type="application/json")
+            return refusal_response(error)
         failing = {result.task_id: result.as_json() for result in results if not result.ok}
         if failing:
             count = sum(len(result["problems"]) for result in failing.values())

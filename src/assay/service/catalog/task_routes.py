@@ -23,7 +23,7 @@ from assay.service.catalog.standard_routes import add_delete_route, add_get_rout
 from assay.service.deps import OrgCaller, PageDep, SessionDep
 from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import list_json
-from assay.service.runs.self_test import refusal_of, self_test_task
+from assay.service.runs.self_test import refusal_response, self_test_task
 from assay.store import owned, where_given
 from assay.store.models import Criterion, DatasetEntity, Task, TaskEntity
 
@@ -136,8 +136,5 @@ async def self_test(
     try:
         result = await self_test_task(request.app, authorization or "", task_id)
     except Exception as error:
-        refused = refusal_of(error)
-        if refused is None:
-            raise
-        return Response(refused.content, refused.status_code, media_type="application/json")
+        return refusal_response(error)
     return result.as_json()

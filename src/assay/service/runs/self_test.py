@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from fastapi import FastAPI
+from fastapi import FastAPI, Response
 
-__all__ = ["SELF_TEST_AGENT", "SelfTest", "refusal_of", "self_test_benchmark", "self_test_task"]
+__all__ = ["SELF_TEST_AGENT", "SelfTest", "refusal_response", "self_test_benchmark", "self_test_task"]
 
 SELF_TEST_AGENT = "assay self-test"
 
@@ -238,6 +238,9 @@ async def self_test_benchmark(app: FastAPI, authorization: str, benchmark_id: st
         return [await _self_test(client, org, task_id) for task_id in reversed(task_ids)]
 
 
-def refusal_of(error: Exception) -> httpx.Response | None:
-    """The inner API's refusal behind `error`, to pass through to the caller unchanged."""
-    return error.response if isinstance(error, _Refused) else None
+def refusal_response(error: Exception) -> Response:
+    """The inner API's refusal behind `error` (401, 403, a foreign id's 404), passed through to the
+    caller unchanged; any other error is re-raised for the app's error boundary."""
+    if not isinstance(error, _Refused):
+        raise error
+    return Response(error.response.content, error.response.status_code, media_type="application/json")
