@@ -1,7 +1,7 @@
 """A task's reference solution (issue 14): the scripted surface actions its self-test replays.
 
 Revision ID: 0005_task_reference
-Revises: 0004_x12
+Revises: 0004_hl7_voice, 0004_x12
 Create Date: 2026-11-26 07:20:00
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005_task_reference"
-down_revision = "0004_x12"
+down_revision = ("0004_hl7_voice", "0004_x12")  # also the merge point of the two 0004 branches
 branch_labels = None
 depends_on = None
 
