@@ -24,7 +24,7 @@ EXPECTED = {
     "Check John Smith's eligibility (X12 270/271)": "pass",
     "File the cardiology referral on the SFTP drop": "pass",
     "Request prior authorization for the echocardiogram": "pass",
-    "Call John Smith to confirm the visit": "partial",
+    "Call John Smith to confirm the visit": "fail",  # identity is a required gate the agent misses
 }
 SIX_CHECKS = {
     "fhir-resource-state",
