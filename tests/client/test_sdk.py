@@ -91,6 +91,9 @@ def test_run_flow_through_v1_and_the_drill_down(assay: Assay) -> None:
         assay.task_runs.complete(task_run_id, run_token=run.bearer_token)
     started = assay.task_runs.start(task_run_id, run_token=run.bearer_token)
     assert started.phase == "started" and started.endpoints["fhir"].endswith("/fhir")
+    assert started.task is not None and (started.task.id, started.task.name) == (task.id, "disclose")
+    seen = assay.task_runs.task(task_run_id, run_token=run.bearer_token)
+    assert seen == started.task and "criteria" not in seen.model_dump()
     result = assay.task_runs.complete(task_run_id, run_token=run.bearer_token)
     assert (result.verdict, result.score) == ("partial", 0.5)
     assert [check.passed for check in result.checks] == [True, False]
