@@ -206,3 +206,22 @@ def test_any_text_after_a_valid_header_parses_or_fails_clearly(tail: str) -> Non
     for message in messages:
         assert message.read("MSH.3").found in (True, False)
         message.read("MSH.9.2")
+
+
+def test_parse_header_agrees_with_a_full_parse_on_every_fixture() -> None:
+    """`parse_header` (the ACK's reader) refuses what `parse_messages` refuses for its segment
+    checks, and reads the same header and message count from everything that parses."""
+    from tests.conftest import FIXTURES
+
+    from assay.formats.hl7 import Hl7ParseError, parse_header, parse_messages
+
+    for path in sorted((FIXTURES / "hl7v2").rglob("*.hl7")):
+        raw = path.read_bytes()
+        try:
+            messages = parse_messages(raw)
+        except Hl7ParseError:
+            continue
+        header = parse_header(raw)
+        assert header.count == len(messages), path
+        assert header.message.control_id == messages[0].control_id, path
+        assert header.message.read("MSH.6") == messages[0].read("MSH.6"), path

@@ -9,18 +9,20 @@ from assay.formats.hl7._errors import Hl7ParseError, Hl7PathError
 from assay.formats.hl7._escapes import DEFAULT_DELIMITERS, Delimiters, escape, unescape
 from assay.formats.hl7._message import ABSENT, Hl7Message, Hl7Value
 from assay.formats.hl7._path import Hl7Path
-from assay.formats.hl7._reader import parse_message, parse_messages
+from assay.formats.hl7._reader import Hl7Header, parse_header, parse_message, parse_messages
 
 __all__ = [
     "ABSENT",
     "DEFAULT_DELIMITERS",
     "Delimiters",
+    "Hl7Header",
     "Hl7Message",
     "Hl7ParseError",
     "Hl7Path",
     "Hl7PathError",
     "Hl7Value",
     "escape",
+    "parse_header",
     "parse_message",
     "parse_messages",
     "unescape",

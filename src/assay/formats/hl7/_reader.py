@@ -18,6 +18,7 @@ exactly one place and anything it raises is translated there.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import hl7
@@ -26,7 +27,7 @@ from assay.formats.hl7._errors import Hl7ParseError
 from assay.formats.hl7._escapes import Delimiters
 from assay.formats.hl7._message import Hl7Message
 
-__all__ = ["parse_message", "parse_messages"]
+__all__ = ["Hl7Header", "parse_header", "parse_message", "parse_messages"]
 
 _SEGMENT_ID = re.compile(r"[A-Z][A-Z0-9]{2}")
 _HEADERS = frozenset({"MSH", "BHS", "FHS"})
@@ -56,6 +57,36 @@ def parse_message(raw: str | bytes) -> Hl7Message:
     if len(messages) != 1:
         raise Hl7ParseError(f"expected one message, found a batch of {len(messages)}")
     return messages[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Hl7Header:
+    """The first message's MSH, parsed, and the whole input normalised (CR segment ends)."""
+
+    message: Hl7Message
+    """A message of the MSH segment alone: `read("MSH.10")` and friends work on it."""
+    text: str
+    """Every segment of the input, in order, joined by CR."""
+    count: int
+    """How many messages the input holds (a batch holds several)."""
+
+
+def parse_header(raw: str | bytes) -> Hl7Header:
+    """What an acknowledgment needs, at a tenth of a full parse's cost (docs/performance.md, MLLP).
+
+    Every segment is checked exactly as `parse_messages` checks it (segment IDs, MSH-1/MSH-2
+    delimiters, batch envelopes); only the first MSH is handed to python-hl7, since its tree of
+    the other segments is what costs and an ACK reads the header only.
+
+    Raises:
+        Hl7ParseError: as `parse_messages`.
+    """
+    lines = _segments(_text(raw))
+    if not lines:
+        raise Hl7ParseError("empty input: no HL7 segments")
+    groups = _group(lines)
+    start, delimiters, group = groups[0]
+    return Hl7Header(_parse(group[:1], start, delimiters, 1), "\r".join(lines), len(groups))
 
 
 def _text(raw: str | bytes) -> str:

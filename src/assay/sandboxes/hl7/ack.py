@@ -25,7 +25,7 @@ from assay.formats.hl7 import (
     Hl7Message,
     Hl7ParseError,
     escape,
-    parse_messages,
+    parse_header,
 )
 
 __all__ = ["MAX_MESSAGE_BYTES", "Ack", "Inspection", "acknowledge", "inspect", "reject"]
@@ -84,7 +84,11 @@ def _decode(raw: bytes | str) -> str:
 
 
 def inspect(raw: bytes | str) -> Inspection:
-    """Parse `raw` (one message, or a batch judged by its first) and find what is wrong with it."""
+    """Check `raw` (one message, or a batch judged by its first) and find what is wrong with it.
+
+    Every segment is checked as a full parse checks it, but only the header is parsed into a tree
+    (`parse_header`): the check parses the whole message again when it judges it.
+    """
     size = len(raw.encode("utf-8")) if isinstance(raw, str) else len(raw)
     text = _decode(raw).strip(" \t\r\n\x0b\x1c\ufeff")
     if size > MAX_MESSAGE_BYTES:
@@ -92,11 +96,10 @@ def inspect(raw: bytes | str) -> Inspection:
             None, "", f"message of {size} bytes is over the 1 MB limit", "AR", INTERNAL_ERROR, "MSH"
         )
     try:
-        messages = parse_messages(text)
+        header = parse_header(text)
     except Hl7ParseError as exc:
         return Inspection(None, text, f"message cannot be parsed: {exc}", "AR", DATA_TYPE_ERROR)
-    first = messages[0]
-    text = "\r".join(message.text for message in messages) if len(messages) > 1 else first.text
+    first, text = header.message, header.text
     for path, what in _REQUIRED:
         if not first.read(path).found:
             field = path.replace(".", "-")

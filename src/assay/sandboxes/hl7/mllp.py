@@ -151,15 +151,17 @@ class MllpListener:
             return acknowledge(Inspection(None, "", too_big, "AR", INTERNAL_ERROR, "MSH")).text
         inspection = inspect(received.payload)
         facility = inspection.facility
-        where = destination(self.deployment.engine, facility) if facility else None
-        if where is None:
-            ack = (
+        if not facility:
+            return (
                 unroutable(inspection, facility)
                 if inspection.message is not None
                 else acknowledge(inspection)
-            )
-            return ack.text
-        ack = accept(self.deployment.engine, where.sandbox_id, inspection, where.refusal)
+            ).text
+        with self.deployment.engine.begin() as conn:  # routing and storing: one transaction
+            where = destination(conn, facility)
+            if where is None:
+                return unroutable(inspection, facility).text
+            ack = accept(conn, where.sandbox_id, inspection, where.refusal)
         handle = SandboxHandle(
             self.deployment, where.org_id, where.task_run_id, where.playground_id, where.sandbox_id, {}
         )

@@ -61,7 +61,8 @@ def hl7_router(target: SurfaceTarget) -> APIRouter:
         payload = _payload(raw, request.headers.get("content-type", ""))
 
         def work() -> bytes:
-            ack = accept(handle.deployment.engine, handle.sandbox_id, inspect(payload))
+            with handle.deployment.engine.begin() as conn:
+                ack = accept(conn, handle.sandbox_id, inspect(payload))
             text = ack.text.encode("utf-8")
             handle.record(
                 "hl7_outbound",

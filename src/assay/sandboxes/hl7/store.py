@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, Engine, func, insert, select
+from sqlalchemy import Connection, Engine, bindparam, func, insert, select
 from sqlalchemy.orm import Session
 
 from assay.core.state import Hl7Record
@@ -64,22 +64,31 @@ def register_facility(session: Session, facility: str, sandbox: Sandbox, task_ru
     )
 
 
-def destination(engine: Engine, facility: str) -> Destination | None:
+# Built once: on the MLLP hot path, building SQLAlchemy expressions per message cost more than
+# running them (docs/performance.md, "MLLP").
+_DESTINATION = (
+    select(
+        Hl7Facility.org_id,
+        Hl7Facility.task_run_id,
+        Hl7Facility.playground_id,
+        Hl7Facility.sandbox_id,
+        TaskRun.phase,
+        TaskRun.status,
+        TaskRun.deadline_at,
+    )
+    .join(TaskRun, TaskRun.id == Hl7Facility.task_run_id)
+    .where(Hl7Facility.facility == bindparam("facility"))
+)
+_LOCK = select(Sandbox.id).where(Sandbox.id == bindparam("sandbox_id")).with_for_update()
+_LAST = select(func.max(Hl7MessageRow.seq)).where(
+    Hl7MessageRow.sandbox_id == bindparam("sandbox_id"), Hl7MessageRow.direction == bindparam("direction")
+)
+_INSERT = insert(Hl7MessageRow)
+
+
+def destination(conn: Connection, facility: str) -> Destination | None:
     """The sandbox whose credentials hold `facility` (MSH-6.1), or None when no task run has it."""
-    with engine.connect() as conn:
-        row = conn.execute(
-            select(
-                Hl7Facility.org_id,
-                Hl7Facility.task_run_id,
-                Hl7Facility.playground_id,
-                Hl7Facility.sandbox_id,
-                TaskRun.phase,
-                TaskRun.status,
-                TaskRun.deadline_at,
-            )
-            .join(TaskRun, TaskRun.id == Hl7Facility.task_run_id)
-            .where(Hl7Facility.facility == facility)
-        ).first()
+    row = conn.execute(_DESTINATION, {"facility": facility}).first()
     if row is None:
         return None
     refusal = None
@@ -93,35 +102,30 @@ def destination(engine: Engine, facility: str) -> Destination | None:
 def append(conn: Connection, sandbox_id: str, direction: str, message: str, control_id: str | None) -> int:
     """Insert one message with the next `seq` of its direction; appends to one sandbox take turns
     on its row (PostgreSQL; SQLite's BEGIN IMMEDIATE already serializes)."""
-    conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
-    last = conn.execute(
-        select(func.max(Hl7MessageRow.seq)).where(
-            Hl7MessageRow.sandbox_id == sandbox_id, Hl7MessageRow.direction == direction
-        )
-    ).scalar()
+    conn.execute(_LOCK, {"sandbox_id": sandbox_id})
+    last = conn.execute(_LAST, {"sandbox_id": sandbox_id, "direction": direction}).scalar()
     seq = (last or 0) + 1
-    conn.execute(
-        insert(Hl7MessageRow).values(
-            sandbox_id=sandbox_id,
-            direction=direction,
-            seq=seq,
-            id=new_id("hl7_"),
-            message=message,
-            control_id=control_id,
-            received_at=utcnow(),
-        )
-    )
+    row = {
+        "sandbox_id": sandbox_id,
+        "direction": direction,
+        "seq": seq,
+        "id": new_id("hl7_"),
+        "message": message,
+        "control_id": control_id,
+        "received_at": utcnow(),
+    }
+    conn.execute(_INSERT, [row])
     return seq
 
 
-def accept(engine: Engine, sandbox_id: str, inspection: Inspection, refusal: str | None = None) -> Ack:
-    """Refuse the message (`AR` with `refusal`, or its own `AE`/`AR`), or store it and `AA`."""
+def accept(conn: Connection, sandbox_id: str, inspection: Inspection, refusal: str | None = None) -> Ack:
+    """Refuse the message (`AR` with `refusal`, or its own `AE`/`AR`), or store it and `AA`; the
+    caller commits `conn`'s transaction before the ACK leaves."""
     if inspection.code == "AA" and refusal is not None:
         inspection = reject(inspection, refusal)
     if inspection.code == "AA":
-        with engine.begin() as conn:
-            control = inspection.message.control_id.value if inspection.message is not None else None
-            append(conn, sandbox_id, "outbound", inspection.text, control)
+        control = inspection.message.control_id.value if inspection.message is not None else None
+        append(conn, sandbox_id, "outbound", inspection.text, control)
     return acknowledge(inspection)
 
 
