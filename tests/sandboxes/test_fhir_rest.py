@@ -328,8 +328,9 @@ def test_transaction_is_atomic(http: httpx.Client) -> None:
 
 
 def test_transaction_patch_entries_follow_the_patch_interaction(http: httpx.Client) -> None:
-    """A PATCH entry whose resource is not a JSON Patch array (e.g. a Binary) is a 400 that rolls the
-    transaction back — it used to be applied as an empty patch, writing an unchanged new version."""
+    """A PATCH entry whose resource is not a patch (a Binary without base64 JSON Patch data) is a 400
+    that rolls the transaction back — it used to be applied as an empty patch, writing an unchanged
+    new version. (A Binary that carries one is applied: `test_fhir_writes.py`.)"""
     http.put("/Patient/p1", json=_patient(id="p1"))
 
     def patch_entry(operations: object) -> dict[str, object]:
@@ -342,7 +343,7 @@ def test_transaction_patch_entries_follow_the_patch_interaction(http: httpx.Clie
         patch_entry({"resourceType": "Binary", "contentType": "application/json-patch+json"})
     )
     assert binary.status_code == 400
-    assert "JSON array" in binary.json()["issue"][0]["diagnostics"]
+    assert "not a base64 JSON Patch" in binary.json()["issue"][0]["diagnostics"]
     assert transaction(patch_entry([{"op": "nope", "path": "/active"}])).status_code == 400
     assert transaction(patch_entry([{"op": "remove", "path": "/missing"}])).status_code == 422
     assert http.get("/Patient/p1").json()["meta"]["versionId"] == "1"

@@ -184,3 +184,13 @@ def test_real_synthea_resources_pass_strict_validation() -> None:
     assert len(resources) > 50
     for resource in resources:
         validate_strict(resource)
+
+
+def test_r4_types_without_an_r4b_model_get_the_reference_check_only() -> None:
+    """R4's RiskEvidenceSynthesis has no R4B model (fhir.resources answers "not a valid FHIR
+    Model", a ValueError): it is not refused for that, but a malformed reference still is."""
+    validate_strict({"resourceType": "RiskEvidenceSynthesis", "status": "draft"})
+    with pytest.raises(FhirError) as caught:
+        validate_strict({"resourceType": "RiskEvidenceSynthesis", "population": {"reference": "nope"}})
+    assert caught.value.issues is not None
+    assert caught.value.issues[0]["expression"] == ["RiskEvidenceSynthesis.population.reference"]

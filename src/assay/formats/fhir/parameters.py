@@ -14,7 +14,14 @@ from fhirpathpy.models import models
 
 from assay.formats.fhir._search_parameters import SEARCH_PARAMETERS
 
-__all__ = ["SUPPORTED_TYPES", "SearchParameter", "is_resource_type", "resource_types", "search_parameter"]
+__all__ = [
+    "SUPPORTED_TYPES",
+    "SearchParameter",
+    "is_resource_type",
+    "reference_parameters",
+    "resource_types",
+    "search_parameter",
+]
 
 SUPPORTED_TYPES = frozenset({"token", "string", "reference", "date", "quantity", "number", "uri"})
 """Parameter types this engine searches on; composite and special are unsupported (SPEC §3.2)."""
@@ -71,3 +78,11 @@ def search_parameter(resource_type: str, code: str) -> SearchParameter | None:
     kind, expression, targets = shared
     rooted = expression.replace("Resource.", f"{resource_type}.", 1) if expression else ""
     return SearchParameter(resource_type, code, kind, rooted, targets)
+
+
+@cache
+def reference_parameters(resource_type: str) -> tuple[SearchParameter, ...]:
+    """Every reference search parameter of `resource_type` that has an expression, by code."""
+    codes = sorted({*SEARCH_PARAMETERS.get("Resource", {}), *SEARCH_PARAMETERS.get(resource_type, {})})
+    found = (search_parameter(resource_type, code) for code in codes)
+    return tuple(p for p in found if p is not None and p.type == "reference" and p.expression)

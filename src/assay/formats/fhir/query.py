@@ -25,6 +25,7 @@ from assay.formats.fhir.references import parse_reference
 from assay.formats.fhir.values import QuantityValue, normalize_text
 
 __all__ = [
+    "MODIFIERS",
     "PREFIXES",
     "Chain",
     "CompositeQuery",
@@ -48,7 +49,7 @@ __all__ = [
 
 PREFIXES = ("eq", "ne", "gt", "lt", "ge", "le", "sa", "eb", "ap")
 _PREFIXED = frozenset({"date", "number", "quantity"})
-_MODIFIERS: dict[str, frozenset[str]] = {
+MODIFIERS: dict[str, frozenset[str]] = {  # what each parameter type takes (`capability.py` lists it)
     "token": frozenset({"not", "missing", "text", "of-type"}),
     "string": frozenset({"exact", "contains", "missing"}),
     "reference": frozenset({"missing", "identifier"}),
@@ -347,7 +348,7 @@ def parse_search_key(resource_type: str, key: str) -> tuple[SearchParameter, str
         raise UnknownSearchParameter(key)
     if not modifier:
         return parameter, None
-    allowed = _MODIFIERS[parameter.type]
+    allowed = MODIFIERS[parameter.type]
     if modifier in allowed:
         return parameter, modifier
     if parameter.type == "reference" and is_resource_type(modifier):

@@ -21,7 +21,7 @@ from assay.formats.fhir.dates import DateRange, date_range, micros, now_micros
 from assay.formats.fhir.extract import compile_extractor
 from assay.formats.fhir.index import ParamIndex
 from assay.formats.fhir.modifiers import is_scanned, matcher
-from assay.formats.fhir.parameters import SearchParameter, search_parameter
+from assay.formats.fhir.parameters import SearchParameter, reference_parameters, search_parameter
 from assay.formats.fhir.query import Chain, Has, ParsedSearch, parse_search
 
 __all__ = ["FhirStore"]
@@ -128,9 +128,35 @@ class FhirStore:
 
     # -- searching ----------------------------------------------------------------------------
 
-    def search(self, resource_type: str, params: SearchParams) -> list[dict[str, Any]]:
+    def has_type(self, resource_type: str) -> bool:
+        return bool(self._by_type.get(resource_type))
+
+    def outgoing(self, keys: Iterable[tuple[str, str]]) -> list[str]:
+        """`Type/id` of every resource that the resources `keys` refer to through a reference
+        search parameter (what `$everything` adds), each once, in first-seen order."""
+        found: dict[str, None] = {}
+        with self._lock:
+            by_type: dict[str, list[str]] = {}
+            for kind, rid in keys:
+                by_type.setdefault(kind, []).append(rid)
+            for kind, rids in by_type.items():
+                for parameter in reference_parameters(kind):
+                    values = self._index(kind, parameter).values
+                    for rid in rids:
+                        for target in values.get(rid, ()):
+                            if target.local:
+                                found.setdefault(target.local)
+        return list(found)
+
+    def search(
+        self,
+        resource_type: str,
+        params: SearchParams,
+        compartment: tuple[str, Sequence[str]] | None = None,
+    ) -> list[dict[str, Any]]:
         """Every match of `GET [base]/{resource_type}?{params}`, all pages, in recency or `_sort`
-        order, capped by `_count` (SPEC §3.2).
+        order, capped by `_count` (SPEC §3.2); within a compartment when given (`("Patient/1",
+        ("subject", "performer"))`: resources whose one of those reference parameters points there).
 
         Raises:
             UnknownSearchParameter: unknown or special parameters, unsupported modifiers.
@@ -138,11 +164,23 @@ class FhirStore:
         """
         parsed = parse_search(resource_type, params)
         with self._lock:
-            return self._execute(parsed)
+            within = None
+            if compartment is not None:
+                local, codes = compartment
+                within = set()
+                for code in codes:
+                    parameter = search_parameter(resource_type, code)
+                    if parameter is not None and parameter.type == "reference":
+                        within |= self._index(resource_type, parameter).referring(local)
+            return self._execute(parsed, within)
 
-    def _execute(self, search: ParsedSearch) -> list[dict[str, Any]]:
+    def _execute(self, search: ParsedSearch, within: set[str] | None = None) -> list[dict[str, Any]]:
         entries = self._by_type.get(search.resource_type, {})
+        if within is not None and not within:
+            return []
         candidates = self._candidates(search)
+        if within is not None:
+            candidates = within if candidates is None else candidates & within
         if candidates is not None and not candidates:
             return []
         ranks = self._ranks_of(search.resource_type)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -22,15 +23,19 @@ from urllib.parse import parse_qsl, urlencode
 import jsonpatch  # type: ignore[import-untyped]
 import jsonpointer  # type: ignore[import-untyped]
 
-from assay.formats.fhir import InvalidSearch
+from assay.formats.fhir import InvalidSearch, UnknownSearchParameter
 from assay.formats.fhir._search_parameters import SEARCH_PARAMETERS
 from assay.formats.fhir.extract import compile_extractor
 from assay.formats.fhir.parameters import is_resource_type, search_parameter
+from assay.formats.fhir.query import check_search_keys
 from assay.formats.fhir.references import parse_reference
+from assay.sandboxes.fhir.fhirpath_patch import apply_fhirpath_patch, is_fhirpath_patch
 from assay.sandboxes.fhir.index import Current, VersionRow
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, parse_etag
 from assay.sandboxes.fhir.store import EmbeddedFhir, WriteTransaction
+from assay.sandboxes.fhir.subsetting import Subset, parse_subset
+from assay.sandboxes.fhir.validation import repeats
 from assay.sandboxes.json_depth import MAX_JSON_DEPTH, nested_deeper_than
 from assay.store import iso
 
@@ -40,17 +45,24 @@ __all__ = [
     "FhirResult",
     "Searchable",
     "apply_json_patch",
+    "apply_patch",
     "conditional_delete",
     "conditional_matches",
+    "conditional_patch",
     "conditional_update",
     "create",
     "delete",
+    "entries_bundle",
     "history",
     "http_date",
+    "nonnegative",
+    "parse_include",
     "patch",
     "read",
+    "run_search",
     "search",
     "store_history",
+    "to_instant",
     "update",
     "vread",
     "written",
@@ -61,6 +73,7 @@ MAX_COUNT = 1000
 _IGNORED = frozenset(
     {"_format", "_pretty", "_summary", "_elements", "_total", "_contained", "_containedType"}
 )
+"""Control parameters that select nothing (`_summary`/`_elements` shape entries: `subsetting.py`)."""
 
 
 @dataclass
@@ -117,7 +130,10 @@ def written(base: str, stored: dict[str, Any], before: Current | None) -> FhirRe
 # -- read ----------------------------------------------------------------------------------------
 
 
-def read(fhir: EmbeddedFhir, store_id: str, resource_type: str, resource_id: str) -> FhirResult:
+def read(
+    fhir: EmbeddedFhir, store_id: str, resource_type: str, resource_id: str, subset: Subset | None = None
+) -> FhirResult:
+    """`GET [type]/[id]`; `_summary`/`_elements` (`subset`) cut the answer as they cut a search's."""
     check_type(resource_type)
     with fhir.reading(store_id) as index:
         current = index.current((resource_type, resource_id))
@@ -125,7 +141,8 @@ def read(fhir: EmbeddedFhir, store_id: str, resource_type: str, resource_id: str
         raise FhirError(404, f"{resource_type}/{resource_id} is not known")
     if current.deleted or current.resource is None:
         raise FhirError(410, f"{resource_type}/{resource_id} was deleted (version {current.version_id})")
-    return FhirResult(200, current.resource, version_headers(current.resource))
+    body = subset.apply(current.resource) if subset is not None else current.resource
+    return FhirResult(200, body, version_headers(current.resource))
 
 
 def vread(
@@ -186,7 +203,7 @@ def history(
     return _history_bundle(path, pairs, request, len(versions), entries)
 
 
-def _instant(name: str, value: str) -> datetime:
+def to_instant(name: str, value: str) -> datetime:
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
@@ -198,7 +215,7 @@ def _written_since(row: VersionRow, since: datetime) -> bool:
     """Whether a version's `lastUpdated` is at or after `since`; a seeded version without a
     readable one was not written since anything."""
     try:
-        return _instant("lastUpdated", row.last_updated) >= since
+        return to_instant("lastUpdated", row.last_updated) >= since
     except FhirError:
         return False
 
@@ -217,11 +234,11 @@ def _history_request(pairs: Sequence[tuple[str, str]]) -> _HistoryRequest:
     count, offset, since = DEFAULT_COUNT, 0, None
     for name, value in pairs:
         if name == "_count":
-            count = min(_nonnegative(name, value), MAX_COUNT)
+            count = min(nonnegative(name, value), MAX_COUNT)
         elif name in ("_offset", "_getpagesoffset"):
-            offset = _nonnegative(name, value)
+            offset = nonnegative(name, value)
         elif name == "_since":
-            since = _instant(name, value)
+            since = to_instant(name, value)
         elif name not in _IGNORED:
             raise FhirError(400, f"_history takes _count, _offset and _since, not {name!r}")
     return _HistoryRequest(count, offset, since)
@@ -303,7 +320,7 @@ class _SearchRequest:
     includes: list[_Include] = field(default_factory=list)
 
 
-def _nonnegative(name: str, value: str) -> int:
+def nonnegative(name: str, value: str) -> int:
     try:
         number = int(value)
     except ValueError:
@@ -318,13 +335,13 @@ def _search_request(pairs: Sequence[tuple[str, str]]) -> _SearchRequest:
     for name, value in pairs:
         code, _, modifier = name.partition(":")
         if name == "_count":
-            request.count = min(_nonnegative(name, value), MAX_COUNT)
+            request.count = min(nonnegative(name, value), MAX_COUNT)
         elif name in ("_offset", "_getpagesoffset"):
-            request.offset = _nonnegative(name, value)
+            request.offset = nonnegative(name, value)
         elif code in ("_include", "_revinclude"):
             if modifier not in ("", "iterate", "recurse"):
                 raise FhirError(400, f"{name}: the only modifier of {code} is :iterate")
-            request.includes.append(_include(value, code, bool(modifier)))
+            request.includes.append(parse_include(value, code, bool(modifier)))
         elif name == "_summary" and value == "count":
             request.count = 0
         elif name not in _IGNORED:
@@ -336,7 +353,7 @@ def _engine_params(params: dict[str, list[str]]) -> dict[str, str | list[str]]:
     return {name: values[0] if len(values) == 1 else list(values) for name, values in params.items()}
 
 
-def _run_search(index_search: Any, resource_type: str, params: dict[str, list[str]]) -> list[dict[str, Any]]:
+def run_search(index_search: Any, resource_type: str, params: dict[str, list[str]]) -> list[dict[str, Any]]:
     try:
         return list(index_search(resource_type, _engine_params(params)))
     except InvalidSearch as exc:
@@ -345,7 +362,7 @@ def _run_search(index_search: Any, resource_type: str, params: dict[str, list[st
         raise FhirError(400, f"search {resource_type}: {exc}") from None
 
 
-def _include(spec: str, kind: str, iterate: bool) -> _Include:
+def parse_include(spec: str, kind: str, iterate: bool) -> _Include:
     """Parse one include value; 400 when it names no reference parameter."""
     reverse = kind == "_revinclude"
     if spec == "*" and not reverse:
@@ -445,36 +462,84 @@ def _add_reverse(
     targets = [r for r in frontier if spec.target is None or r["resourceType"] == spec.target]
     if targets:
         refs = ",".join(f"{r['resourceType']}/{r['id']}" for r in targets)
-        for resource in _run_search(index.search_index.search, spec.source, {spec.code: [refs]}):
+        for resource in run_search(index.search_index.search, spec.source, {spec.code: [refs]}):
             add(resource)
 
 
+def _known(resource_type: str, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """`pairs` without the search parameters this engine does not know or support
+    (`Prefer: handling=lenient`, R4 search.html "Handling errors")."""
+    kept = []
+    for name, value in pairs:
+        if name.partition(":")[0] in _CONTROL or name == "_sort":
+            kept.append((name, value))
+            continue
+        try:
+            check_search_keys(resource_type, {name: value})
+        except UnknownSearchParameter:
+            continue
+        kept.append((name, value))
+    return kept
+
+
+_CONTROL = _IGNORED | {"_count", "_offset", "_getpagesoffset", "_include", "_revinclude"}
+
+
+def entries_bundle(
+    path: str,
+    pairs: Sequence[tuple[str, str]],
+    base: str,
+    page: list[dict[str, Any]],
+    total: int,
+    count: int,
+    offset: int,
+    included: Sequence[dict[str, Any]] = (),
+    subset: Subset | None = None,
+) -> dict[str, Any]:
+    """A `searchset` Bundle of one page (`match` entries, then `include` ones) with paging links."""
+    shape = subset.apply if subset is not None else (lambda r: r)
+    entries = [
+        {"fullUrl": f"{base}/{r['resourceType']}/{r['id']}", "resource": shape(r), "search": {"mode": mode}}
+        for rows, mode in ((page, "match"), (included, "include"))
+        for r in rows
+    ]
+    links = _page_links(path, pairs, count, offset, total)
+    return {"resourceType": "Bundle", "type": "searchset", "total": total, "link": links, "entry": entries}
+
+
 def search(
-    fhir: EmbeddedFhir, store_id: str, base: str, resource_type: str, pairs: Sequence[tuple[str, str]]
+    fhir: EmbeddedFhir,
+    store_id: str,
+    base: str,
+    resource_type: str,
+    pairs: Sequence[tuple[str, str]],
+    *,
+    compartment: tuple[str, Sequence[str]] | None = None,
+    path: str | None = None,
+    lenient: bool = False,
 ) -> FhirResult:
-    """Search with paging (`_count`, default 50, max 1000; `next` links) and includes."""
+    """Search with paging (`_count`, default 50, max 1000; `next` links), includes, `_summary` and
+    `_elements`; within a compartment (`Patient/1`, its parameters) when one is given. `lenient`
+    drops parameters it does not know instead of answering 400."""
     check_type(resource_type)
+    if lenient:
+        pairs = _known(resource_type, pairs)
+    subset = parse_subset(pairs)
     request = _search_request(pairs)
     with fhir.reading(store_id) as index:
-        matches = _run_search(index.search_index.search, resource_type, request.params)
+        store = index.search_index
+        try:
+            matches = store.search(resource_type, _engine_params(request.params), compartment=compartment)
+        except InvalidSearch as exc:
+            raise FhirError(400, str(exc)) from None
+        except ValueError as exc:
+            raise FhirError(400, f"search {resource_type}: {exc}") from None
         page = matches[request.offset : request.offset + request.count]
         included = _included(index, resource_type, page, request)
-    entries = [
-        {"fullUrl": f"{base}/{r['resourceType']}/{r['id']}", "resource": r, "search": {"mode": "match"}}
-        for r in page
-    ]
-    entries += [
-        {"fullUrl": f"{base}/{r['resourceType']}/{r['id']}", "resource": r, "search": {"mode": "include"}}
-        for r in included
-    ]
-    links = _page_links(f"{base}/{resource_type}", pairs, request.count, request.offset, len(matches))
-    bundle = {
-        "resourceType": "Bundle",
-        "type": "searchset",
-        "total": len(matches),
-        "link": links,
-        "entry": entries,
-    }
+    bundle = entries_bundle(
+        path or f"{base}/{resource_type}", pairs, base, page, len(matches), request.count, request.offset,
+        included, subset,
+    )  # fmt: skip
     return FhirResult(200, bundle)
 
 
@@ -511,7 +576,7 @@ def conditional_matches(
             params[name].append(value)
     if not params:
         raise FhirError(400, f"{what} {urlencode(pairs)!r} holds no search parameters")
-    return _run_search(tx.search, resource_type, params)
+    return run_search(tx.search, resource_type, params)
 
 
 def _check_if_match(if_match: str | None, current: Any, label: str, status: int = 412) -> None:
@@ -523,6 +588,20 @@ def _check_if_match(if_match: str | None, current: Any, label: str, status: int 
         raise FhirError(status, f"{label}: If-Match wants version {wanted}, current is {have}")
 
 
+def _criteria_in_url(pairs: Sequence[tuple[str, str]], if_none_exist: str | None) -> str | None:
+    """The conditional-create criteria: `If-None-Exist`, or a query string on the POST (HAPI and
+    R5 read `POST [type]?criteria` as the same request); 400 when both are given and differ."""
+    criteria = [(k, v) for k, v in pairs if k not in _IGNORED]
+    if not criteria:
+        return if_none_exist
+    query = urlencode(criteria)
+    if if_none_exist and sorted(parse_qsl(if_none_exist.split("?", 1)[-1])) != sorted(criteria):
+        raise FhirError(
+            400, f"conditional create: If-None-Exist {if_none_exist!r} and the URL's {query!r} differ"
+        )
+    return query
+
+
 def create(
     fhir: EmbeddedFhir,
     store_id: str,
@@ -530,8 +609,12 @@ def create(
     resource_type: str,
     body: Any,
     if_none_exist: str | None = None,
+    pairs: Sequence[tuple[str, str]] = (),
 ) -> FhirResult:
+    """`POST [type]`; conditional (`If-None-Exist`, or criteria in the URL): one match answers 200
+    with it and writes nothing, several are 412."""
     check_type(resource_type)
+    if_none_exist = _criteria_in_url(pairs, if_none_exist)
     resource = check_resource(body, resource_type)
     with fhir.writing(store_id) as tx:
         if if_none_exist:
@@ -683,6 +766,24 @@ def _patch_failure(operation: Mapping[str, Any], document: Any, exc: Exception) 
     return _clip(str(exc))  # the rest ("can't insert outside of list", …) quote no document
 
 
+def apply_patch(operations: Any, resource: dict[str, Any], label: str = "") -> dict[str, Any]:
+    """A JSON Patch (a list) or a FHIRPath Patch (a Parameters resource) applied to a copy."""
+    if is_fhirpath_patch(operations):
+        kind = str(resource.get("resourceType"))
+
+        def is_list(_: dict[str, Any], path: str, name: str) -> bool:
+            names = [step for step in re.findall(r"\.([A-Za-z]\w*)(?!\()", path[len(kind) :])]
+            return repeats(kind, [*names, name])
+
+        try:
+            return apply_fhirpath_patch(operations, resource, is_list)
+        except FhirError as error:
+            if label:
+                raise FhirError(error.status, f"{label}: {error.diagnostics}") from None
+            raise
+    return apply_json_patch(operations, resource, label)
+
+
 def patch(
     fhir: EmbeddedFhir,
     store_id: str,
@@ -691,18 +792,38 @@ def patch(
     operations: Any,
     if_match: str | None = None,
 ) -> FhirResult:
-    """JSON Patch (RFC 6902) on the current version; the result must still be a valid resource."""
+    """JSON Patch (RFC 6902) or FHIRPath Patch on the current version; the result must still be a
+    valid resource."""
     check_type(resource_type)
     with fhir.writing(store_id) as tx:
         current = _existing(tx, resource_type, resource_id)
         if current.deleted or current.resource is None:
             raise FhirError(410, f"{resource_type}/{resource_id} was deleted")
         _check_if_match(if_match, current, f"{resource_type}/{resource_id}")
-        patched = apply_json_patch(operations, current.resource)
+        patched = apply_patch(operations, current.resource)
         if isinstance(patched, dict) and patched.get("id") != resource_id:
             raise FhirError(422, f"a patch may not change the id of {resource_type}/{resource_id}")
         stored = tx.put(check_resource(patched, resource_type, resource_id), resource_id)
     return FhirResult(200, stored, version_headers(stored))
+
+
+def conditional_patch(
+    fhir: EmbeddedFhir,
+    store_id: str,
+    resource_type: str,
+    pairs: Sequence[tuple[str, str]],
+    operations: Any,
+    if_match: str | None = None,
+) -> FhirResult:
+    """`PATCH [type]?criteria` (R4 http.html "patch"): one match is patched, none is 404, more 412."""
+    check_type(resource_type)
+    with fhir.reading(store_id) as index:
+        found = conditional_matches(index.search_index, resource_type, pairs, "conditional patch")
+    if len(found) > 1:
+        raise FhirError(412, f"conditional patch matches {len(found)} {resource_type} resources")
+    if not found:
+        raise FhirError(404, f"conditional patch: no {resource_type} matches {urlencode(list(pairs))!r}")
+    return patch(fhir, store_id, resource_type, found[0]["id"], operations, if_match)
 
 
 def delete(

@@ -17,7 +17,10 @@ unresolvable ones alone) is seeded into an external server, Assay's own included
 
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
+import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,7 +32,7 @@ from assay.formats.fhir.bundles import ConditionalReference, parse_conditional_r
 from assay.sandboxes.fhir import actions
 from assay.sandboxes.fhir.actions import (
     FhirResult,
-    apply_json_patch,
+    apply_patch,
     conditional_matches,
     version_headers,
     written,
@@ -236,7 +239,8 @@ def _run_alone(fhir: EmbeddedFhir, store_id: str, base: str, e: _Entry) -> FhirR
     if e.method == "PUT":
         return actions.update(fhir, store_id, base, e.resource_type, e.resource_id, e.resource, e.if_match)
     if e.method == "PATCH":
-        return actions.patch(fhir, store_id, e.resource_type, e.resource_id, e.resource, e.if_match)
+        operations = _patch_operations(e.resource, f"entry {e.position}")
+        return actions.patch(fhir, store_id, e.resource_type, e.resource_id, operations, e.if_match)
     return actions.delete(fhir, store_id, e.resource_type, e.resource_id, e.if_match)
 
 
@@ -342,6 +346,20 @@ def _assign_ids(tx: WriteTransaction, entries: list[_Entry]) -> tuple[dict[int, 
     return ids, reused, unmatched
 
 
+def _patch_operations(resource: Any, label: str) -> Any:
+    """A transaction PATCH entry's patch (R4 http.html "Transaction"): a Binary whose `data` is a
+    base64 JSON Patch (`contentType` application/json-patch+json), a FHIRPath Patch Parameters,
+    or (as before) the JSON Patch array itself."""
+    if not (isinstance(resource, dict) and resource.get("resourceType") == "Binary"):
+        return resource
+    if resource.get("contentType") != "application/json-patch+json":
+        raise FhirError(400, f"{label}: a Binary patch needs contentType application/json-patch+json")
+    try:
+        return json.loads(base64.b64decode(str(resource.get("data", "")), validate=True))
+    except (ValueError, binascii.Error):
+        raise FhirError(400, f"{label}: the Binary's data is not a base64 JSON Patch") from None
+
+
 def _search_after_writes(tx: WriteTransaction, kind: str, query: str | None) -> list[dict[str, Any]]:
     """A transaction's GET search, run after its writes (R4 http.html "Transaction Processing
     Rules": GETs are processed last, so they see what the transaction wrote): the state before it
@@ -394,7 +412,7 @@ def _run_in(
     if e.method == "PATCH":
         if current is None or current.resource is None:
             raise FhirError(404 if current is None else 410, f"{label} is not available")
-        resource = apply_json_patch(e.resource, current.resource, label)
+        resource = apply_patch(_patch_operations(e.resource, label), current.resource, label)
     else:
         by_url = e.method == "PUT" and e.resource_id is not None  # a conditional PUT's id was checked
         resource = copy.deepcopy(check_resource(e.resource, e.resource_type, rid if by_url else None))

@@ -1,18 +1,28 @@
-"""The CapabilityStatement `GET [base]/metadata` returns: what this server does (SPEC §5.2)."""
+"""The CapabilityStatement `GET [base]/metadata` returns: what this server does (SPEC §5.2).
+
+Everything here is read from the code that does it, so the statement cannot claim more or less
+than works: the parameters are the ones `formats/fhir` parses (`parse_search_key`, composites
+included), includes and revincludes are every reference parameter, the operations are
+`operations.OPERATIONS`, the modifiers the query parser's table. `tests/sandboxes/
+test_fhir_capability.py` replays the claims against a live server.
+"""
 
 from __future__ import annotations
 
 from functools import cache
 from typing import Any
 
+from assay.formats.fhir import UnknownSearchParameter
 from assay.formats.fhir._search_parameters import SEARCH_PARAMETERS
-from assay.formats.fhir.parameters import SUPPORTED_TYPES, resource_types
+from assay.formats.fhir.parameters import reference_parameters, resource_types
+from assay.formats.fhir.query import MODIFIERS, parse_search_key
+from assay.sandboxes.fhir.operations import OPERATIONS
 
-__all__ = ["capability_statement"]
+__all__ = ["INTERACTIONS", "capability_statement"]
 
-_INTERACTIONS = [
+INTERACTIONS = (
     "read", "vread", "update", "patch", "delete", "history-instance", "history-type", "create", "search-type",
-]  # fmt: skip
+)  # fmt: skip
 _DOCUMENTATION = (
     "Assay playground store. Writes (create, update, patch, transaction and batch entries) are "
     "validated against R4 (fhir.resources R4B element models: structure, cardinality, primitive "
@@ -20,40 +30,64 @@ _DOCUMENTATION = (
     "issue.expression naming each element, unless the playground is lenient. Type and system "
     "_history list the versions the playground wrote, not the seeded dataset's. _include takes "
     "Type:parameter[:Target], Type:* and *; _revinclude takes Type:parameter[:Target]; both take "
-    ":iterate. Chained parameters (several links), _has, token :text and :of-type, reference "
-    ":identifier and composite parameters are supported."
+    ":iterate. Chained parameters (several links, with or without :Type), _has (nested), and "
+    "composite parameters are supported; modifiers by parameter type: {modifiers}. _summary "
+    "(true, text, data, count, false) and _elements mark results SUBSETTED. Prefer: return="
+    "minimal|representation|OperationOutcome on writes, handling=lenient|strict on search. PATCH "
+    "takes JSON Patch or FHIRPath Patch, also conditionally (PATCH [type]?criteria); POST [type]?"
+    "criteria is a conditional create. Compartment search: Patient/[id]/[type]."
 )
+
+
+def _documentation() -> str:
+    modifiers = "; ".join(
+        f"{kind}: {', '.join(sorted(names))}" for kind, names in sorted(MODIFIERS.items()) if names
+    )
+    return _DOCUMENTATION.format(modifiers=modifiers)
+
+
+def _params(kind: str) -> list[dict[str, str]]:
+    codes = sorted({*SEARCH_PARAMETERS.get("Resource", {}), *SEARCH_PARAMETERS.get(kind, {})})
+    params = []
+    for code in codes:
+        try:
+            parameter, _ = parse_search_key(kind, code)
+        except UnknownSearchParameter:
+            continue
+        params.append({"name": code, "type": parameter.type})
+    return params
 
 
 @cache
 def _resources() -> list[dict[str, Any]]:
-    shared = SEARCH_PARAMETERS.get("Resource", {})
+    referring: dict[str, list[str]] = {}
+    for kind in sorted(resource_types()):
+        for parameter in reference_parameters(kind):
+            for target in parameter.targets:
+                referring.setdefault(target, []).append(f"{kind}:{parameter.code}")
     out = []
     for kind in sorted(resource_types()):
-        table = {**shared, **SEARCH_PARAMETERS.get(kind, {})}
-        params = [
-            {"name": code, "type": row[0]}
-            for code, row in sorted(table.items())
-            if row[0] in SUPPORTED_TYPES and row[1]
+        resource: dict[str, Any] = {
+            "type": kind,
+            "interaction": [{"code": code} for code in INTERACTIONS],
+            "versioning": "versioned",
+            "readHistory": True,
+            "updateCreate": True,
+            "conditionalCreate": True,
+            "conditionalUpdate": True,
+            "conditionalDelete": "single",
+            "searchInclude": ["*", f"{kind}:*", *(f"{kind}:{p.code}" for p in reference_parameters(kind))],
+            "searchRevInclude": sorted(referring.get(kind, [])),
+            "searchParam": _params(kind),
+        }
+        operations = [
+            {"name": name, "definition": definition}
+            for name, (types, _, definition) in OPERATIONS.items()
+            if kind in types
         ]
-        out.append(
-            {
-                "type": kind,
-                "interaction": [{"code": code} for code in _INTERACTIONS],
-                "versioning": "versioned",
-                "readHistory": True,
-                "updateCreate": True,
-                "conditionalCreate": True,
-                "conditionalUpdate": True,
-                "conditionalDelete": "single",
-                "searchInclude": [
-                    "*",
-                    f"{kind}:*",
-                    *(f"{kind}:{p['name']}" for p in params if p["type"] == "reference"),
-                ],
-                "searchParam": params,
-            }
-        )
+        if operations:
+            resource["operation"] = operations
+        out.append(resource)
     return out
 
 
@@ -67,11 +101,11 @@ def capability_statement(base: str) -> dict[str, Any]:
         "implementation": {"description": "Assay playground FHIR R4 store", "url": base},
         "fhirVersion": "4.0.1",
         "format": ["application/fhir+json", "application/json"],
-        "patchFormat": ["application/json-patch+json"],
+        "patchFormat": ["application/json-patch+json", "application/fhir+json"],
         "rest": [
             {
                 "mode": "server",
-                "documentation": _DOCUMENTATION,
+                "documentation": _documentation(),
                 "resource": _resources(),
                 "interaction": [{"code": "transaction"}, {"code": "batch"}, {"code": "history-system"}],
             }

@@ -21,13 +21,15 @@ from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
-from assay.sandboxes.fhir import actions
+from assay.sandboxes.fhir import actions, operations
 from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import post_bundle
 from assay.sandboxes.fhir.capability import capability_statement
 from assay.sandboxes.fhir.external import FhirForwarder, ForwardedRequest
 from assay.sandboxes.fhir.outcomes import FhirError, operation_outcome
+from assay.sandboxes.fhir.preferences import parse_prefer, shape_write
 from assay.sandboxes.fhir.store import EmbeddedFhir
+from assay.sandboxes.fhir.subsetting import parse_subset
 from assay.store.errors import Forbidden, Unauthorized
 from assay.store.json_values import strict_json_problem
 
@@ -265,6 +267,24 @@ def _unrouted(request: Request, routes: list[BaseRoute], base_url: str) -> FhirR
     return FhirResult(404, operation_outcome(f"{where}: no FHIR interaction at this path", "not-found"))
 
 
+def _patch_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def _patch_body(content_type: str, raw: bytes) -> Any:
+    """A PATCH body: a JSON Patch (`application/json-patch+json`) or a FHIRPath Patch (a
+    Parameters resource as `application/fhir+json` or `application/json`); 415 otherwise."""
+    if content_type == _JSON_PATCH:
+        return _json(raw)
+    wanted = f"{_JSON_PATCH}, or a FHIRPath Patch (a Parameters resource) as {FHIR_JSON}"
+    if content_type in (FHIR_JSON, "application/json"):
+        body = _json(raw)
+        if isinstance(body, dict) and body.get("resourceType") == "Parameters":
+            return body
+        raise FhirError(415, f"PATCH takes {wanted}; this {content_type} body is not a Parameters resource")
+    raise FhirError(415, f"PATCH takes {wanted}, not {content_type or 'no content type'}")
+
+
 def _if_match(request: Request) -> str | None:
     return request.headers.get("if-match")
 
@@ -322,34 +342,56 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
     @router.get("/{resource_type}")
     async def search_get(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
         pairs = list(request.query_params.multi_items())
+        lenient = parse_prefer(request.headers.get("prefer")).lenient
         return await _run(
-            request, s, lambda _: actions.search(s.fhir, s.store_id, s.base_url, resource_type, pairs)
+            request,
+            s,
+            lambda _: actions.search(s.fhir, s.store_id, s.base_url, resource_type, pairs, lenient=lenient),
         )
 
     @router.post("/{resource_type}/_search")
     async def search_post(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
+        lenient = parse_prefer(request.headers.get("prefer")).lenient
+
         def work(raw: bytes) -> FhirResult:
             form = parse_qsl(raw.decode("utf-8", errors="replace"), keep_blank_values=True)
             pairs = list(request.query_params.multi_items()) + form
-            return actions.search(s.fhir, s.store_id, s.base_url, resource_type, pairs)
+            return actions.search(s.fhir, s.store_id, s.base_url, resource_type, pairs, lenient=lenient)
 
         return await _run(request, s, work, "form")
+
+    @router.post("/{resource_type}/$validate")
+    async def validate(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
+        return await _run(request, s, lambda raw: operations.validate(resource_type, _json(raw)), "json")
 
     @router.post("/{resource_type}")
     async def create(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
         condition = request.headers.get("if-none-exist")
+        pairs = list(request.query_params.multi_items())
+        prefer = parse_prefer(request.headers.get("prefer"))
         return await _run(
             request,
             s,
-            lambda raw: actions.create(s.fhir, s.store_id, s.base_url, resource_type, _json(raw), condition),
+            lambda raw: shape_write(
+                actions.create(s.fhir, s.store_id, s.base_url, resource_type, _json(raw), condition, pairs),
+                prefer,
+            ),
             "json",
         )
+
+    @router.get("/Observation/$lastn")
+    async def lastn(request: Request, s: FhirSurface = resolved) -> Response:
+        pairs = list(request.query_params.multi_items())
+        return await _run(request, s, lambda _: operations.lastn(s.fhir, s.store_id, s.base_url, pairs))
 
     @router.get("/{resource_type}/{resource_id}")
     async def read(
         request: Request, resource_type: str, resource_id: str, s: FhirSurface = resolved
     ) -> Response:
-        return await _run(request, s, lambda _: actions.read(s.fhir, s.store_id, resource_type, resource_id))
+        subset = parse_subset(list(request.query_params.multi_items()))
+        return await _run(
+            request, s, lambda _: actions.read(s.fhir, s.store_id, resource_type, resource_id, subset)
+        )
 
     @router.get("/{resource_type}/{resource_id}/_history")
     async def history(
@@ -360,6 +402,26 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
             request,
             s,
             lambda _: actions.history(s.fhir, s.store_id, s.base_url, resource_type, resource_id, pairs),
+        )
+
+    @router.get("/Patient/{patient_id}/$everything")
+    async def everything(request: Request, patient_id: str, s: FhirSurface = resolved) -> Response:
+        pairs = list(request.query_params.multi_items())
+        return await _run(
+            request, s, lambda _: operations.everything(s.fhir, s.store_id, s.base_url, patient_id, pairs)
+        )
+
+    @router.get("/{compartment}/{owner_id}/{resource_type}")
+    async def compartment_search(
+        request: Request, compartment: str, owner_id: str, resource_type: str, s: FhirSurface = resolved
+    ) -> Response:
+        pairs = list(request.query_params.multi_items())
+        return await _run(
+            request,
+            s,
+            lambda _: operations.compartment_search(
+                s.fhir, s.store_id, s.base_url, compartment, owner_id, resource_type, pairs
+            ),
         )
 
     @router.get("/{resource_type}/{resource_id}/_history/{version_id}")
@@ -375,11 +437,15 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
         request: Request, resource_type: str, resource_id: str, s: FhirSurface = resolved
     ) -> Response:
         condition = _if_match(request)
+        prefer = parse_prefer(request.headers.get("prefer"))
         return await _run(
             request,
             s,
-            lambda raw: actions.update(
-                s.fhir, s.store_id, s.base_url, resource_type, resource_id, _json(raw), condition
+            lambda raw: shape_write(
+                actions.update(
+                    s.fhir, s.store_id, s.base_url, resource_type, resource_id, _json(raw), condition
+                ),
+                prefer,
             ),
             "json",
         )
@@ -389,12 +455,28 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
         request: Request, resource_type: str, resource_id: str, s: FhirSurface = resolved
     ) -> Response:
         condition = _if_match(request)
-        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        content_type = _patch_type(request)
+        prefer = parse_prefer(request.headers.get("prefer"))
 
         def work(raw: bytes) -> FhirResult:
-            if content_type != _JSON_PATCH:
-                raise FhirError(415, f"PATCH takes {_JSON_PATCH}, not {content_type or 'no content type'}")
-            return actions.patch(s.fhir, s.store_id, resource_type, resource_id, _json(raw), condition)
+            body = _patch_body(content_type, raw)
+            return shape_write(
+                actions.patch(s.fhir, s.store_id, resource_type, resource_id, body, condition), prefer
+            )
+
+        return await _run(request, s, work)
+
+    @router.patch("/{resource_type}")
+    async def conditional_patch(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
+        pairs = list(request.query_params.multi_items())
+        condition = _if_match(request)
+        content_type = _patch_type(request)
+        prefer = parse_prefer(request.headers.get("prefer"))
+
+        def work(raw: bytes) -> FhirResult:
+            body = _patch_body(content_type, raw)
+            result = actions.conditional_patch(s.fhir, s.store_id, resource_type, pairs, body, condition)
+            return shape_write(result, prefer)
 
         return await _run(request, s, work)
 

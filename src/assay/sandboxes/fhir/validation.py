@@ -30,6 +30,7 @@ from assay.sandboxes.fhir.outcomes import FhirError
 __all__ = [
     "LENIENT_ENV",
     "MAX_ISSUES",
+    "repeats",
     "server_lenient",
     "strict_available",
     "validate_resource",
@@ -90,8 +91,29 @@ def _model(kind: str) -> Any:
 
     try:
         return get_fhir_model_class(kind)
-    except KeyError:
+    except (KeyError, ValueError, AttributeError):  # R4 types R4B dropped: "not a valid FHIR Model"
         return None
+
+
+_TYPE_NAME = re.compile(r"abc\.(\w+)Type")
+
+
+def repeats(resource_type: str, names: Sequence[str]) -> bool:
+    """Whether the element at `names` under `resource_type` (`["contact", "telecom"]`) is a list,
+    per the R4B models (False when they do not say)."""
+    model = _model(resource_type) if strict_available() else None
+    for position, name in enumerate(names):
+        if model is None:
+            return False
+        field = next((f for key, f in model.model_fields.items() if (f.alias or key) == name), None)
+        if field is None:
+            return False
+        annotation = str(field.annotation)
+        if position == len(names) - 1:
+            return "List[" in annotation
+        found = _TYPE_NAME.search(annotation)
+        model = _model(found[1]) if found else None
+    return False
 
 
 def _model_issues(resource: dict[str, Any], kind: str) -> list[dict[str, Any]]:

@@ -1,0 +1,214 @@
+"""FHIR R4 operations and the Patient compartment (issue 15): `GET Patient/[id]/[type]`,
+`Patient/[id]/$everything`, `Observation/$lastn`, `[type]/$validate`.
+
+- **Compartment search** (search.html §3.1.1.1.1): the type's search, restricted to resources that
+  one of the compartment's parameters (`formats/fhir/compartments.py`) points at the patient
+  with. Only the Patient compartment is served (the one agents use; HAPI's default too).
+- **$everything** (patient-operation-everything.html): the patient, every resource in its
+  compartment, and the resources those refer to (practitioners, organizations, locations,
+  medications…), as HAPI returns them; `_type` (comma list), `_since`, `_count` and `_offset`
+  (paging, `next` links). `start`/`end` (care dates) are refused with 400 rather than ignored.
+- **$lastn** (observation-operation-lastn.html): the Observation search given, grouped by code, the
+  `max` (default 1) most recent per group by effective time (then `issued`).
+- **$validate** (resource-operation-validate.html): the body (a resource, or a Parameters with a
+  `resource` part) checked as a write would be; always 200 with an OperationOutcome (HAPI's
+  answer), whose issues are the errors or one `information` issue saying it is valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from assay.formats.fhir.compartments import PATIENT_COMPARTMENT
+from assay.formats.fhir.parameters import resource_types
+from assay.sandboxes.fhir.actions import (
+    DEFAULT_COUNT,
+    MAX_COUNT,
+    FhirResult,
+    entries_bundle,
+    nonnegative,
+    run_search,
+    search,
+    to_instant,
+)
+from assay.sandboxes.fhir.outcomes import FhirError, operation_outcome
+from assay.sandboxes.fhir.resources import check_resource, check_type
+from assay.sandboxes.fhir.store import EmbeddedFhir
+from assay.sandboxes.fhir.validation import validation_issues
+
+__all__ = ["OPERATIONS", "compartment_search", "everything", "lastn", "validate"]
+
+OPERATIONS: dict[str, tuple[frozenset[str], str, str]] = {
+    "everything": (
+        frozenset({"Patient"}),
+        "instance",
+        "http://hl7.org/fhir/OperationDefinition/Patient-everything",
+    ),
+    "lastn": (
+        frozenset({"Observation"}),
+        "type",
+        "http://hl7.org/fhir/OperationDefinition/Observation-lastn",
+    ),
+    "validate": (resource_types(), "type", "http://hl7.org/fhir/OperationDefinition/Resource-validate"),
+}
+"""Operation → (resource types, level, OperationDefinition): what `routes.py` serves and the
+CapabilityStatement lists (`capability.py`)."""
+
+
+def _patient(index: Any, patient_id: str) -> dict[str, Any]:
+    current = index.current(("Patient", patient_id))
+    if current is None:
+        raise FhirError(404, f"Patient/{patient_id} is not known")
+    if current.resource is None:
+        raise FhirError(410, f"Patient/{patient_id} was deleted")
+    resource: dict[str, Any] = current.resource
+    return resource
+
+
+def compartment_search(
+    fhir: EmbeddedFhir,
+    store_id: str,
+    base: str,
+    compartment: str,
+    owner_id: str,
+    resource_type: str,
+    pairs: Sequence[tuple[str, str]],
+) -> FhirResult:
+    """`GET Patient/[id]/[type]?…`: the type's search within the patient's compartment."""
+    check_type(compartment)
+    check_type(resource_type)
+    if compartment != "Patient":
+        raise FhirError(400, f"only the Patient compartment is supported, not {compartment}", "not-supported")
+    codes = PATIENT_COMPARTMENT.get(resource_type)
+    if codes is None:
+        raise FhirError(
+            400, f"{resource_type} is never in a Patient compartment (R4 compartmentdefinition-patient)"
+        )
+    with fhir.reading(store_id) as index:
+        _patient(index, owner_id)
+    return search(
+        fhir, store_id, base, resource_type, pairs,
+        compartment=(f"Patient/{owner_id}", codes), path=f"{base}/Patient/{owner_id}/{resource_type}",
+    )  # fmt: skip
+
+
+_EVERYTHING_PARAMETERS = frozenset(
+    {"_count", "_offset", "_getpagesoffset", "_type", "_since", "_format", "_pretty"}
+)
+
+
+def everything(
+    fhir: EmbeddedFhir, store_id: str, base: str, patient_id: str, pairs: Sequence[tuple[str, str]]
+) -> FhirResult:
+    """`Patient/[id]/$everything`: the patient, its compartment and what they refer to, paged."""
+    count, offset, since, types = DEFAULT_COUNT, 0, None, None
+    for name, value in pairs:
+        if name not in _EVERYTHING_PARAMETERS:
+            raise FhirError(400, f"$everything takes _count, _offset, _type and _since, not {name!r}")
+        if name == "_count":
+            count = min(nonnegative(name, value), MAX_COUNT)
+        elif name in ("_offset", "_getpagesoffset"):
+            offset = nonnegative(name, value)
+        elif name == "_since":
+            since = to_instant(name, value)
+        elif name == "_type":
+            types = {t.strip() for t in value.split(",") if t.strip()}
+            for kind in types:
+                check_type(kind)
+    with fhir.reading(store_id) as index:
+        patient = _patient(index, patient_id)
+        store = index.search_index
+        local = f"Patient/{patient_id}"
+        found: dict[tuple[str, str], dict[str, Any]] = {("Patient", patient_id): patient}
+        for kind, codes in PATIENT_COMPARTMENT.items():
+            if store.has_type(kind):
+                for resource in store.search(kind, {}, compartment=(local, codes)):
+                    found.setdefault((kind, resource["id"]), resource)
+        for target in store.outgoing(list(found)):
+            kind, _, rid = target.partition("/")
+            if (kind, rid) not in found:
+                current = index.current((kind, rid))
+                if current is not None and current.resource is not None:
+                    found[(kind, rid)] = current.resource
+    resources = [r for (kind, _), r in found.items() if (types is None or kind in types) and _since(r, since)]
+    page = resources[offset : offset + count]
+    return FhirResult(
+        200,
+        entries_bundle(
+            f"{base}/Patient/{patient_id}/$everything", pairs, base, page, len(resources), count, offset
+        ),
+    )
+
+
+def _since(resource: dict[str, Any], since: datetime | None) -> bool:
+    if since is None:
+        return True
+    stamp = (resource.get("meta") or {}).get("lastUpdated")
+    try:
+        return isinstance(stamp, str) and to_instant("lastUpdated", stamp) >= since
+    except FhirError:
+        return False
+
+
+def _code_key(observation: dict[str, Any]) -> str:
+    code = observation.get("code") or {}
+    for coding in code.get("coding") or []:
+        if isinstance(coding, dict) and coding.get("code"):
+            return f"{coding.get('system', '')}|{coding['code']}"
+    return f"text:{code.get('text', '')}"
+
+
+def _effective(observation: dict[str, Any]) -> str:
+    period = observation.get("effectivePeriod") or {}
+    for value in (
+        observation.get("effectiveDateTime"), observation.get("effectiveInstant"),
+        period.get("end"), period.get("start"), observation.get("issued"),
+    ):  # fmt: skip
+        if isinstance(value, str):
+            return value
+    return ""
+
+
+def lastn(fhir: EmbeddedFhir, store_id: str, base: str, pairs: Sequence[tuple[str, str]]) -> FhirResult:
+    """`Observation/$lastn?max=n&…`: the n most recent Observations per code among the matches."""
+    most = 1
+    criteria: list[tuple[str, str]] = []
+    for name, value in pairs:
+        if name == "max":
+            most = nonnegative(name, value) or 1
+        elif name not in ("_format", "_pretty"):
+            criteria.append((name, value))
+    params: dict[str, list[str]] = {}
+    for name, value in criteria:
+        params.setdefault(name, []).append(value)
+    with fhir.reading(store_id) as index:
+        matches = run_search(index.search_index.search, "Observation", params)
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for observation in matches:
+        groups.setdefault(_code_key(observation), []).append(observation)
+    chosen = [o for group in groups.values() for o in sorted(group, key=_effective, reverse=True)[:most]]
+    return FhirResult(
+        200,
+        entries_bundle(f"{base}/Observation/$lastn", pairs, base, chosen, len(chosen), len(chosen) or 1, 0),
+    )
+
+
+def validate(resource_type: str, body: Any) -> FhirResult:
+    """`POST [type]/$validate`: the body checked as a write would be, as an OperationOutcome."""
+    check_type(resource_type)
+    if isinstance(body, dict) and body.get("resourceType") == "Parameters" and resource_type != "Parameters":
+        parts = [
+            p for p in body.get("parameter") or [] if isinstance(p, dict) and p.get("name") == "resource"
+        ]
+        if len(parts) != 1 or not isinstance(parts[0].get("resource"), dict):
+            raise FhirError(400, "$validate takes a resource, or Parameters with one 'resource' part")
+        body = parts[0]["resource"]
+    resource = check_resource(body, resource_type)
+    issues = validation_issues(resource)
+    if not issues:
+        return FhirResult(
+            200, operation_outcome(f"{resource_type} is valid R4", "informational", "information")
+        )
+    return FhirResult(200, {"resourceType": "OperationOutcome", "issue": issues})
