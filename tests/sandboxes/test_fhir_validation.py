@@ -194,3 +194,25 @@ def test_r4_types_without_an_r4b_model_get_the_reference_check_only() -> None:
         validate_strict({"resourceType": "RiskEvidenceSynthesis", "population": {"reference": "nope"}})
     assert caught.value.issues is not None
     assert caught.value.issues[0]["expression"] == ["RiskEvidenceSynthesis.population.reference"]
+
+
+def test_seeding_an_assay_fhir_server_is_lenient_and_agents_cannot_ask_for_it(
+    new_store: str, server: Server, api: httpx.Client
+) -> None:
+    """SPEC §5.1: datasets load leniently. Seeding an external `assay fhir-server` store
+    (`ASSAY_FHIR_ISOLATION=assay-store`) goes through its batch endpoint with `X-Assay-Seed: 1`,
+    which that server (token-protected) honours; a playground surface ignores the header."""
+    batch = {"resourceType": "Bundle", "type": "batch", "entry": [
+        {"resource": ODD_PATIENT, "request": {"method": "PUT", "url": "Patient/odd"}},
+    ]}  # fmt: skip
+    with httpx.Client(
+        base_url=new_store, headers={"Content-Type": "application/fhir+json"}, timeout=30
+    ) as store:
+        refused = ok(store.post("", json=batch))
+        assert refused["entry"][0]["response"]["status"] == "400"
+        seeded = ok(store.post("", json=batch, headers={"X-Assay-Seed": "1"}))
+        assert seeded["entry"][0]["response"]["status"] == "201 Created"
+    run = _run(api, None)
+    with _fhir(server, run) as fhir:
+        answered = ok(fhir.post("/", json=batch, headers={"X-Assay-Seed": "1"}))
+        assert answered["entry"][0]["response"]["status"] == "400"

@@ -63,7 +63,8 @@ def _surface(request: Request, store_id: str) -> FhirSurface:
     fhir = _fhir(request)
     if not STORE_ID.match(store_id) or not fhir.exists(store_id):
         raise FhirError(404, f"no FHIR store {store_id}; create it with PUT /stores/{store_id}")
-    return FhirSurface(fhir, store_id, _store(request, store_id).fhir_base, request.app.state.record)
+    base = _store(request, store_id).fhir_base
+    return FhirSurface(fhir, store_id, base, request.app.state.record, trusts_seeding=True)
 
 
 def _stores_router() -> APIRouter:

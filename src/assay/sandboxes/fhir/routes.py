@@ -25,10 +25,10 @@ from assay.sandboxes.fhir import actions, operations
 from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import post_bundle
 from assay.sandboxes.fhir.capability import capability_statement
-from assay.sandboxes.fhir.external import FhirForwarder, ForwardedRequest
+from assay.sandboxes.fhir.external import SEED_HEADER, FhirForwarder, ForwardedRequest
 from assay.sandboxes.fhir.outcomes import FhirError, operation_outcome
 from assay.sandboxes.fhir.preferences import parse_prefer, shape_write
-from assay.sandboxes.fhir.store import EmbeddedFhir
+from assay.sandboxes.fhir.store import SEEDING, EmbeddedFhir
 from assay.sandboxes.fhir.subsetting import parse_subset
 from assay.store.errors import Forbidden, Unauthorized
 from assay.store.json_values import strict_json_problem
@@ -69,6 +69,9 @@ class FhirSurface:
     record: Callable[[SurfaceEvent], None] | None = None
     external: FhirForwarder | None = None
     """When set (`ASSAY_FHIR_URL`), interactions are forwarded there instead of the embedded store."""
+    trusts_seeding: bool = False
+    """Honour `X-Assay-Seed` (load a batch without validating): only `assay fhir-server`, whose
+    callers hold its token; never a playground surface, where agents write."""
 
 
 def base_url_of(request: Request) -> str:
@@ -301,9 +304,16 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
     @router.post("")
     @router.post("/")
     async def bundle(request: Request, s: FhirSurface = resolved) -> Response:
-        return await _run(
-            request, s, lambda raw: post_bundle(s.fhir, s.store_id, s.base_url, _json(raw)), "json"
-        )
+        seeding = s.trusts_seeding and request.headers.get(SEED_HEADER) == "1"
+
+        def work(raw: bytes) -> FhirResult:
+            token = SEEDING.set(seeding)
+            try:
+                return post_bundle(s.fhir, s.store_id, s.base_url, _json(raw))
+            finally:
+                SEEDING.reset(token)
+
+        return await _run(request, s, work, "json")
 
     @router.get("/_history")
     async def system_history(request: Request, s: FhirSurface = resolved) -> Response:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from assay.sandboxes.fhir.external._seeding import SEED_HEADER
 from assay.sandboxes.fhir.external.forwarding import FhirForwarder, ForwardedRequest
 from assay.sandboxes.fhir.external.isolated import SPACE_KEY, IsolatedFhir, recorded_space
 from assay.sandboxes.fhir.external.spaces import (
@@ -41,6 +42,7 @@ from assay.sandboxes.fhir.external.tagged import TAG_SYSTEM, ExternalFhir, Tagge
 
 __all__ = [
     "ISOLATIONS",
+    "SEED_HEADER",
     "SPACE_KEY",
     "TAG_SYSTEM",
     "AssayStores",

@@ -10,7 +10,12 @@ import httpx
 
 from assay.sandboxes.fhir.external.spaces import server_failed
 
-__all__ = ["put_in_batches"]
+__all__ = ["SEED_HEADER", "put_in_batches"]
+
+SEED_HEADER = "X-Assay-Seed"
+"""Sent with the seeding batches: an `assay fhir-server` loads them without validating (SPEC §5.1:
+datasets load leniently, issue 15), as the embedded store loads its layers. Other servers ignore
+it; the playground surface never forwards it (`isolated.py::_REQUEST_HEADERS`)."""
 
 BATCH = 500
 """Entries per batch Bundle: large enough to seed a dataset in few round trips, small enough for
@@ -34,7 +39,7 @@ def put_in_batches(
         ]
         bundle = {"resourceType": "Bundle", "type": "batch", "entry": entries}
         try:
-            response = client.post(base_url, json=bundle, headers=dict(headers))
+            response = client.post(base_url, json=bundle, headers={**headers, SEED_HEADER: "1"})
         except httpx.HTTPError as exc:
             raise server_failed(what, "POST", base_url, exc) from None
         failed = _failed_entries(response)
