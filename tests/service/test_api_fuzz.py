@@ -152,6 +152,9 @@ def targets(server: Server) -> Iterator[tuple[Json, str]]:
         "version_id": "1",
         "resource": "prior_auth_requests",
         "key": "PA0000000000",
+        "patient_id": "p1",  # Patient/{patient_id}/$everything
+        "compartment": "Patient",  # {compartment}/{owner_id}/{resource_type}
+        "owner_id": "p1",
         "fhir:benchmark_run_id": fhir_run.id,
         "fhir:task_run_id": fhir_run.task_runs[0]["id"],
         "token": other_run.token,

@@ -21,6 +21,7 @@ from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
+from assay.formats.fhir import is_resource_type
 from assay.sandboxes.fhir import actions, operations
 from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import post_bundle
@@ -260,7 +261,13 @@ def _unrouted(request: Request, routes: list[BaseRoute], base_url: str) -> FhirR
     relative = request.url.path[len(urlsplit(base_url).path) :]
     allowed: set[str] = set()
     for route in routes:
-        if isinstance(route, APIRoute) and route.path_regex.match(relative):
+        found = route.path_regex.match(relative) if isinstance(route, APIRoute) else None
+        types = [
+            v
+            for k, v in (found.groupdict() if found else {}).items()
+            if k in ("resource_type", "compartment")
+        ]
+        if found is not None and isinstance(route, APIRoute) and all(is_resource_type(t) for t in types):
             allowed |= route.methods or set()
     where = f"{request.method} {request.url.path}"
     if allowed:
@@ -478,6 +485,8 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
 
     @router.patch("/{resource_type}")
     async def conditional_patch(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
+        if not is_resource_type(resource_type):  # `PATCH /metadata`: the 405 it always was
+            return await refuse(request, s)
         pairs = list(request.query_params.multi_items())
         condition = _if_match(request)
         content_type = _patch_type(request)
