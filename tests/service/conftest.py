@@ -24,6 +24,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from assay.service.app import create_app
+from assay.service.auth.cache import TokenCache
 from assay.service.server import NoDelayH11Protocol
 from assay.service.settings import Settings
 from assay.store import Database
@@ -44,6 +45,8 @@ class Server:
     database: Database
     org_key: str
     backend: str
+    tokens: TokenCache
+    """The worker's run-token cache: clear it after editing a run's token row in SQL."""
 
     def client(self, token: str | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token or self.org_key}"} if token != "" else {}
@@ -106,7 +109,7 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         sftp_port=0,
     )
     for url, app in _serve(settings):
-        yield Server(url, app.state.database, BOOTSTRAP_KEY, request.param)
+        yield Server(url, app.state.database, BOOTSTRAP_KEY, request.param, app.state.tokens)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from assay.checks import load_semantic_model
 from assay.judge import OpenAIJudge
 from assay.sandboxes import Deployment, Listeners, open_deployment
 from assay.sandboxes.fhir.external import close_external_clients
+from assay.service.auth.cache import TokenCache
 from assay.service.catalog.routes import router as catalog_router
 from assay.service.catalog.task_routes import router as task_router
 from assay.service.errors import install_error_handlers
@@ -61,6 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if settings.bootstrap_api_key:
             _bootstrap(database, settings.bootstrap_api_key)
         app.state.database = database
+        app.state.tokens = TokenCache(database)
         app.state.settings = settings
         deployment = open_deployment(
             Deployment(

@@ -1,24 +1,29 @@
 """Dependency aliases, so handlers read like sentences (`session: SessionDep, caller: OrgCaller`).
 
 Dependencies that do no I/O are `async` so they run on the event loop instead of taking a
-threadpool hop each. The session dependency opens one transaction per request and commits it when the handler returns,
-before the response is sent (`scope="function"`), so a client never reads ahead of a commit.
+threadpool hop each. The caller is resolved first, before any session exists (a refused request
+never opens one): from the worker's run-token cache on the event loop, else with a short read on a
+worker thread (`service/auth/cache.py`). `SessionDep` is a `PendingSession` until the handler runs:
+`service/transactions.py::TransactionRoute` opens the transaction on the handler's own thread and
+commits it when the handler returns, before the response is sent, so a client never reads ahead of
+a commit and no lock or connection is held across a thread hand-off.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Header, Query, Request
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
-from assay.service.auth.actions import authenticate
+from assay.service.auth.cache import TokenCache
 from assay.service.grading import Grading
 from assay.service.limits import RateLimiter
 from assay.service.settings import Settings
-from assay.store import Caller, Database, Forbidden, RateLimited, clamp_limit
+from assay.service.transactions import PendingSession
+from assay.store import Caller, Forbidden, RateLimited, clamp_limit
 
 __all__ = [
     "AnyCaller",
@@ -40,10 +45,8 @@ async def _settings(request: Request) -> Settings:
     return settings
 
 
-def _session(request: Request) -> Iterator[Session]:
-    database: Database = request.app.state.database
-    with database.transaction() as session:
-        yield session
+async def _session(request: Request) -> PendingSession:
+    return PendingSession(request.app.state.database)
 
 
 async def _grading(request: Request) -> Grading:
@@ -51,15 +54,18 @@ async def _grading(request: Request) -> Grading:
     return grading
 
 
-SessionDep = Annotated[Session, Depends(_session, scope="function")]
+SessionDep = Annotated[Session, Depends(_session)]
+"""A `Session` inside the handler; only routers with `route_class=TransactionRoute` take it."""
 SettingsDep = Annotated[Settings, Depends(_settings)]
 GradingDep = Annotated[Grading, Depends(_grading)]
 
 
-def _caller(
-    request: Request, session: SessionDep, authorization: Annotated[str | None, Header()] = None
-) -> Caller:
-    return limit_rate(request, authenticate(session, authorization))
+async def _caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> Caller:
+    tokens: TokenCache = request.app.state.tokens
+    caller = tokens.cached(authorization)
+    if caller is None:
+        caller = await run_in_threadpool(tokens.resolve, authorization)
+    return limit_rate(request, caller)
 
 
 def limit_rate(request: Request, caller: Caller) -> Caller:

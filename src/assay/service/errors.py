@@ -13,6 +13,9 @@ Mapping (everything else is a bug and a 500 `INTERNAL_ERROR`)::
     RequestValidationError           400 BAD_REQUEST for unparseable JSON or a bad query/path value,
                                      else 422 VALIDATION_ERROR keyed by the dotted body path
     store.errors.RateLimited         429 RATE_LIMITED, with `Retry-After` (whole seconds)
+    store.errors.Busy                503 UNAVAILABLE, with `Retry-After`: a bounded wait for the
+    sqlalchemy TimeoutError          database ran out (write lock, pooled connection, SQLite's
+    "database is locked"             busy timeout across processes); saturation is never a 500
     store.errors.BadRequest          400 BAD_REQUEST
     HTTPException (routing)          its status: 404 NOT_FOUND, 405, 413 (body over the limit), …
 """
@@ -28,12 +31,14 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy.exc import DataError, IntegrityError
+from sqlalchemy.exc import DataError, IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from assay.core.errors import AssertionInvalid
 from assay.store.errors import (
     BadRequest,
+    Busy,
     Conflict,
     DomainError,
     Forbidden,
@@ -63,7 +68,7 @@ _HTTP_CODES = {status: code for _, status, code in _DOMAIN}
 class ErrorBody(BaseModel):
     code: str
     """`BAD_REQUEST`, `VALIDATION_ERROR`, `UNAUTHORIZED`, `FORBIDDEN`, `NOT_FOUND`, `CONFLICT`,
-    `RATE_LIMITED` or `INTERNAL_ERROR`."""
+    `RATE_LIMITED`, `UNAVAILABLE` (503, saturated: retry after `Retry-After`) or `INTERNAL_ERROR`."""
     message: str
     details: dict[str, Any]
     """For `VALIDATION_ERROR`: dotted key path → messages, e.g. `assertion.fields.0.operator`."""
@@ -97,8 +102,16 @@ def envelope(status: int, code: str, message: str, details: Mapping[str, Any] | 
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+def _busy(retry_after: float, message: str) -> JSONResponse:
+    response = envelope(503, "UNAVAILABLE", message, {"retry_after": retry_after})
+    response.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+    return response
+
+
 def _domain(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DomainError)
+    if isinstance(exc, Busy):
+        return _busy(exc.retry_after, exc.message)
     if isinstance(exc, RateLimited):
         response = envelope(429, "RATE_LIMITED", exc.message, {"retry_after": exc.retry_after})
         response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
@@ -155,6 +168,20 @@ def _http(_request: Request, exc: Exception) -> JSONResponse:
     return envelope(exc.status_code, code, str(exc.detail))
 
 
+def _pool_timeout(_request: Request, exc: Exception) -> JSONResponse:
+    log.warning("no pooled database connection in time: %s", exc)
+    return _busy(1, "the server is busy (no database connection free); retry in 1 s")
+
+
+def _operational(request: Request, exc: Exception) -> JSONResponse:
+    """SQLite's busy timeout between processes (`--workers N` on one file) is saturation, a 503;
+    any other operational error (a lost connection, a full disk) is a 500 as before."""
+    if "database is locked" in str(exc):
+        log.warning("SQLite busy timeout: %s", exc)
+        return _busy(1, "the server is busy (the database is locked); retry in 1 s")
+    return _internal(request, exc)
+
+
 def _internal(_request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error", exc_info=exc)
     return envelope(500, "INTERNAL_ERROR", "internal error")
@@ -167,5 +194,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(IntegrityError, _integrity)
     app.add_exception_handler(DataError, _data)
     app.add_exception_handler(OverflowError, _data)
+    app.add_exception_handler(PoolTimeout, _pool_timeout)
+    app.add_exception_handler(OperationalError, _operational)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(Exception, _internal)

@@ -3,6 +3,7 @@
 from assay.store.database import Database, sqlite_url
 from assay.store.errors import (
     BadRequest,
+    Busy,
     Conflict,
     DomainError,
     Forbidden,
@@ -17,6 +18,7 @@ from assay.store.scope import Caller, first_or_404, get_owned, owned, where_give
 
 __all__ = [
     "BadRequest",
+    "Busy",
     "Caller",
     "Conflict",
     "Database",

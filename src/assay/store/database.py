@@ -10,8 +10,9 @@ from `SELECT … FOR UPDATE`. Several processes on one SQLite file wait on `busy
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +22,64 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-__all__ = ["Database", "sqlite_url"]
+from assay.store.errors import Busy
+
+__all__ = ["LOCK_WAIT", "POOL_WAIT", "Database", "FairLock", "sqlite_url"]
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 _MIGRATION_LOCK_KEY = 0x4153_5341  # "ASSA": one advisory lock id for schema upgrades
 _POOL_SIZE = 10
+_POOL_OVERFLOW = 32
+"""With the pool's 10, one more connection than AnyIO's 40 worker threads plus the sweeper can
+use at once, so a request only waits for a connection when something else holds one too long."""
+_READ_ONLY = "assay_read_only"
+LOCK_WAIT = 10.0
+"""Seconds a transaction waits for the SQLite write lock before `Busy` (503)."""
+POOL_WAIT = 10.0
+"""Seconds a PostgreSQL unit of work waits for a pooled connection before SQLAlchemy's
+`TimeoutError` (503 as well, in `service/errors.py`)."""
 
 
 def sqlite_url(data_dir: Path) -> str:
     return f"sqlite:///{(data_dir / 'assay.db').resolve()}"
+
+
+class FairLock:
+    """A lock handed to its waiters in arrival order, with a timeout.
+
+    `threading.Lock` lets a thread that just released it take it again before the threads already
+    waiting, so under steady traffic one waiter (the sweeper, a `complete`) could wait on and on.
+    Here a release hands the lock straight to the oldest waiter.
+    """
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._held = False
+        self._waiters: deque[threading.Lock] = deque()
+
+    def acquire(self, timeout: float) -> bool:
+        with self._mutex:
+            if not self._held:
+                self._held = True
+                return True
+            turn = threading.Lock()
+            turn.acquire()
+            self._waiters.append(turn)
+        if turn.acquire(timeout=timeout):
+            return True  # `release` handed it over
+        with self._mutex:
+            try:
+                self._waiters.remove(turn)
+            except ValueError:  # handed over between the timeout and here: ours after all
+                return True
+            return False
+
+    def release(self) -> None:
+        with self._mutex:
+            if self._waiters:
+                self._waiters.popleft().release()  # still held: now by the oldest waiter
+            else:
+                self._held = False
 
 
 class Database:
@@ -39,21 +89,29 @@ class Database:
         self.url = make_url(url)
         self.is_sqlite = self.url.get_backend_name() == "sqlite"
         self.engine = self._create_engine()
-        self._write_lock: threading.Lock | None = threading.Lock() if self.is_sqlite else None
+        self.read_engine = self.engine.execution_options(**{_READ_ONLY: True})
+        """The same pool; on SQLite its transactions start with a plain `BEGIN` (see `reading`)."""
+        self._write_lock: FairLock | None = FairLock() if self.is_sqlite else None
         self.sessions = sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
+        self._readers = sessionmaker(self.read_engine, expire_on_commit=False, autoflush=False)
 
     def _create_engine(self) -> Engine:
         if not self.is_sqlite:
             return create_engine(
-                self.url, pool_size=_POOL_SIZE, max_overflow=2 * _POOL_SIZE, pool_recycle=1800
+                self.url,
+                pool_size=_POOL_SIZE,
+                max_overflow=_POOL_OVERFLOW,
+                pool_timeout=POOL_WAIT,
+                pool_recycle=1800,
             )
         if self.url.database:
             Path(self.url.database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(
             self.url,
-            connect_args={"check_same_thread": False, "timeout": 30},
+            connect_args={"check_same_thread": False, "timeout": LOCK_WAIT},
             pool_size=_POOL_SIZE,
-            max_overflow=_POOL_SIZE,
+            max_overflow=_POOL_OVERFLOW,
+            pool_timeout=POOL_WAIT,
         )
 
         @event.listens_for(engine, "connect")
@@ -63,19 +121,37 @@ class Database:
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.execute(f"PRAGMA busy_timeout={int(LOCK_WAIT * 1000)}")
             cursor.close()
 
         @event.listens_for(engine, "begin")
         def _begin(connection: Any) -> None:
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            reading = connection.get_execution_options().get(_READ_ONLY)
+            connection.exec_driver_sql("BEGIN" if reading else "BEGIN IMMEDIATE")
 
         return engine
 
     @contextmanager
+    def write_lock(self) -> Iterator[None]:
+        """This process's turn at the SQLite write lock (nothing on PostgreSQL); `Busy` after
+        `LOCK_WAIT` seconds in the queue."""
+        if self._write_lock is None:
+            yield
+            return
+        if not self._write_lock.acquire(LOCK_WAIT):
+            raise Busy("the database write lock is taken", retry_after=1)
+        try:
+            yield
+        finally:
+            self._write_lock.release()
+
+    @contextmanager
     def transaction(self) -> Iterator[Session]:
-        """One unit of work: commit on success, roll back on error (one commit per request)."""
-        with self._write_lock or nullcontext():
+        """One unit of work: commit on success, roll back on error (one commit per request).
+
+        Run it whole on one thread: on SQLite it holds this process's write lock throughout.
+        """
+        with self.write_lock():
             session = self.sessions()
             try:
                 yield session
@@ -86,11 +162,21 @@ class Database:
             finally:
                 session.close()
 
+    @contextmanager
+    def reading(self) -> Iterator[Session]:
+        """A unit of work that only reads: no write lock, and on SQLite a plain `BEGIN`, so it
+        reads a consistent WAL snapshot while writers go on. Whatever it wrote would be rolled back."""
+        session = self._readers()
+        try:
+            yield session
+        finally:
+            session.close()
+
     def migrate(self) -> None:
         """Upgrade the schema to every head; safe when several workers start at once."""
         config = Config()
         config.set_main_option("script_location", str(_MIGRATIONS))
-        with self._write_lock or nullcontext(), self.engine.begin() as connection:
+        with self.write_lock(), self.engine.begin() as connection:
             if not self.is_sqlite:
                 connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
             config.attributes["connection"] = connection

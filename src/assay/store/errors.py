@@ -9,6 +9,7 @@ Tree::
     ├── Conflict         state or reference forbids it (ended run, referenced row) → 409
     ├── Invalid          a well-formed body that fails validation         → 422
     ├── RateLimited      the token spent its request budget               → 429 + Retry-After
+    ├── Busy             the database is saturated: waited and gave up    → 503 + Retry-After
     └── BadRequest       a malformed query parameter or cursor            → 400
 
 Business logic raises these and never an HTTP exception.
@@ -21,6 +22,7 @@ from typing import Any
 
 __all__ = [
     "BadRequest",
+    "Busy",
     "Conflict",
     "DomainError",
     "Forbidden",
@@ -63,6 +65,15 @@ class BadRequest(DomainError):
 class RateLimited(DomainError):
     def __init__(self, retry_after: float):
         super().__init__(f"too many requests for this token; retry in {retry_after:.1f} s")
+        self.retry_after = retry_after
+
+
+class Busy(DomainError):
+    """The request waited its bounded turn for the database (the SQLite write lock, a pooled
+    PostgreSQL connection) and did not get it: answered 503 with `Retry-After`, never a hang."""
+
+    def __init__(self, what: str, retry_after: float = 1.0):
+        super().__init__(f"the server is busy ({what}); retry in {retry_after:.0f} s")
         self.retry_after = retry_after
 
 

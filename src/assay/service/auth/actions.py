@@ -2,10 +2,13 @@
 
 The token's prefix says which table holds its hash; the lookup is by sha256 digest and the digest
 is compared again in constant time, so no timing difference reveals a near miss. Only the
-columns auth needs are read (this runs on every request).
+columns auth needs are read (this runs on every request). `resolve_token` also returns a run
+token's expiry, for the per-worker cache (`cache.py`).
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -20,7 +23,7 @@ from assay.store.tokens import (
     hash_token,
 )
 
-__all__ = ["authenticate", "bearer_token"]
+__all__ = ["authenticate", "bearer_token", "resolve_token"]
 
 
 def bearer_token(authorization: str | None) -> str:
@@ -32,7 +35,11 @@ def bearer_token(authorization: str | None) -> str:
 
 def authenticate(session: Session, authorization: str | None) -> Caller:
     token = bearer_token(authorization)
-    digest = hash_token(token)
+    return resolve_token(session, token, hash_token(token))[0]
+
+
+def resolve_token(session: Session, token: str, digest: str) -> tuple[Caller, datetime | None]:
+    """(caller, run token expiry or None for an API key) of `token`, whose sha256 is `digest`."""
     if token.startswith(RUN_TOKEN_PREFIX):
         columns = (BenchmarkRun.id, BenchmarkRun.org_id, BenchmarkRun.solver_id, BenchmarkRun.token_hash)
         run = session.execute(
@@ -42,7 +49,8 @@ def authenticate(session: Session, authorization: str | None) -> Caller:
             raise Unauthorized("invalid run token")
         if run.token_expires_at <= utcnow():
             raise Unauthorized("run token expired")
-        return Caller("run", run.org_id, benchmark_run_id=run.id, solver_id=run.solver_id)
+        caller = Caller("run", run.org_id, benchmark_run_id=run.id, solver_id=run.solver_id)
+        return caller, run.token_expires_at
     if token.startswith((ORG_KEY_PREFIX, SOLVER_KEY_PREFIX)):
         key = session.execute(
             select(ApiKey.id, ApiKey.org_id, ApiKey.kind, ApiKey.solver_id, ApiKey.token_hash).where(
@@ -52,6 +60,6 @@ def authenticate(session: Session, authorization: str | None) -> Caller:
         if key is None or not digests_match(key.token_hash, digest):
             raise Unauthorized("invalid API key")
         if key.kind == "solver":
-            return Caller("solver", key.org_id, key_id=key.id, solver_id=key.solver_id)
-        return Caller("org", key.org_id, key_id=key.id)
+            return Caller("solver", key.org_id, key_id=key.id, solver_id=key.solver_id), None
+        return Caller("org", key.org_id, key_id=key.id), None
     raise Unauthorized("invalid token: expected a vk_, vrl_slv_ or vrl_run_ token")

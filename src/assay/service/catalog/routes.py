@@ -42,13 +42,14 @@ from assay.service.deps import OrgCaller, PageDep, SessionDep, limit_rate
 from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import list_json
 from assay.service.runs.self_test import refusal_response, self_test_benchmark
+from assay.service.transactions import TransactionRoute
 from assay.store import Conflict, Database, Forbidden, owned
 from assay.store.models import ApiKey, Benchmark, Dataset, DatasetEntity, Environment, Solver
 from assay.store.tokens import mint_key
 
 __all__ = ["router"]
 
-router = APIRouter(responses=ERROR_RESPONSES)
+router = APIRouter(responses=ERROR_RESPONSES, route_class=TransactionRoute)
 Json = dict[str, Any]
 
 

@@ -24,12 +24,13 @@ from assay.service.deps import OrgCaller, PageDep, SessionDep
 from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import list_json
 from assay.service.runs.self_test import refusal_response, self_test_task
+from assay.service.transactions import TransactionRoute
 from assay.store import owned, where_given
 from assay.store.models import Criterion, DatasetEntity, Task, TaskEntity
 
 __all__ = ["router"]
 
-router = APIRouter(responses=ERROR_RESPONSES)
+router = APIRouter(responses=ERROR_RESPONSES, route_class=TransactionRoute)
 Json = dict[str, Any]
 
 

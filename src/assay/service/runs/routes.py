@@ -34,13 +34,14 @@ from assay.service.runs.schemas import (
     task_run_json,
     trials_by_task,
 )
+from assay.service.transactions import TransactionRoute
 from assay.snapshot import archive_snapshot
 from assay.store import Conflict, Invalid, get_owned, iso, utcnow, where_given
 from assay.store.models import BenchmarkRun, CriterionRun, Playground, Sandbox, SandboxEvent, TaskRun
 
 __all__ = ["router", "state_archive"]
 
-router = APIRouter(responses=ERROR_RESPONSES)
+router = APIRouter(responses=ERROR_RESPONSES, route_class=TransactionRoute)
 Json = dict[str, Any]
 
 

@@ -28,11 +28,12 @@ from assay.service.runs.schemas import (
     v1_created_json,
     v1_task_run_json,
 )
+from assay.service.transactions import TransactionRoute
 from assay.store import utcnow
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["v1"], responses=ERROR_RESPONSES)
+router = APIRouter(tags=["v1"], responses=ERROR_RESPONSES, route_class=TransactionRoute)
 """Handlers return `JSONResponse` themselves: these are the agent's hot path, and skipping
 FastAPI's generic re-encoding of plain dicts saves a measurable share of each call."""
 

@@ -1,0 +1,74 @@
+"""Run tokens cached per worker, so the agent's hot path resolves its caller without SQL (issue 9).
+
+What is cached, and why it stays right:
+
+- **Run tokens only.** A benchmark run's token row (`token_hash`, org, solver, run id,
+  `token_expires_at`) is written once when the run is created and never changed or deleted, and
+  a run token is revoked only by expiring. The cache keeps the expiry and checks it against the
+  clock on every use, so an expired token is refused at the same instant as without the cache,
+  in every worker. A bounded number of entries (oldest out first).
+- **API keys are not cached.** An org or Solver key can be deleted (`DELETE .../api-keys/{id}`)
+  through any worker, and that must take effect at once everywhere; they are looked up on each
+  request with a read-only unit of work (no write lock), which is cheap and not on the agent path.
+
+A miss (or an API key) costs one worker-thread hop for the read; a hit costs a sha256 and a dict
+lookup on the event loop.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+
+from assay.service.auth.actions import bearer_token, resolve_token
+from assay.store import Caller, Database, Unauthorized, utcnow
+from assay.store.tokens import RUN_TOKEN_PREFIX, hash_token
+
+__all__ = ["TokenCache"]
+
+MAX_ENTRIES = 10_000
+
+
+class TokenCache:
+    def __init__(self, database: Database, max_entries: int = MAX_ENTRIES):
+        self.database = database
+        self.max_entries = max_entries
+        self._runs: dict[str, tuple[Caller, datetime]] = {}
+        self._lock = threading.Lock()
+
+    def cached(self, authorization: str | None) -> Caller | None:
+        """The caller of a cached run token; None when it needs a lookup. Raises `Unauthorized`
+        for a missing header or an expired token without touching the database."""
+        token = bearer_token(authorization)
+        if not token.startswith(RUN_TOKEN_PREFIX):
+            return None
+        found = self._runs.get(hash_token(token))
+        if found is None:
+            return None
+        caller, expires_at = found
+        if expires_at <= utcnow():
+            raise Unauthorized("run token expired")
+        return caller
+
+    def clear(self) -> None:
+        """Forget every cached token (for a row edited behind the API's back, as tests do)."""
+        with self._lock:
+            self._runs.clear()
+
+    def resolve(self, authorization: str | None) -> Caller:
+        """Look the token up (a read-only unit of work, on the calling thread) and cache a run token."""
+        token = bearer_token(authorization)
+        digest = hash_token(token)
+        with self.database.reading() as session:
+            caller, expires_at = resolve_token(session, token, digest)
+        if expires_at is not None:
+            with self._lock:
+                if len(self._runs) >= self.max_entries:
+                    self._runs.pop(next(iter(self._runs)))
+                self._runs[digest] = (caller, expires_at)
+        return caller
+
+    def clear(self) -> None:
+        """Forget every cached token (for a row edited behind the API's back, as tests do)."""
+        with self._lock:
+            self._runs.clear()

@@ -1,0 +1,66 @@
+"""A request's unit of work runs whole on the thread that does it (issue 9).
+
+The session dependency used to be a sync generator: FastAPI ran its set-up on one worker thread
+(taking the SQLite write lock), the handler on another and the commit on a third, so the lock was
+held across thread hand-offs. Once AnyIO's 40 threads were all waiting for that lock, the holder
+never got a thread to finish on and the server froze for good (PostgreSQL ran out of pooled
+connections the same way).
+
+Now `SessionDep` resolves, on the event loop, to a `PendingSession`: a placeholder holding no
+connection and no lock. Routers built with `route_class=TransactionRoute` wrap each sync handler
+so that, on the one worker thread that runs it, the placeholder is swapped for a real session of
+`Database.transaction()`, the handler runs, and the transaction commits (or rolls back) before the
+thread is given back and before the response is sent. A thread holding the lock never waits for
+another thread, so waiters always make progress; waits are bounded (`Busy` → 503).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi.routing import APIRoute
+
+from assay.store import Database
+
+__all__ = ["PendingSession", "TransactionRoute", "in_one_transaction"]
+
+_WRAPPED = "__assay_in_one_transaction__"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingSession:
+    """What `SessionDep` resolves to before the handler runs: which database, nothing opened."""
+
+    database: Database
+
+
+def in_one_transaction(endpoint: Callable[..., Any]) -> Callable[..., Any]:
+    """`endpoint`, run inside one transaction when it takes a `PendingSession` (sync handlers only:
+    an `async` handler has no thread of its own to hold the transaction on)."""
+    if getattr(endpoint, _WRAPPED, False) or inspect.iscoroutinefunction(endpoint):
+        return endpoint
+
+    @functools.wraps(endpoint)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        pending = [name for name, value in kwargs.items() if isinstance(value, PendingSession)]
+        if not pending:
+            return endpoint(*args, **kwargs)
+        database = kwargs[pending[0]].database
+        with database.transaction() as session:
+            for name in pending:
+                kwargs[name] = session
+            return endpoint(*args, **kwargs)
+
+    setattr(run, _WRAPPED, True)
+    return run
+
+
+class TransactionRoute(APIRoute):
+    """An `APIRoute` whose sync handler runs in one transaction on its own thread (see above)."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any):
+        super().__init__(path, in_one_transaction(endpoint), **kwargs)
