@@ -45,13 +45,24 @@ def _assay() -> list[str]:
 
 
 @contextmanager
-def _serving(data_dir: Path, database_url: str | None, workers: int) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def _serving(
+    data_dir: Path, database_url: str | None, workers: int
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = _free_port()
     env = {**os.environ, "ASSAY_BOOTSTRAP_API_KEY": BOOTSTRAP_KEY, "ASSAY_SWEEP_INTERVAL": "0.2"}
     env.pop("ASSAY_DATABASE_URL", None)
     if database_url:
         env["ASSAY_DATABASE_URL"] = database_url
-    command = [*_assay(), "serve", "--data-dir", str(data_dir), "--port", str(port), "--workers", str(workers)]
+    command = [
+        *_assay(),
+        "serve",
+        "--data-dir",
+        str(data_dir),
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+    ]
     log = (data_dir.parent / f"serve-{port}.log").open("wb")
     process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -85,7 +96,9 @@ async def _burst(url: str, n: int) -> list[httpx.Response | BaseException]:
                 return asyncio.ensure_future(client.get("/benchmarks"))
             if i % 3 == 1:
                 return asyncio.ensure_future(client.get("/benchmarks", headers=auth))
-            return asyncio.ensure_future(client.post("/environments", headers=auth, json={"name": f"load {i}"}))
+            return asyncio.ensure_future(
+                client.post("/environments", headers=auth, json={"name": f"load {i}"})
+            )
 
         return await asyncio.gather(*(one(i) for i in range(n)), return_exceptions=True)
 
@@ -122,7 +135,9 @@ def test_sqlite_answers_every_concurrent_request(tmp_path: Path, workers: int) -
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("workers", [1, 2])
-def test_postgres_answers_every_concurrent_request(tmp_path: Path, workers: int, _postgres_database: str) -> None:
+def test_postgres_answers_every_concurrent_request(
+    tmp_path: Path, workers: int, _postgres_database: str
+) -> None:
     with _serving(tmp_path / "data", _postgres_database, workers) as (url, process):
         _check_burst(url)
         _check_burst(url)

@@ -22,7 +22,7 @@ router = APIRouter(tags=["health"])
 def healthz(request: Request) -> Any:
     """`{"status": "ok", "version": …}`; 503 `UNAVAILABLE` when a `SELECT 1` on the database fails."""
     try:
-        with request.app.state.database.transaction() as session:
+        with request.app.state.database.reading() as session:  # no write lock for a ping
             session.execute(text("SELECT 1"))
     except SQLAlchemyError as exc:
         return envelope(503, "UNAVAILABLE", f"the database cannot be reached: {type(exc).__name__}")

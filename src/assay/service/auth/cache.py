@@ -50,11 +50,6 @@ class TokenCache:
             raise Unauthorized("run token expired")
         return caller
 
-    def clear(self) -> None:
-        """Forget every cached token (for a row edited behind the API's back, as tests do)."""
-        with self._lock:
-            self._runs.clear()
-
     def resolve(self, authorization: str | None) -> Caller:
         """Look the token up (a read-only unit of work, on the calling thread) and cache a run token."""
         token = bearer_token(authorization)
