@@ -50,6 +50,9 @@ def _serving(
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = _free_port()
     env = {**os.environ, "ASSAY_BOOTSTRAP_API_KEY": BOOTSTRAP_KEY, "ASSAY_SWEEP_INTERVAL": "0.2"}
+    env.update(
+        {"ASSAY_SFTP_PORT": "0", "ASSAY_MLLP_PORT": "0"}
+    )  # listeners on free ports: tests run in parallel
     env.pop("ASSAY_DATABASE_URL", None)
     if database_url:
         env["ASSAY_DATABASE_URL"] = database_url
