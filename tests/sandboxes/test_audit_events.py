@@ -51,3 +51,44 @@ def test_events_list_in_seq_order_when_clocks_disagree(
         if not cursor:
             break
     assert paged == [1, 2, 3, 4]
+
+
+def test_queued_events_are_all_written_in_order_with_the_ids_returned(
+    server: Server, api: httpx.Client
+) -> None:
+    """`record_event` queues (issue 9: no write transaction per request); the list flushes first, so
+    every event is there, each thread's in the order it recorded them, under the id it was given.
+    An event the database refuses (an unknown sandbox) is logged and does not take its batch down."""
+    import threading
+
+    org_id, sandbox_id = _fhir_sandbox(server, api)
+    returned: dict[int, list[str]] = {}
+
+    def record(thread: int) -> None:
+        returned[thread] = [
+            record_event(
+                server.database.engine, org_id=org_id, sandbox_id=sandbox_id if n != 3 else "sbx_gone",
+                type="fhir_request", method="GET", path=f"/t{thread}/{n}", status=200, response=b'{"n":1}',
+            )
+            for n in range(25)
+        ]  # fmt: skip
+
+    threads = [threading.Thread(target=record, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    listed: list[dict[str, object]] = []
+    cursor = ""
+    while True:
+        page = ok(api.get(f"/sandboxes/{sandbox_id}/events", params={"limit": 100, "cursor": cursor}))
+        listed += page["data"]
+        cursor = page["_meta"]["next"] or ""
+        if not cursor:
+            break
+    assert [event["seq"] for event in listed] == list(range(1, 4 * 24 + 1))
+    assert all(event["response"] == {"n": 1} for event in listed)
+    for thread, ids in returned.items():
+        mine = [event for event in listed if str(event["path"]).startswith(f"/t{thread}/")]
+        assert [event["path"] for event in mine] == [f"/t{thread}/{n}" for n in range(25) if n != 3]
+        assert [event["id"] for event in mine] == [ident for n, ident in enumerate(ids) if n != 3]

@@ -1,32 +1,60 @@
 """The sandbox event log (SPEC §1.1): every request to a surface, in order, bodies capped at 1 MiB.
 
-`record_event` appends one `sandbox_events` row with the next per-sandbox `seq`. It runs in its
-own short transaction after the request's own work committed, so a failed or refused request is
-logged too and never holds the playground's write lock. Bodies are stored as JSON when they are
-JSON (so `GET /sandboxes/{id}/events` shows objects), as text otherwise, when nested past
-`MAX_JSON_DEPTH`, or when not strict JSON (`store.json_values`: a NaN or a lone surrogate stored as
-JSON made PostgreSQL refuse the row and the event list answer 500); past `MAX_BODY` bytes the text
-is cut and `truncated` is set. A NUL in the request path is written `\\x00` (PostgreSQL text holds
+`record_event` keeps its call signature but no longer writes on the caller's thread (issue 9: every
+agent request was a write transaction behind one lock, 16% of a FHIR read's server time). It
+gives the event its id and time, puts it on this process's bounded queue and returns; one writer
+thread per engine takes whatever has queued up and appends it in one transaction, each event
+with the next per-sandbox `seq`, in the order they were queued. So:
+
+- **No event lost.** The queue is bounded (`MAX_QUEUED`): a full queue makes `record_event` wait
+  for room (`Busy` after `QUEUE_WAIT` seconds) instead of dropping anything; a batch that fails
+  is retried one event at a time, and an event the database refuses is logged, not silently
+  gone. Shutdown drains the queue (`close_event_logs`). A process killed with `-9` loses what
+  it had queued and not written: at most the last few milliseconds of events.
+- **Order kept.** One writer per process, first in first out; `seq`, `created_at` and `id` are
+  assigned so that paging by (`created_at`, `id`) is `seq` order (`_listed_after`).
+- **Flushed before anything reads it.** `flush_events(engine)` returns once every event queued
+  before the call is committed: the event lists and `complete` call it first. An event queued
+  by another worker process is written by that worker's writer, which starts on it at once.
+
+Bodies are stored as JSON when they are JSON (so `GET /sandboxes/{id}/events` shows objects), as
+text otherwise, when nested past `MAX_JSON_DEPTH`, or when not strict JSON (`store.json_values`: a
+NaN or a lone surrogate stored as JSON made PostgreSQL refuse the row and the event list answer
+500); past `MAX_BODY` bytes the text is cut and `truncated` is set. Parsing them is the writer's
+work, off the request path. A NUL in the request path is written `\\x00` (PostgreSQL text holds
 no NUL; the insert failed after the FHIR work was done).
 """
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
+import logging
+import threading
+import weakref
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, Row, insert, select
-from ulid import ULID
+from sqlalchemy import Connection, Engine, insert, select
 
 from assay.sandboxes.json_depth import nested_deeper_than
-from assay.store import new_id, utcnow
+from assay.store import Busy, new_id, utcnow
 from assay.store.json_values import strict_json_problem
 from assay.store.models import Sandbox, SandboxEvent
 
-__all__ = ["MAX_BODY", "record_event", "stored_body"]
+__all__ = ["MAX_BODY", "close_event_logs", "flush_events", "record_event", "stored_body"]
+
+log = logging.getLogger("assay.sandboxes.events")
 
 MAX_BODY = 1024 * 1024
+MAX_QUEUED = 10_000
+"""Events one process holds before `record_event` waits for the writer."""
+QUEUE_WAIT = 30.0
+"""Seconds `record_event` waits for room in a full queue, and `flush_events` for the writer."""
+_BATCH = 500
+_IDLE = 5.0
+"""Seconds an idle writer thread waits for work before it exits (the next event starts one)."""
 
 
 def stored_body(raw: bytes) -> tuple[Any, bool]:
@@ -57,50 +85,174 @@ def record_event(
     request: bytes = b"",
     response: bytes = b"",
 ) -> str:
-    """Append one event; its id. Concurrent appends to one sandbox wait for each other."""
-    request_body, request_cut = stored_body(request)
-    response_body, response_cut = stored_body(response)
-    row = {
-        "org_id": org_id,
-        "sandbox_id": sandbox_id,
-        "type": type,
-        "method": method,
-        "path": None if path is None else path.replace("\x00", "\\x00"),
-        "status": status,
+    """Queue one event for this process's writer; its id (the id it is stored under)."""
+    event = _Queued(
+        new_id("evt_"), utcnow(), org_id, sandbox_id, type, method,
+        None if path is None else path.replace("\x00", "\\x00"), status, bytes(request), bytes(response),
+    )  # fmt: skip
+    _log_of(engine).put(event)
+    return event.id
+
+
+def flush_events(engine: Engine, timeout: float = QUEUE_WAIT) -> None:
+    """Return once every event this process queued before the call is in the database."""
+    found = _LOGS.get(engine)
+    if found is not None:
+        found.flush(timeout)
+
+
+def close_event_logs(engine: Engine, timeout: float = QUEUE_WAIT) -> None:
+    """Drain and stop this process's writer for `engine` (at shutdown, before the engine goes)."""
+    found = _LOGS.pop(engine, None)
+    if found is not None:
+        found.flush(timeout)
+
+
+@dataclass(slots=True)
+class _Queued:
+    id: str
+    created_at: datetime
+    org_id: str
+    sandbox_id: str
+    type: str
+    method: str | None
+    path: str | None
+    status: int | None
+    request: bytes
+    response: bytes
+    ticket: int = field(default=0)
+
+
+class _EventLog:
+    """One engine's queue and writer thread in this process."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self._queue: deque[_Queued] = deque()
+        self._cond = threading.Condition()
+        self._queued = 0  # tickets handed out
+        self._written = 0  # tickets written (or given up on, logged)
+        self._writer: threading.Thread | None = None
+
+    def put(self, event: _Queued) -> None:
+        with self._cond:
+            if len(self._queue) >= MAX_QUEUED and not self._cond.wait_for(
+                lambda: len(self._queue) < MAX_QUEUED, QUEUE_WAIT
+            ):
+                raise Busy("the sandbox event log is behind", retry_after=1)
+            self._queued += 1
+            event.ticket = self._queued
+            self._queue.append(event)
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._run, name="assay-event-log", daemon=True)
+                self._writer.start()
+            else:
+                self._cond.notify_all()
+
+    def flush(self, timeout: float) -> None:
+        with self._cond:
+            target = self._queued
+            if not self._cond.wait_for(lambda: self._written >= target, timeout):
+                raise Busy("the sandbox event log is behind", retry_after=1)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._cond.wait_for(lambda: bool(self._queue), _IDLE):
+                    self._writer = None  # the next `put` starts a new writer
+                    return
+                batch = [self._queue.popleft() for _ in range(min(_BATCH, len(self._queue)))]
+                self._cond.notify_all()  # room for waiting producers
+            self._write(batch)
+            with self._cond:
+                self._written = batch[-1].ticket
+                self._cond.notify_all()
+
+    def _write(self, batch: list[_Queued]) -> None:
+        rows = [_row(event) for event in batch]
+        try:
+            with self.engine.begin() as conn:
+                _append(conn, rows)
+            return
+        except Exception:
+            if len(rows) == 1:
+                log.exception("sandbox event %s could not be stored", rows[0]["id"])
+                return
+            log.warning("a batch of %d sandbox events failed; storing them one by one", len(rows))
+        for row in rows:
+            try:
+                with self.engine.begin() as conn:
+                    _append(conn, [row])
+            except Exception:
+                log.exception("sandbox event %s could not be stored", row["id"])
+
+
+def _row(event: _Queued) -> dict[str, Any]:
+    request_body, request_cut = stored_body(event.request)
+    response_body, response_cut = stored_body(event.response)
+    return {
+        "id": event.id,
+        "created_at": event.created_at,
+        "org_id": event.org_id,
+        "sandbox_id": event.sandbox_id,
+        "type": event.type,
+        "method": event.method,
+        "path": event.path,
+        "status": event.status,
         "request": request_body,
         "response": response_body,
         "truncated": request_cut or response_cut,
     }
-    with engine.begin() as conn:
-        # Appends to one sandbox take turns on its row (PostgreSQL; SQLite's BEGIN IMMEDIATE already
-        # serializes): racing on max(seq) + 1 instead made busy agents' requests fail with 409.
-        conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
-        last = conn.execute(
-            select(SandboxEvent.seq, SandboxEvent.created_at, SandboxEvent.id)
-            .where(SandboxEvent.sandbox_id == sandbox_id)
-            .order_by(SandboxEvent.seq.desc())
-            .limit(1)
-        ).first()
-        ident, created_at = _listed_after(last)
-        conn.execute(
-            insert(SandboxEvent),
-            [{**row, "id": ident, "created_at": created_at, "seq": (last.seq if last else 0) + 1}],
-        )
-    return ident
 
 
-def _listed_after(last: Row[int, datetime, str] | None) -> tuple[str, datetime]:
-    """(id, created_at) of the next event, taken under the sandbox's lock and never before `last`.
+def _append(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Give each row the next `seq` of its sandbox, in order, and insert them all."""
+    last_of: dict[str, tuple[int, datetime, str] | None] = {}
+    for row in rows:
+        sandbox_id = row["sandbox_id"]
+        if sandbox_id not in last_of:
+            # Appends to one sandbox take turns on its row (PostgreSQL; SQLite's BEGIN IMMEDIATE
+            # already serializes): another worker's writer may be appending to it too.
+            conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
+            found = conn.execute(
+                select(SandboxEvent.seq, SandboxEvent.created_at, SandboxEvent.id)
+                .where(SandboxEvent.sandbox_id == sandbox_id)
+                .order_by(SandboxEvent.seq.desc())
+                .limit(1)
+            ).first()
+            last_of[sandbox_id] = None if found is None else (found.seq, found.created_at, found.id)
+        last = last_of[sandbox_id]
+        row["created_at"] = _listed_after(last, row["id"], row["created_at"])
+        row["seq"] = (last[0] if last else 0) + 1
+        last_of[sandbox_id] = (row["seq"], row["created_at"], row["id"])
+    conn.execute(insert(SandboxEvent), rows)
 
-    Event lists page by (`created_at`, `id`) (SPEC §5), so that order must be `seq` order. Taken
-    before the lock, concurrent requests were listed out of order; a worker whose clock runs behind
-    another's, or two workers in the same millisecond (ids are monotonic per process only), still
-    could be. So `created_at` never goes back, and on a tie the id is made to sort after `last`'s.
+
+def _listed_after(last: tuple[int, datetime, str] | None, ident: str, created_at: datetime) -> datetime:
+    """The `created_at` of the next event: never before `last`'s, and after it on a tie that its id
+    would not break.
+
+    Event lists page by (`created_at`, `id`) (SPEC §5), so that order must be `seq` order. Ids are
+    monotonic per process only, and another worker's clock may run ahead, so the id is kept (it was
+    returned to the caller) and the time moves on by a millisecond when it has to.
     """
-    ident, created_at = new_id("evt_"), utcnow()
     if last is None:
-        return ident, created_at
-    created_at = max(created_at, last.created_at)
-    if created_at == last.created_at and ident <= last.id:
-        ident = "evt_" + str(ULID.from_int(int(ULID.from_str(last.id.removeprefix("evt_"))) + 1))
-    return ident, created_at
+        return created_at
+    created_at = max(created_at, last[1])
+    if created_at == last[1] and ident <= last[2]:
+        created_at = last[1] + timedelta(milliseconds=1)
+    return created_at
+
+
+_LOGS: weakref.WeakKeyDictionary[Engine, _EventLog] = weakref.WeakKeyDictionary()
+_LOGS_LOCK = threading.Lock()
+
+
+def _log_of(engine: Engine) -> _EventLog:
+    found = _LOGS.get(engine)
+    if found is None:
+        with _LOGS_LOCK:
+            found = _LOGS.get(engine)
+            if found is None:
+                found = _LOGS[engine] = _EventLog(engine)
+    return found

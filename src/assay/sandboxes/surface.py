@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -158,7 +158,7 @@ class SandboxHandle:
         )
 
 
-SurfaceTarget = Callable[..., SandboxHandle]
+SurfaceTarget = Callable[..., SandboxHandle | Awaitable[SandboxHandle]]
 """A FastAPI dependency the service builds per surface: it authenticates the run token, applies the
 rate limit, and resolves the task run (or the benchmark run's single started one) to its sandbox,
 or answers 401/403/404/409. A surface's router depends on it for every route."""

@@ -18,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from assay.checks import load_semantic_model
 from assay.judge import OpenAIJudge
 from assay.sandboxes import Deployment, Listeners, open_deployment
+from assay.sandboxes.events import close_event_logs
 from assay.sandboxes.fhir.external import close_external_clients
 from assay.service.auth.cache import TokenCache
 from assay.service.catalog.routes import router as catalog_router
@@ -92,6 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             sweeper.stop()
             if judge is not None:
                 judge.close()
+            close_event_logs(database.engine)  # the events still queued (sandboxes/events.py)
             close_external_clients()  # the pooled connections to an ASSAY_FHIR_URL server
             database.dispose()
 

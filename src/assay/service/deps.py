@@ -18,6 +18,7 @@ from fastapi import Depends, Header, Query, Request
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from assay.sandboxes.events import flush_events
 from assay.service.auth.cache import TokenCache
 from assay.service.grading import Grading
 from assay.service.limits import RateLimiter
@@ -27,6 +28,7 @@ from assay.store import Caller, Forbidden, RateLimited, clamp_limit
 
 __all__ = [
     "AnyCaller",
+    "EventsFlushed",
     "GradingDep",
     "OrgCaller",
     "PageDep",
@@ -58,6 +60,15 @@ SessionDep = Annotated[Session, Depends(_session)]
 """A `Session` inside the handler; only routers with `route_class=TransactionRoute` take it."""
 SettingsDep = Annotated[Settings, Depends(_settings)]
 GradingDep = Annotated[Grading, Depends(_grading)]
+
+
+async def _events_flushed(request: Request) -> None:
+    await run_in_threadpool(flush_events, request.app.state.database.engine)
+
+
+EventsFlushed = Depends(_events_flushed)
+"""Route dependency: this worker's queued sandbox events are written before the handler's
+transaction begins (event lists, `complete`; `sandboxes/events.py`)."""
 
 
 async def _caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> Caller:

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from assay.store.errors import Busy
 
-__all__ = ["LOCK_WAIT", "POOL_WAIT", "Database", "FairLock", "sqlite_url"]
+__all__ = ["LOCK_WAIT", "POOL_WAIT", "Database", "FairLock", "read_only", "sqlite_url"]
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 _MIGRATION_LOCK_KEY = 0x4153_5341  # "ASSA": one advisory lock id for schema upgrades
@@ -42,6 +42,12 @@ POOL_WAIT = 10.0
 
 def sqlite_url(data_dir: Path) -> str:
     return f"sqlite:///{(data_dir / 'assay.db').resolve()}"
+
+
+def read_only(engine: Engine) -> Engine:
+    """`engine` (same pool) for units of work that only read: on SQLite their transactions start
+    with a plain `BEGIN` — a WAL snapshot that neither takes nor waits for the write lock."""
+    return engine.execution_options(**{_READ_ONLY: True})
 
 
 class FairLock:
@@ -89,7 +95,7 @@ class Database:
         self.url = make_url(url)
         self.is_sqlite = self.url.get_backend_name() == "sqlite"
         self.engine = self._create_engine()
-        self.read_engine = self.engine.execution_options(**{_READ_ONLY: True})
+        self.read_engine = read_only(self.engine)
         """The same pool; on SQLite its transactions start with a plain `BEGIN` (see `reading`)."""
         self._write_lock: FairLock | None = FairLock() if self.is_sqlite else None
         self.sessions = sessionmaker(self.engine, expire_on_commit=False, autoflush=False)

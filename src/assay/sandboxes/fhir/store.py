@@ -31,6 +31,7 @@ from assay.sandboxes.fhir.resources import next_version, stamp
 from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
 from assay.sandboxes.fhir.validation import server_lenient, validate_resource
 from assay.snapshot import is_file_name
+from assay.store.database import read_only
 from assay.store.ids import iso, utcnow
 from assay.store.models import Sandbox
 
@@ -116,6 +117,8 @@ class EmbeddedFhir:
 
     def __init__(self, engine: Engine):
         self.engine = engine
+        self.read_engine = read_only(engine)
+        """Reads (searches, reads, history) take no write lock: a plain `BEGIN` on SQLite."""
         self.layers = LayerCache(engine)
         self._indexes: OrderedDict[str, StoreIndex] = OrderedDict()
         self._lock = threading.Lock()
@@ -182,7 +185,7 @@ class EmbeddedFhir:
     @contextmanager
     def reading(self, store_id: str, conn: Connection | None = None) -> Iterator[StoreIndex]:
         """The store's index, current as of now, locked for the caller."""
-        with using(self.engine, conn) as db:
+        with using(self.read_engine, conn) as db:
             index = self._index(store_id, db)
             index.lock.acquire()
             try:
@@ -197,7 +200,7 @@ class EmbeddedFhir:
 
     def history(self, store_id: str, resource_type: str, resource_id: str) -> list[VersionRow]:
         """Every version of one resource, oldest first (the layer's seed version included)."""
-        with self.engine.connect() as conn:
+        with self.read_engine.connect() as conn:
             index = self._index(store_id, conn)
             rows = version_rows(
                 conn.execute(
@@ -233,7 +236,7 @@ class EmbeddedFhir:
             where.append(FhirVersion.resource_type == resource_type)
         if since is not None:
             where.append(FhirVersion.last_updated >= since)
-        with self.engine.connect() as conn:
+        with self.read_engine.connect() as conn:
             if not self.exists(store_id, conn):
                 raise FhirError(404, f"no FHIR store {store_id}")
             total = conn.execute(select(func.count()).select_from(FhirVersion).where(*where)).scalar() or 0

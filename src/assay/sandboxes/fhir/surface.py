@@ -140,8 +140,9 @@ class FhirSandbox(BaseSurface):
 
     def router(self, target: SurfaceTarget) -> APIRouter:
         # `= Depends(...)`, not `Annotated[...]`: under postponed annotations FastAPI resolves
-        # annotation strings in the module's globals, where the local `target` is not.
-        def surface(request: Request, handle: SandboxHandle = Depends(target)) -> FhirSurface:
+        # annotation strings in the module's globals, where the local `target` is not. `async`:
+        # it does no I/O, so it runs on the event loop instead of taking a worker thread.
+        async def surface(request: Request, handle: SandboxHandle = Depends(target)) -> FhirSurface:
             def record(event: SurfaceEvent) -> None:
                 handle.record(
                     "fhir_request",

@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse
 
 from assay.service.deps import (
     AnyCaller,
+    EventsFlushed,
     GradingDep,
     RunCaller,
     RunCreator,
@@ -82,7 +83,9 @@ def start_task_run(
 
 
 @router.post(
-    "/task-runs/{task_run_id}/complete", responses={200: {"model": CompletionOut, "description": "Result"}}
+    "/task-runs/{task_run_id}/complete",
+    responses={200: {"model": CompletionOut, "description": "Result"}},
+    dependencies=[EventsFlushed],
 )
 def complete_task_run(
     task_run_id: str, request: Request, session: SessionDep, caller: RunCaller, grading: GradingDep

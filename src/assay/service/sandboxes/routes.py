@@ -5,24 +5,26 @@ task run's sandbox; `/v1/benchmark-runs/{id}/<name>/...` reaches the single star
 benchmark run (409 listing the started ids when none or several are). Once the task run has ended —
 or its deadline passed — every surface answers 409, so the captured state is final (SPEC §1.1).
 
-Resolving the caller uses its own short transaction, closed before the surface's work starts: the
-stores take their own write locks, and on SQLite a request holding a second transaction open would
-wait on itself.
+Resolving a request is one short read on one worker thread, before the surface's work starts
+(issue 9): the run token comes from the worker's cache (`service/auth/cache.py`) on the event loop,
+then the task run's state and its sandbox row are read in a read-only unit of work
+(`Database.reading()`: no write lock, no `BEGIN IMMEDIATE`), only the columns the check needs. The
+stores take their own locks for writes, and re-check that the playground is still active under them.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
-from sqlalchemy import select
+from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from assay.sandboxes import SURFACES, Deployment, SandboxHandle
 from assay.sandboxes.surface import SurfaceTarget
-from assay.service.auth.actions import authenticate
+from assay.service.auth.cache import TokenCache
 from assay.service.deps import limit_rate
-from assay.service.runs import repository as repo
 from assay.service.runs import states
 from assay.store import Caller, Conflict, Database, Forbidden, NotFound, utcnow
 from assay.store.models import Sandbox, TaskRun
@@ -30,43 +32,95 @@ from assay.store.models import Sandbox, TaskRun
 __all__ = ["benchmark_run_target", "sandbox_routers", "task_run_target"]
 
 
-def _run_caller(request: Request, session: Session, authorization: str | None) -> Caller:
-    caller = limit_rate(request, authenticate(session, authorization))
+async def _run_caller(request: Request, authorization: str | None) -> Caller:
+    tokens: TokenCache = request.app.state.tokens
+    caller = tokens.cached(authorization)
+    if caller is None:
+        caller = await run_in_threadpool(tokens.resolve, authorization)
+    caller = limit_rate(request, caller)
     if caller.kind != "run":
         raise Forbidden("sandbox surfaces need the run token of the benchmark run")
     return caller
 
 
-def _open(session: Session, deployment: Deployment, task_run: TaskRun, surface: str) -> SandboxHandle:
-    """The `surface` sandbox of a task run whose surfaces take traffic, else 409."""
-    if not states.is_running((task_run.phase, task_run.status)):
-        raise Conflict(
-            f"task run {task_run.id} is {task_run.phase}/{task_run.status}: its surfaces take no traffic"
-        )
-    if task_run.deadline_at is not None and task_run.deadline_at <= utcnow():
-        raise Conflict(f"task run {task_run.id} passed its deadline: its surfaces take no traffic")
-    row = session.execute(
-        select(Sandbox.id, Sandbox.credentials).where(
-            Sandbox.playground_id == task_run.playground_id, Sandbox.type == surface
-        )
-    ).first()
-    if task_run.playground_id is None or row is None:
-        raise Conflict(f"task run {task_run.id} has no {surface} sandbox")
-    return SandboxHandle(
-        deployment, task_run.org_id, task_run.id, task_run.playground_id, row.id, row.credentials or {}
+_COLUMNS = (
+    TaskRun.id,
+    TaskRun.org_id,
+    TaskRun.phase,
+    TaskRun.status,
+    TaskRun.deadline_at,
+    TaskRun.playground_id,
+    Sandbox.id.label("sandbox_id"),
+    Sandbox.credentials,
+)
+
+
+def _rows(session: Session, caller: Caller, surface: str, *where: Any) -> list[Any]:
+    """The caller's task runs matching `where`, each with its `surface` sandbox row (or None)."""
+    sandbox = and_(Sandbox.playground_id == TaskRun.playground_id, Sandbox.type == surface)
+    statement = (
+        select(*_COLUMNS)
+        .outerjoin(Sandbox, sandbox)
+        .where(TaskRun.org_id == caller.org_id, TaskRun.benchmark_run_id == caller.benchmark_run_id, *where)
+        .order_by(TaskRun.position)
     )
+    return list(session.execute(statement))
+
+
+def _open(deployment: Deployment, row: Any, surface: str) -> SandboxHandle:
+    """The `surface` sandbox of a task run whose surfaces take traffic, else 409."""
+    if not states.is_running((row.phase, row.status)):
+        raise Conflict(f"task run {row.id} is {row.phase}/{row.status}: its surfaces take no traffic")
+    if row.deadline_at is not None and row.deadline_at <= utcnow():
+        raise Conflict(f"task run {row.id} passed its deadline: its surfaces take no traffic")
+    if row.playground_id is None or row.sandbox_id is None:
+        raise Conflict(f"task run {row.id} has no {surface} sandbox")
+    return SandboxHandle(
+        deployment, row.org_id, row.id, row.playground_id, row.sandbox_id, row.credentials or {}
+    )
+
+
+def _task_run_sandbox(
+    database: Database, deployment: Deployment, caller: Caller, task_run_id: str, surface: str
+) -> SandboxHandle:
+    with database.reading() as session:
+        rows = _rows(session, caller, surface, TaskRun.id == task_run_id)
+    if not rows:
+        raise NotFound.of("task run", task_run_id)
+    return _open(deployment, rows[0], surface)
+
+
+def _started_sandbox(
+    database: Database, deployment: Deployment, caller: Caller, benchmark_run_id: str, surface: str
+) -> SandboxHandle:
+    if caller.benchmark_run_id != benchmark_run_id:
+        raise NotFound.of("benchmark run", benchmark_run_id)
+    with database.reading() as session:
+        started = [
+            row for row in _rows(session, caller, surface) if states.is_running((row.phase, row.status))
+        ]
+    if len(started) != 1:
+        ids = [row.id for row in started]
+        which = ", ".join(ids) if ids else "none"
+        raise Conflict(
+            f"benchmark run {benchmark_run_id} needs exactly one started task run for this "
+            f"surface; started: {which}",
+            {"started_task_run_ids": ids},
+        )
+    return _open(deployment, started[0], surface)
 
 
 def task_run_target(surface: str) -> SurfaceTarget:
     """The dependency that resolves `/v1/task-runs/{task_run_id}/<surface>` to its sandbox."""
 
-    def target(
+    async def target(
         request: Request, task_run_id: str, authorization: Annotated[str | None, Header()] = None
     ) -> SandboxHandle:
-        database: Database = request.app.state.database
-        with database.transaction() as session:
-            task_run = repo.get_task_run(session, _run_caller(request, session, authorization), task_run_id)
-            return _open(session, request.app.state.deployment, task_run, surface)
+        caller = await _run_caller(request, authorization)
+        app = request.app
+        return await run_in_threadpool(
+            _task_run_sandbox, app.state.database, app.state.deployment, caller, task_run_id, surface
+        )
 
     return target
 
@@ -75,28 +129,14 @@ def benchmark_run_target(surface: str) -> SurfaceTarget:
     """The dependency that resolves `/v1/benchmark-runs/{id}/<surface>` to the single started task
     run's sandbox."""
 
-    def target(
+    async def target(
         request: Request, benchmark_run_id: str, authorization: Annotated[str | None, Header()] = None
     ) -> SandboxHandle:
-        database: Database = request.app.state.database
-        with database.transaction() as session:
-            caller = _run_caller(request, session, authorization)
-            if caller.benchmark_run_id != benchmark_run_id:
-                raise NotFound.of("benchmark run", benchmark_run_id)
-            started = [
-                task_run
-                for task_run in repo.task_runs_of(session, benchmark_run_id)
-                if states.is_running((task_run.phase, task_run.status))
-            ]
-            if len(started) != 1:
-                ids = [task_run.id for task_run in started]
-                which = ", ".join(ids) if ids else "none"
-                raise Conflict(
-                    f"benchmark run {benchmark_run_id} needs exactly one started task run for this "
-                    f"surface; started: {which}",
-                    {"started_task_run_ids": ids},
-                )
-            return _open(session, request.app.state.deployment, started[0], surface)
+        caller = await _run_caller(request, authorization)
+        app = request.app
+        return await run_in_threadpool(
+            _started_sandbox, app.state.database, app.state.deployment, caller, benchmark_run_id, surface
+        )
 
     return target
 

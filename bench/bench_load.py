@@ -1,0 +1,288 @@
+"""Load benchmark (issue 9): the agent path under 16 concurrent clients vs a bare FastAPI hello-world.
+
+    uv run python bench/bench_load.py [--seconds 10] [--clients 16] [--postgres]
+
+Both servers run the same way (uvicorn, one worker, `assay.service.server.run`), one after the
+other, and are driven by the same load generator: `--clients` keep-alive HTTP/1.1 connections from
+one asyncio process, each sending its next request as soon as the last answer is read (a minimal
+client, so the generator costs little of the 2 cores it shares with the server).
+
+- hello-world: `GET /hello` → `{"hello": "world"}` from a bare FastAPI app;
+- the agent path: run-token FHIR searches on the 16 Synthea patients of `tests/fixtures`
+  (`Patient?family=…`, `Condition?patient=…`, `Encounter?patient=…&_count=10`), each through
+  `/v1/task-runs/{id}/fhir/…` (token resolved, task run checked, event logged);
+- while that load runs, one more client completes other started task runs one after the other
+  and reports `complete`'s latency.
+
+Prints requests/s, p50/p99 latency and errors for each, the agent/hello ratio and the machine's
+load average. Targets on the 2-core machine (issue 9): ratio ≥ 0.40, p99 < 50 ms, 0 errors,
+`complete` p50 < 50 ms under load. `--postgres`: the agent path on PostgreSQL with 2 workers
+(`ASSAY_BENCH_POSTGRES_URL`, else a throwaway cluster, as `bench_complete.py` does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from bench_complete import KEY, _free_port, postgres, serve
+
+ROOT = Path(__file__).resolve().parents[1]
+SYNTHEA = ROOT / "tests" / "fixtures" / "fhir" / "synthea"
+HELLO = """
+from fastapi import FastAPI
+from assay.service.server import run
+app = FastAPI()
+@app.get("/hello")
+async def hello() -> dict[str, str]:
+    return {"hello": "world"}
+run(app, host="127.0.0.1", port=int(__import__("sys").argv[1]), log_level="warning")
+"""
+
+
+@dataclass
+class Result:
+    latencies: list[float] = field(default_factory=list)
+    errors: int = 0
+    seconds: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.seconds if self.seconds else 0.0
+
+    def pct(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(len(ordered) * q))] * 1000 if ordered else float("nan")
+
+
+async def _one_client(
+    port: int, requests: list[bytes], offset: int, until: float, result: Result, record_after: float
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    i = offset
+    try:
+        while (now := time.perf_counter()) < until:
+            writer.write(requests[i % len(requests)])
+            i += 1
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                await reader.readexactly(length)
+                status = int(head[9:12])
+            except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+                result.errors += 1
+                writer.close()
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                continue
+            if now >= record_after:
+                result.latencies.append(time.perf_counter() - now)
+                if status >= 400:
+                    result.errors += 1
+    finally:
+        writer.close()
+
+
+def drive(port: int, requests: list[bytes], clients: int, seconds: float, warmup: float = 2.0) -> Result:
+    """`clients` connections sending `requests` round-robin for `warmup` + `seconds` seconds."""
+    result = Result(seconds=seconds)
+
+    async def main() -> None:
+        start = time.perf_counter()
+        until = start + warmup + seconds
+        await asyncio.gather(
+            *(_one_client(port, requests, i, until, result, start + warmup) for i in range(clients))
+        )
+
+    asyncio.run(main())
+    return result
+
+
+def _get(path: str, token: str | None = None) -> bytes:
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Accept: application/fhir+json\r\n\r\n".encode()
+
+
+@contextmanager
+def hello_world() -> Iterator[int]:
+    port = _free_port()
+    process = subprocess.Popen([sys.executable, "-c", HELLO, str(port)])
+    try:
+        for _ in range(600):
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/hello")
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _patients() -> list[tuple[str, str]]:
+    """(id, family name) of every Synthea patient in the fixtures."""
+    found = []
+    for path in sorted(SYNTHEA.glob("*/*.json")):
+        for entry in json.loads(path.read_text()).get("entry", []):
+            resource = entry.get("resource", {})
+            if resource.get("resourceType") == "Patient":
+                found.append((resource["id"], resource["name"][0]["family"]))
+    return found
+
+
+def prepare(url: str, runs: int) -> list[tuple[str, str]]:
+    """A benchmark over all Synthea files; `runs` runs created and started: (token, task run id)."""
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {KEY}"}, timeout=300) as api:
+        ids = []
+        for path in sorted(SYNTHEA.glob("*/*.json")):
+            body = {
+                "name": f"{path.stem} {uuid.uuid4().hex[:6]}",
+                "type": "fhir",
+                "data": json.loads(path.read_text()),
+            }
+            created = api.post("/datasets", json=body)
+            created.raise_for_status()
+            ids.append(created.json()["id"])
+        environment = api.post(
+            "/environments", json={"name": f"synthea {uuid.uuid4().hex[:6]}", "dataset_ids": ids}
+        )
+        environment.raise_for_status()
+        benchmark = api.post(
+            "/benchmarks",
+            json={
+                "name": f"load {uuid.uuid4().hex[:6]}",
+                "environment_id": environment.json()["id"],
+                "concurrency": 1,
+            },
+        ).json()
+        task = api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "search"}).json()
+        criterion = {
+            "task_id": task["id"],
+            "label": "a patient is there",
+            "assertion": {
+                "assert": "fhir-resource-state",
+                "resource_type": "Patient",
+                "search": {"_id": _patients()[0][0]},
+            },
+        }
+        api.post("/criteria", json=criterion).raise_for_status()
+        started = []
+        for _ in range(runs):
+            created = api.post("/v1/benchmark-runs", json={"benchmark_id": benchmark["id"]}).json()
+            token, task_run_id = created["bearer_token"], created["task_runs"][0]["id"]
+            reply = api.post(
+                f"/v1/task-runs/{task_run_id}/start", headers={"Authorization": f"Bearer {token}"}
+            )
+            reply.raise_for_status()
+            started.append((token, task_run_id))
+    return started
+
+
+def agent_requests(task_run_id: str, token: str) -> list[bytes]:
+    base = f"/v1/task-runs/{task_run_id}/fhir"
+    requests = []
+    for patient_id, family in _patients():
+        requests.append(_get(f"{base}/Patient?family={family}", token))
+        requests.append(_get(f"{base}/Condition?patient=Patient/{patient_id}", token))
+        requests.append(_get(f"{base}/Encounter?patient=Patient/{patient_id}&_count=10", token))
+    return requests
+
+
+def completes_during(url: str, runs: list[tuple[str, str]], stop: threading.Event) -> list[float]:
+    """Complete `runs` one after the other until `stop`; each call's latency in seconds."""
+    latencies = []
+    with httpx.Client(base_url=url, timeout=60) as client:
+        for token, task_run_id in runs:
+            if stop.is_set():
+                break
+            begin = time.perf_counter()
+            reply = client.post(
+                f"/v1/task-runs/{task_run_id}/complete", headers={"Authorization": f"Bearer {token}"}
+            )
+            latencies.append(time.perf_counter() - begin)
+            reply.raise_for_status()
+            stop.wait(0.25)
+    return latencies
+
+
+def agent_path(url: str, args: argparse.Namespace) -> tuple[Result, list[float]]:
+    started = prepare(url, 1 + args.completes)
+    (token, task_run_id), to_complete = started[0], started[1:]
+    port = int(url.rsplit(":", 1)[1])
+    drive(port, agent_requests(task_run_id, token), args.clients, 1.0, warmup=0.5)  # warm the caches
+    stop = threading.Event()
+    latencies: list[float] = []
+    completer = threading.Thread(target=lambda: latencies.extend(completes_during(url, to_complete, stop)))
+    completer.start()
+    result = drive(port, agent_requests(task_run_id, token), args.clients, args.seconds)
+    stop.set()
+    completer.join()
+    return result, latencies
+
+
+def _line(name: str, result: Result) -> str:
+    return f"{name:44} {result.rate:9.0f} {result.pct(0.5):8.1f} {result.pct(0.99):8.1f} {result.errors:7d}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per server")
+    parser.add_argument("--clients", type=int, default=16, help="concurrent keep-alive connections")
+    parser.add_argument("--completes", type=int, default=40, help="task runs completed during the load")
+    parser.add_argument(
+        "--postgres", action="store_true", help="also the agent path on PostgreSQL, 2 workers"
+    )
+    args = parser.parse_args()
+    print(
+        f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.2f}; {args.clients} clients, {args.seconds:.0f} s each"
+    )
+    with hello_world() as port:
+        drive(port, [_get("/hello")], args.clients, 1.0, warmup=0.5)
+        hello = drive(port, [_get("/hello")], args.clients, args.seconds)
+    rows: dict[str, tuple[Result, list[float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="assay-bench-") as folder:
+        with serve(Path(folder) / "sqlite") as url:
+            rows["agent path, SQLite (embedded, 1 worker)"] = agent_path(url, args)
+        if args.postgres:
+            with (
+                postgres() as database_url,
+                serve(Path(folder) / "pg", database_url=database_url, workers=2) as url,
+            ):
+                rows["agent path, PostgreSQL (2 workers)"] = agent_path(url, args)
+    print(f"{'server':44} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
+    print(_line("hello-world FastAPI (1 worker)", hello))
+    for name, (result, completes) in rows.items():
+        print(_line(name, result))
+        print(
+            f"{'':44} ratio to hello-world {result.rate / hello.rate:.2f}; "
+            f"complete under load: p50 {statistics.median(completes) * 1000:.1f} ms over {len(completes)}"
+            if completes
+            else f"{'':44} ratio to hello-world {result.rate / hello.rate:.2f}"
+        )
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
