@@ -34,10 +34,12 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 from bench_complete import KEY, _free_port, postgres, serve
@@ -59,6 +61,8 @@ run(app, host="127.0.0.1", port=int(__import__("sys").argv[1]), log_level="warni
 class Result:
     latencies: list[float] = field(default_factory=list)
     errors: int = 0
+    failures: Counter[str] = field(default_factory=Counter)
+    """Non-2xx statuses and transport errors, by kind."""
     seconds: float = 0.0
 
     @property
@@ -88,8 +92,9 @@ async def _one_client(
                         length = int(value)
                 await reader.readexactly(length)
                 status = int(head[9:12])
-            except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            except (asyncio.IncompleteReadError, ConnectionError, ValueError) as exc:
                 result.errors += 1
+                result.failures[type(exc).__name__] += 1
                 writer.close()
                 reader, writer = await asyncio.open_connection("127.0.0.1", port)
                 continue
@@ -97,6 +102,7 @@ async def _one_client(
                 result.latencies.append(time.perf_counter() - now)
                 if status >= 400:
                     result.errors += 1
+                    result.failures[str(status)] += 1
     finally:
         writer.close()
 
@@ -201,7 +207,7 @@ def agent_requests(task_run_id: str, token: str) -> list[bytes]:
     base = f"/v1/task-runs/{task_run_id}/fhir"
     requests = []
     for patient_id, family in _patients():
-        requests.append(_get(f"{base}/Patient?family={family}", token))
+        requests.append(_get(f"{base}/Patient?family={quote(family)}", token))
         requests.append(_get(f"{base}/Condition?patient=Patient/{patient_id}", token))
         requests.append(_get(f"{base}/Encounter?patient=Patient/{patient_id}&_count=10", token))
     return requests
@@ -240,7 +246,11 @@ def agent_path(url: str, args: argparse.Namespace) -> tuple[Result, list[float]]
 
 
 def _line(name: str, result: Result) -> str:
-    return f"{name:44} {result.rate:9.0f} {result.pct(0.5):8.1f} {result.pct(0.99):8.1f} {result.errors:7d}"
+    failures = f"  {dict(result.failures)}" if result.failures else ""
+    return (
+        f"{name:44} {result.rate:9.0f} {result.pct(0.5):8.1f} {result.pct(0.99):8.1f} {result.errors:7d}"
+        + failures
+    )
 
 
 def main() -> None:

@@ -107,12 +107,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     install_openapi(app)
     app.include_router(health_router)
+    # The sandbox surfaces first: they are the agents' hot path, and routes are matched in order
+    # (their prefixes, `/v1/task-runs/{id}/<surface>`, overlap no other route).
+    for router, prefix in sandbox_routers():
+        app.include_router(router, prefix=prefix)
     body_checks = [Depends(json_body_limit)]
     app.include_router(catalog_router, dependencies=body_checks)
     app.include_router(task_router, dependencies=body_checks)
     app.include_router(runs_router, dependencies=body_checks)
     app.include_router(v1_router, prefix="/v1", dependencies=body_checks)
-    for router, prefix in sandbox_routers():
-        app.include_router(router, prefix=prefix)
     app.include_router(ui_router)
     return app
