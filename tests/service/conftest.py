@@ -45,7 +45,7 @@ class Server:
     database: Database
     org_key: str
     backend: str
-    tokens: TokenCache
+    tokens: TokenCache | None = None
     """The worker's run-token cache: clear it after editing a run's token row in SQL."""
 
     def client(self, token: str | None = None) -> httpx.Client:

@@ -24,7 +24,8 @@ def _set(server: Server, model: type[Any], ident: str, **values: Any) -> None:
         row = session.get(model, ident)
         for key, value in values.items():
             setattr(row, key, value)
-    server.tokens.clear()  # a run's token row never changes through the API, so the worker caches it
+    if server.tokens is not None:  # a run's token row never changes through the API: workers cache it
+        server.tokens.clear()
 
 
 def _status(server: Server, ident: str) -> str:
