@@ -28,6 +28,14 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "correlate_by": {"message_type": "ADT^A04"},
         "fields": [{"path": "PID.5.1", "expected": "SMITH"}],
     },
+    "no-unexpected-changes": {
+        "assert": "no-unexpected-changes",
+        "surfaces": ["fhir", "files"],
+        "allow": [
+            {"resourceType": "Appointment", "change": "created", "search": {"patient": "Patient/p1"}},
+            {"path": "outbound/*.pdf"},
+        ],
+    },
     "natural-language": {
         "assert": "natural-language",
         "text": "The agent confirmed the member's date of birth before discussing benefits.",

@@ -10,6 +10,8 @@ FHIR search returns resources in recency order too, unless `_sort` asks for anot
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -17,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 from assay.formats.fhir.store import SearchParams
 
 __all__ = [
+    "BaselineState",
     "FileRecord",
     "Hl7Record",
     "PortalRow",
@@ -24,6 +27,7 @@ __all__ = [
     "SearchParams",
     "VoiceTurn",
     "X12Record",
+    "resource_digest",
 ]
 
 
@@ -130,3 +134,28 @@ class SandboxState(Protocol):
     def voice_turns(self) -> Sequence[VoiceTurn]: ...
 
     def x12_records(self) -> Sequence[X12Record]: ...
+
+
+def resource_digest(resource: Mapping[str, Any]) -> str:
+    """A FHIR resource's content digest, `meta` left out: a server rewrites `meta.versionId` and
+    `meta.lastUpdated` on every write, and a change is a change of content (`no-unexpected-changes`)."""
+    body = {key: value for key, value in resource.items() if key != "meta"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@runtime_checkable
+class BaselineState(Protocol):
+    """A state that also knows what its playground was seeded with (`no-unexpected-changes`).
+
+    Kept apart from `SandboxState` so a state without a recorded baseline (an older snapshot, a
+    hand-made one) is still a `SandboxState`; the check then says `error`, never a silent fail.
+    """
+
+    def baseline(self, surface: str) -> Mapping[str, str] | None:
+        """Digest by key (`Patient/p1`) of what was seeded on `surface`; None when not recorded."""
+        ...
+
+    def digests(self, surface: str) -> Mapping[str, str]:
+        """Digest by key of the final state of `surface`."""
+        ...

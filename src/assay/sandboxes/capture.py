@@ -116,6 +116,17 @@ class CapturedState:
         view = self._view("x12_records")
         return () if view is None else view.x12_records()  # type: ignore[no-any-return]
 
+    def baseline(self, surface: str) -> Mapping[str, str] | None:
+        """The surface view's seeded digests (`no-unexpected-changes`); None when it has none."""
+        view = self.views.get(surface)
+        found = getattr(view, "baseline", None)
+        return None if found is None else found()  # type: ignore[no-any-return]
+
+    def digests(self, surface: str) -> Mapping[str, str]:
+        view = self.views.get(surface)
+        found = getattr(view, "digests", None)
+        return {} if found is None else found()  # type: ignore[no-any-return]
+
 
 def _views(pointer: Mapping[str, Any], session: Session | None) -> dict[str, StateView]:
     """Each live surface's view of its part of the pointer (an absent part reads as empty)."""

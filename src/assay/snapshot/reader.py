@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from assay.core.errors import SnapshotError
-from assay.core.state import FileRecord, Hl7Record, PortalRow, SearchParams, VoiceTurn, X12Record
+from assay.core.state import (
+    FileRecord,
+    Hl7Record,
+    PortalRow,
+    SearchParams,
+    VoiceTurn,
+    X12Record,
+    resource_digest,
+)
 from assay.formats.fhir import FhirStore
 from assay.snapshot._tree import Tree, open_tree
 
@@ -85,6 +93,34 @@ class SnapshotState:
 
     def x12_records(self) -> Sequence[X12Record]:
         return self._x12
+
+    # -- BaselineState -------------------------------------------------------------------------
+
+    def baseline(self, surface: str) -> Mapping[str, str] | None:
+        """`baseline.json`'s digests for `surface`: what the playground was seeded with."""
+        found = self._baseline.get(surface)
+        return found if isinstance(found, dict) else None
+
+    def digests(self, surface: str) -> Mapping[str, str]:
+        if surface == "fhir":
+            return {
+                f"{kind}/{resource['id']}": resource_digest(resource)
+                for kind in self.fhir.types()
+                for resource in self.fhir.resources(kind)
+            }
+        if surface == "files":
+            return {record.path: record.sha256 for record in self._files}
+        return {}
+
+    @cached_property
+    def _baseline(self) -> dict[str, Any]:
+        if not self.tree.exists("baseline.json"):
+            return {}
+        data = self._json("baseline.json")
+        if not isinstance(data, dict):
+            self.warnings.append("baseline.json: must be a JSON object of surfaces")
+            return {}
+        return data
 
     # -- loading -------------------------------------------------------------------------------
 

@@ -74,6 +74,7 @@ class SnapshotWriter:
         self._files_meta: dict[str, Any] = {}
         self._portal: dict[tuple[str | None, str], list[Any]] = {}
         self._voice: list[dict[str, Any]] = []
+        self._baseline: dict[str, dict[str, str]] = {}
 
     def _write(self, relative: str, data: bytes) -> None:
         target = self.root / _safe(relative)
@@ -85,6 +86,10 @@ class SnapshotWriter:
             kind = _name(resource.get("resourceType"), "FHIR resourceType")
             rid = _name(resource.get("id"), "FHIR id")
             self._write(f"fhir/{kind}/{rid}.json", _dumps(resource))
+
+    def add_baseline(self, surface: str, digests: Mapping[str, str]) -> None:
+        """What `surface` was seeded with, digest by key, into `baseline.json` (written at close)."""
+        self._baseline[_name(surface, "baseline surface")] = dict(sorted(digests.items()))
 
     def add_hl7(self, record: Hl7Record | str) -> None:
         self._hl7_seq += 1
@@ -139,6 +144,8 @@ class SnapshotWriter:
             self._write("files.meta.json", _dumps(self._files_meta))
         if self._voice:
             self._write("voice/turns.json", _dumps(self._voice))
+        if self._baseline:
+            self._write("baseline.json", _dumps(self._baseline))
         return self.root
 
 

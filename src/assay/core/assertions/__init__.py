@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from assay.core.assertions._base import AT_VERIFY, FieldAssertion, MatchMode, TaggedAssertion
+from assay.core.assertions.changes import AllowPath, AllowResource, NoUnexpectedChanges
 from assay.core.assertions.fhir import FhirField, FhirResourceState
 from assay.core.assertions.hl7 import Hl7Field, Hl7Structural
 from assay.core.assertions.natural_language import NaturalLanguage
@@ -22,6 +23,8 @@ from assay.core.errors import AssertionInvalid
 
 __all__ = [
     "ASSERTION_MODELS",
+    "AllowPath",
+    "AllowResource",
     "AssertionModel",
     "FhirField",
     "FhirResourceState",
@@ -30,6 +33,7 @@ __all__ = [
     "Hl7Structural",
     "MatchMode",
     "NaturalLanguage",
+    "NoUnexpectedChanges",
     "PortalAssertion",
     "PortalCorrelation",
     "PortalStateMatch",
@@ -46,6 +50,7 @@ ASSERTION_MODELS: dict[str, type[TaggedAssertion]] = {
     "fhir-resource-state": FhirResourceState,
     "hl7-structural": Hl7Structural,
     "natural-language": NaturalLanguage,
+    "no-unexpected-changes": NoUnexpectedChanges,
     "portal-state-match": PortalStateMatch,
     "sftp-file-present": SftpFilePresent,
     "voice-transcript": VoiceTranscript,
@@ -56,6 +61,7 @@ AssertionModel = (
     FhirResourceState
     | Hl7Structural
     | NaturalLanguage
+    | NoUnexpectedChanges
     | PortalStateMatch
     | SftpFilePresent
     | VoiceTranscript

@@ -25,7 +25,7 @@ from assay.formats.fhir import (
     is_resource_type,
 )
 
-__all__ = ["FhirField", "FhirResourceState"]
+__all__ = ["FhirField", "FhirResourceState", "known_resource_type", "search_as_text"]
 
 
 def _at_verify(info: ValidationInfo) -> bool:
@@ -65,22 +65,10 @@ class FhirResourceState(TaggedAssertion):
     fields: list[FhirField] = Field(default_factory=list)
     match: MatchMode = "any"
 
-    @field_validator("resource_type")
-    @classmethod
-    def _known_type(cls, value: str) -> str:
-        if not is_resource_type(value):
-            raise PydanticCustomError(
-                "unknown_resource_type", "unknown FHIR R4 resource type {type}", {"type": value}
-            )
-        return value
-
-    @field_validator("search", mode="before")
-    @classmethod
-    def _scalars_as_text(cls, value: Any) -> Any:
-        """YAML task files write `_count: 5` and `active: true`; search values are text."""
-        if not isinstance(value, dict):
-            return value
-        return {key: _text(given) for key, given in value.items()}
+    _known_type = field_validator("resource_type")(classmethod(lambda cls, value: known_resource_type(value)))
+    _scalars_as_text = field_validator("search", mode="before")(
+        classmethod(lambda cls, value: search_as_text(value))
+    )
 
     @field_validator("search")
     @classmethod
@@ -97,6 +85,22 @@ class FhirResourceState(TaggedAssertion):
                 "unknown_search_parameter", "{message}", {"message": str(exc)}
             ) from None
         return value
+
+
+def known_resource_type(value: str) -> str:
+    """`value` when it is a FHIR R4 resource type; a validation error naming it otherwise."""
+    if not is_resource_type(value):
+        raise PydanticCustomError(
+            "unknown_resource_type", "unknown FHIR R4 resource type {type}", {"type": value}
+        )
+    return value
+
+
+def search_as_text(value: Any) -> Any:
+    """YAML task files write `_count: 5` and `active: true`; search values are text."""
+    if not isinstance(value, dict):
+        return value
+    return {key: _text(given) for key, given in value.items()}
 
 
 def _text(value: Any) -> Any:

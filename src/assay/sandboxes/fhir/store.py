@@ -301,6 +301,12 @@ class EmbeddedFhir:
             ).scalar()
         return None if seq is None else int(seq)
 
+    def seeded(self, store_id: str, conn: Connection | None = None) -> list[dict[str, Any]]:
+        """The resources the store was seeded with (its dataset layer), before any agent write."""
+        with using(self.engine, conn) as db:
+            layer = self._index(store_id, db).layer
+        return [] if layer is None else list(layer.by_key.values())
+
     def state_at(self, store_id: str, seq: int, conn: Connection | None = None) -> FhirStore:
         """A search index over the store as of sequence `seq` (a capture).
 

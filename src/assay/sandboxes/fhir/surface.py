@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Request
 from sqlalchemy import Engine, event, select, update
 from sqlalchemy.orm import Session
 
-from assay.core.state import SearchParams
+from assay.core.state import SearchParams, resource_digest
 from assay.formats.fhir import FhirStore
 from assay.sandboxes.fhir.external import (
     SPACE_KEY,
@@ -83,8 +83,22 @@ def server_strict() -> bool:
 class FhirView(StateView):
     """The captured FHIR store, searched the way the REST surface searches."""
 
-    def __init__(self, store: FhirStore):
+    def __init__(self, store: FhirStore, seeded: Sequence[dict[str, Any]] | None = None):
         self.store = store
+        self.seeded = seeded
+        """The dataset layer's resources; None when unknown (state copied from an external server)."""
+
+    def baseline(self) -> dict[str, str] | None:
+        if self.seeded is None:
+            return None
+        return {f"{r['resourceType']}/{r['id']}": resource_digest(r) for r in self.seeded}
+
+    def digests(self) -> dict[str, str]:
+        return {
+            f"{kind}/{resource['id']}": resource_digest(resource)
+            for kind in self.store.types()
+            for resource in self.store.resources(kind)
+        }
 
     def fhir_search(self, resource_type: str, params: SearchParams) -> list[dict[str, Any]]:
         return self.store.search(resource_type, params)
@@ -195,16 +209,20 @@ class FhirSandbox(BaseSurface):
         if session is None or not isinstance(pointer, dict):
             return FhirView(FhirStore(()))
         connection = session.connection()
-        store = embedded_fhir(connection.engine).state_at(
-            str(pointer["store_id"]), int(pointer["seq"]), connection
-        )
-        return FhirView(store)
+        fhir = embedded_fhir(connection.engine)
+        store = fhir.state_at(str(pointer["store_id"]), int(pointer["seq"]), connection)
+        # An external server's state is captured as the layer itself: its seeding is not known.
+        seeded = None if "external" in pointer else fhir.seeded(str(pointer["store_id"]), connection)
+        return FhirView(store, seeded)
 
     def snapshot(self, view: StateView, writer: SnapshotWriter) -> None:
         if isinstance(view, FhirView):
             writer.add_fhir(
                 resource for kind in view.store.types() for resource in view.store.resources(kind)
             )
+            baseline = view.baseline()
+            if baseline is not None:
+                writer.add_baseline(self.name, baseline)
 
     def teardown(self, session: Session, playground_id: str, deployment: Deployment) -> None:
         """Forget the worker's index; with an isolated backend, delete the playground's space once
