@@ -1,6 +1,6 @@
 """Snapshots (SPEC §6): the captured state of a playground, on disk or as tar.gz."""
 
-from assay.snapshot.reader import SnapshotState, open_snapshot
+from assay.snapshot.reader import SnapshotState, guess_content_type, open_snapshot
 from assay.snapshot.writer import SnapshotFile, SnapshotWriter, archive_snapshot, is_file_name, write_snapshot
 
 __all__ = [
@@ -8,6 +8,7 @@ __all__ = [
     "SnapshotState",
     "SnapshotWriter",
     "archive_snapshot",
+    "guess_content_type",
     "is_file_name",
     "open_snapshot",
     "write_snapshot",

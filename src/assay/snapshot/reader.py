@@ -35,7 +35,7 @@ from assay.core.state import (
 from assay.formats.fhir import FhirStore
 from assay.snapshot._tree import Tree, open_tree
 
-__all__ = ["SnapshotState", "open_snapshot"]
+__all__ = ["SnapshotState", "guess_content_type", "open_snapshot"]
 
 _EXTRA_TYPES = {
     ".hl7": "x-application/hl7-v2+er7",
@@ -243,7 +243,7 @@ class SnapshotState:
                     path=path,
                     size=size,
                     sha256=sha256,
-                    content_type=self._sidecar(path, info, "content_type", str) or _guess_type(path),
+                    content_type=self._sidecar(path, info, "content_type", str) or guess_content_type(path),
                     uploaded_at=self._sidecar(path, info, "uploaded_at", str)
                     or (mtime.isoformat(timespec="milliseconds").replace("+00:00", "Z") if mtime else None),
                     seeded=self._sidecar(path, info, "seeded", bool) or False,
@@ -308,7 +308,9 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _guess_type(path: str) -> str:
+def guess_content_type(path: str) -> str:
+    """The content type of a file by its extension, for files whose sidecar names none (SPEC §6);
+    HL7 and X12 files get their own types, anything unknown `application/octet-stream`."""
     suffix = Path(path).suffix.lower()
     if suffix in _EXTRA_TYPES:
         return _EXTRA_TYPES[suffix]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import tarfile
@@ -119,7 +120,11 @@ class SnapshotWriter:
     def add_file(self, file: SnapshotFile) -> None:
         path = _safe(file.path)
         self._write("files/" + path, file.content)
-        meta: dict[str, Any] = {"size": len(file.content), "seeded": file.seeded}
+        meta: dict[str, Any] = {
+            "size": len(file.content),
+            "sha256": hashlib.sha256(file.content).hexdigest(),
+            "seeded": file.seeded,
+        }
         if file.uploaded_at:
             meta["uploaded_at"] = file.uploaded_at
         if file.content_type:

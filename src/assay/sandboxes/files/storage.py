@@ -1,0 +1,212 @@
+"""Where playground files live: one fsspec filesystem, one prefix per playground (SPEC §2).
+
+The embedded default is a local folder, `<data dir>/files`. `ASSAY_STORAGE_URL` moves it to an
+object store: `s3://bucket/prefix` (s3fs, `assay[s3]`) or `gs://bucket/prefix` (gcsfs,
+`assay[gcs]`); `file:///path` names another local folder. Extra filesystem options (an S3
+`endpoint_url`, a GCS `project`) come as a JSON object in `ASSAY_STORAGE_OPTIONS`; credentials
+come the usual way for each store (AWS_* variables, Application Default Credentials).
+
+`open_storage` checks the URL at start-up — the protocol, the package it needs, and a probe
+object written, read back and deleted — and raises `StorageError` with a message naming the URL
+and the cause, so a deployment never runs with its files silently going somewhere else. Listing
+caches are off: the tree is read from the sidecar (`tree.py`), and every read sees the last write.
+
+Writes never land half-done: content is set aside first (`aside`), under `.partial/` beside the
+playground prefixes (local storage: the same filesystem, so the final move is a rename) or in a
+local scratch folder then uploaded there (object stores: the final move is a server-side copy).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+from ulid import ULID
+
+if TYPE_CHECKING:
+    from assay.sandboxes.files.tree import PlaygroundFiles
+
+__all__ = ["FileStorage", "Staged", "StorageError", "open_storage", "storage_settings"]
+
+_PACKAGES = {"s3": ("s3fs", "s3"), "gs": ("gcsfs", "gcs")}
+_ALIASES = {"s3a": "s3", "gcs": "gs", "local": "file"}
+_CHUNK = 1024 * 1024
+
+
+class StorageError(RuntimeError):
+    """The configured storage cannot be used; the message names the URL and the cause."""
+
+
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """Content set aside in the storage, ready to be moved into a playground's tree."""
+
+    key: str
+    size: int
+    sha256: str
+
+
+class FileStorage:
+    """The storage root: hands out per-playground views and aside locations."""
+
+    def __init__(self, url: str, fs: Any, root: str, scratch: Path):
+        self.url = url
+        """As configured (the local default as an absolute `file://` URL); kept in capture pointers."""
+        self.fs = fs
+        self.root = root.rstrip("/")
+        self.scratch = scratch
+        self.is_local = isinstance(fs, LocalFileSystem)
+
+    def key(self, *parts: str) -> str:
+        return "/".join([self.root, *(part for part in parts if part)])
+
+    def playground(self, prefix: str) -> PlaygroundFiles:
+        from assay.sandboxes.files.tree import PlaygroundFiles
+
+        return PlaygroundFiles(self, prefix)
+
+    def aside(self) -> Path:
+        """A fresh local path to write content to before it is staged."""
+        name = str(ULID())
+        folder = Path(self.key(".partial")) if self.is_local else self.scratch
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / name
+
+    def stage(self, local: Path) -> Staged:
+        """Hash the content at `local` and make it a staged object of this storage; `local` is gone
+        afterwards (moved or uploaded). Raises OSError when the store refuses it."""
+        digest = hashlib.sha256()
+        size = 0
+        with local.open("rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+        if self.is_local:
+            return Staged(str(local), size, digest.hexdigest())
+        key = self.key(".partial", local.name)
+        try:
+            self.fs.put_file(str(local), key)
+        finally:
+            local.unlink(missing_ok=True)
+        return Staged(key, size, digest.hexdigest())
+
+    def stage_bytes(self, data: bytes) -> Staged:
+        if not self.is_local:
+            key = self.key(".partial", str(ULID()))
+            self.fs.pipe_file(key, data)
+            return Staged(key, len(data), hashlib.sha256(data).hexdigest())
+        local = self.aside()
+        local.write_bytes(data)
+        return Staged(str(local), len(data), hashlib.sha256(data).hexdigest())
+
+    def discard(self, staged: Staged | Path | None) -> None:
+        """Remove set-aside content that will not be committed; never raises."""
+        try:
+            if isinstance(staged, Path):
+                staged.unlink(missing_ok=True)
+            elif staged is not None:
+                self.fs.rm_file(staged.key)
+        except (OSError, FileNotFoundError):
+            pass
+
+    def move(self, source: str, target: str) -> None:
+        """Move one object within the storage: a rename on local disk, copy + delete elsewhere."""
+        if self.is_local:
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(source, target)
+        else:
+            self.fs.mv(source, target)
+
+    def write_json(self, key: str, value: Any) -> None:
+        """Replace a small JSON object whole (a rename locally, a single PUT on object stores)."""
+        data = json.dumps(value, ensure_ascii=False, sort_keys=True).encode("utf-8")
+        if not self.is_local:
+            self.fs.pipe_file(key, data)
+            return
+        local = self.aside()
+        local.write_bytes(data)
+        self.move(str(local), key)
+
+    def read_json(self, key: str) -> Any:
+        try:
+            return json.loads(self.fs.cat_file(key))
+        except FileNotFoundError:
+            return None
+
+    def probe(self) -> None:
+        """Write, read back and delete one object under the root; `StorageError` when any fails."""
+        key = self.key(f".assay-probe-{ULID()}")
+        try:
+            if self.is_local:
+                Path(self.root).mkdir(parents=True, exist_ok=True)
+            self.fs.pipe_file(key, b"assay")
+            if self.fs.cat_file(key) != b"assay":
+                raise StorageError(f"storage {self.url} returned other bytes than were written")
+            self.fs.rm_file(key)
+        except StorageError:
+            raise
+        except Exception as exc:
+            raise StorageError(f"storage {self.url} is not usable: {type(exc).__name__}: {exc}") from None
+
+
+def storage_settings(
+    environ: dict[str, str] | os._Environ[str] | None = None,
+) -> tuple[str | None, dict[str, Any]]:
+    """(`ASSAY_STORAGE_URL` or None, `ASSAY_STORAGE_OPTIONS` as a dict); `StorageError` for options
+    that are not a JSON object."""
+    env = os.environ if environ is None else environ
+    url = env.get("ASSAY_STORAGE_URL") or None
+    raw = env.get("ASSAY_STORAGE_OPTIONS") or ""
+    if not raw:
+        return url, {}
+    try:
+        options = json.loads(raw)
+    except ValueError as exc:
+        raise StorageError(f"ASSAY_STORAGE_OPTIONS is not JSON: {exc}") from None
+    if not isinstance(options, dict):
+        raise StorageError("ASSAY_STORAGE_OPTIONS must be a JSON object")
+    return url, options
+
+
+def open_storage(url: str | None, data_dir: Path, options: dict[str, Any] | None = None) -> FileStorage:
+    """The storage at `url` (None: `<data_dir>/files`), checked by a probe; `StorageError` else."""
+    scratch = data_dir.resolve() / "tmp" / "files"
+    if not url:
+        root = data_dir.resolve() / "files"
+        storage = FileStorage(root.as_uri(), LocalFileSystem(), str(root), scratch)
+        storage.probe()
+        return storage
+    protocol, _, rest = url.partition("://")
+    protocol = _ALIASES.get(protocol.lower(), protocol.lower())
+    if not rest or protocol not in ("file", "s3", "gs"):
+        raise StorageError(
+            f"ASSAY_STORAGE_URL must be s3://bucket/prefix, gs://bucket/prefix or file:///path, got {url!r}"
+        )
+    if protocol == "file":
+        root = Path(rest).resolve()
+        storage = FileStorage(root.as_uri(), LocalFileSystem(), str(root), scratch)
+        storage.probe()
+        return storage
+    if not rest.split("/", 1)[0]:
+        raise StorageError(f"ASSAY_STORAGE_URL {url!r} names no bucket")
+    package, extra = _PACKAGES[protocol]
+    try:
+        cls = fsspec.get_filesystem_class(protocol)
+    except (ImportError, ValueError):
+        raise StorageError(
+            f"ASSAY_STORAGE_URL {url!r} needs the {package} package, which is not installed "
+            f"(install assay[{extra}])"
+        ) from None
+    try:
+        fs = cls(use_listings_cache=False, skip_instance_cache=True, **(options or {}))
+    except Exception as exc:
+        raise StorageError(f"storage {url} cannot be opened: {type(exc).__name__}: {exc}") from None
+    storage = FileStorage(f"{protocol}://{rest.rstrip('/')}", fs, rest, scratch)
+    storage.probe()
+    return storage

@@ -1,0 +1,241 @@
+"""An SFTP listener in a thread over a real storage, with a credentials table of the test's own.
+
+The listener, the storage and the SSH clients are the real ones; only the service's side of
+`FilesAccess` (a database row lock as the gate, the event log) is replaced by a lock, a flag and a
+list, which `tests/service/test_files_*` cover with the service itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import paramiko
+import pytest
+
+from assay.sandboxes.files import (
+    FileEvent,
+    FilesAccess,
+    FileStorage,
+    SftpListener,
+    SurfaceClosed,
+    load_host_key,
+    open_storage,
+)
+
+SMALL_LIMIT = 64 * 1024
+"""The per-file limit the tests run with (the default is 25 MB; what crosses it is the same)."""
+
+
+@dataclass
+class Run:
+    """One task run's files, as the listener sees them."""
+
+    username: str
+    password: str
+    access: FilesAccess
+    ended: bool = False
+    events: list[FileEvent] = field(default_factory=list)
+
+
+class Harness:
+    def __init__(self, storage: FileStorage, data_dir: Path, *, max_file_bytes: int = SMALL_LIMIT):
+        self.storage = storage
+        self.data_dir = data_dir
+        self.max_file_bytes = max_file_bytes
+        self.runs: dict[str, Run] = {}
+        self.lock = threading.Lock()
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.listener: SftpListener | None = None
+        self.transports: list[paramiko.Transport] = []
+
+    def add_run(self, name: str) -> Run:
+        password = f"pw-{name}"
+        holder: dict[str, Run] = {}
+
+        @contextlib.contextmanager
+        def gate() -> Iterator[None]:
+            with self.lock:
+                if holder["run"].ended:
+                    raise SurfaceClosed(f"task run {name} has ended")
+                yield
+
+        access = FilesAccess(
+            key=name,
+            files=self.storage.playground(f"pg_{name}"),
+            gate=gate,
+            alive=lambda: not holder["run"].ended,
+            record=lambda event: holder["run"].events.append(event),
+            max_file_bytes=self.max_file_bytes,
+            label=name,
+        )
+        run = holder["run"] = Run(f"tr-{name}", password, access)
+        self.runs[run.username] = run
+        return run
+
+    def authenticate(self, username: str, password: str) -> FilesAccess | None:
+        run = self.runs.get(username)
+        if run is None or run.ended or run.password != password:
+            return None
+        return run.access
+
+    def start(self, watch_interval: float = 0.05) -> int:
+        self.thread.start()
+        listener = SftpListener(
+            self.authenticate,
+            load_host_key(self.data_dir),
+            host="127.0.0.1",
+            port=0,
+            watch_interval=watch_interval,
+        )
+        self.listener = listener
+        return asyncio.run_coroutine_threadsafe(listener.start(), self.loop).result(10)
+
+    def stop(self) -> None:
+        for transport in self.transports:
+            transport.close()
+        if self.listener is not None:
+            asyncio.run_coroutine_threadsafe(self.listener.close(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        self.loop.close()
+
+    @property
+    def port(self) -> int:
+        assert self.listener is not None
+        return self.listener.port
+
+    def paramiko(self, run: Run, password: str | None = None) -> paramiko.SFTPClient:
+        transport = paramiko.Transport(("127.0.0.1", self.port))
+        self.transports.append(transport)
+        transport.connect(username=run.username, password=password or run.password)
+        return paramiko.SFTPClient.from_transport(transport)  # type: ignore[return-value]
+
+    def sftp_batch(self, run: Run, commands: str, workdir: Path) -> subprocess.CompletedProcess[str]:
+        """OpenSSH's `sftp -b` as an agent's tool would call it, the password given through
+        SSH_ASKPASS (no terminal needed)."""
+        askpass = workdir / "askpass.sh"
+        askpass.write_text(f"#!/bin/sh\necho '{run.password}'\n")
+        askpass.chmod(0o700)
+        batch = workdir / "batch.txt"
+        batch.write_text(commands)
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "SSH_ASKPASS": str(askpass),
+            "SSH_ASKPASS_REQUIRE": "force",
+            "DISPLAY": ":0",
+            "HOME": str(workdir),
+        }
+        return subprocess.run(
+            [
+                "sftp",
+                # Before -b: `sftp -b` adds BatchMode=yes, and ssh keeps the first value it is given.
+                "-o",
+                "BatchMode=no",
+                "-b",
+                str(batch),
+                "-P",
+                str(self.port),
+                "-o",
+                "StrictHostKeyChecking=no",
+                "-o",
+                f"UserKnownHostsFile={workdir / 'known_hosts'}",
+                "-o",
+                "PreferredAuthentications=password,keyboard-interactive",
+                "-o",
+                "PubkeyAuthentication=no",
+                "-o",
+                "ConnectTimeout=10",
+                f"{run.username}@127.0.0.1",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            cwd=workdir,
+        )
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> FileStorage:
+    return open_storage(None, tmp_path / "data")
+
+
+@pytest.fixture
+def harness(storage: FileStorage, tmp_path: Path) -> Iterator[Harness]:
+    harness = Harness(storage, tmp_path / "data")
+    harness.start()
+    yield harness
+    harness.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+SFTP_BINARY = shutil.which("sftp")
+needs_sftp = pytest.mark.skipif(
+    SFTP_BINARY is None and not os.environ.get("CI"),  # CI installs it (.ci/run): there it must run
+    reason="OpenSSH's sftp client is not installed (apt-get install openssh-client)",
+)
+
+
+def entries(client: Any, folder: str = "/") -> list[str]:
+    return sorted(client.listdir(folder))
+
+
+@dataclass(frozen=True)
+class MotoS3:
+    """moto's S3 server (its real HTTP API, on a free port) and the options s3fs needs for it."""
+
+    endpoint: str
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return {"endpoint_url": self.endpoint, "key": "testing", "secret": "testing"}
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name="us-east-1",
+        )
+
+    def new_bucket(self) -> str:
+        name = f"assay-{uuid.uuid4().hex[:12]}"
+        self.client().create_bucket(Bucket=name)
+        return name
+
+
+@pytest.fixture(scope="session")
+def moto_s3() -> Iterator[MotoS3]:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield MotoS3(f"http://{host}:{port}")
+    server.stop()
+
+
+@pytest.fixture
+def s3_storage(moto_s3: MotoS3, tmp_path: Path) -> FileStorage:
+    return open_storage(f"s3://{moto_s3.new_bucket()}/assay", tmp_path / "data", moto_s3.options)
