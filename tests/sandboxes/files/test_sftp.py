@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -137,15 +138,18 @@ def test_an_abandoned_upload_leaves_nothing(harness: Harness, storage) -> None: 
     check.close()
 
 
-def test_an_upload_racing_the_end_of_the_run_is_refused_whole(harness: Harness) -> None:
+def test_an_upload_racing_the_end_of_the_run_is_refused_whole(harness: Harness, storage) -> None:  # type: ignore[no-untyped-def]
     run = harness.add_run("a")
     client = harness.paramiko(run)
     handle = client.open("late.txt", "wb")
     handle.write(b"late")
     run.ended = True  # complete captured and tore down between the open and the close
-    handle.close()  # paramiko drops errors on close; the event log and the tree tell
+    with contextlib.suppress(OSError, EOFError):
+        handle.close()  # paramiko drops errors on close; the tree and the event log tell
     assert run.access.files.records() == []
-    assert [(e.type, e.status) for e in run.events] == [("file_upload", 4)]
+    # Refused at the close (status 4), or dropped whole when the watcher closed the session first.
+    assert [(e.type, e.status) for e in run.events] in ([("file_upload", 4)], [])
+    _wait_until(lambda: not list(Path(storage.key(".partial")).iterdir()), "the aside file to go")
 
 
 def test_sessions_are_closed_when_the_run_ends_and_its_password_stops_working(harness: Harness) -> None:
