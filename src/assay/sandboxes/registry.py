@@ -8,6 +8,7 @@ the routes, listeners, `complete`, the state tar.gz — loops over this mapping.
 from __future__ import annotations
 
 from assay.sandboxes.fhir.surface import FhirSandbox
+from assay.sandboxes.files.surface import FilesSandbox
 from assay.sandboxes.hl7.surface import Hl7Sandbox
 from assay.sandboxes.portal.surface import PortalSandbox
 from assay.sandboxes.surface import ScenarioStep, Surface
@@ -22,6 +23,7 @@ SURFACES: dict[str, Surface] = {
     "x12": X12Sandbox(),
     "voice": VoiceSandbox(),
     "portal": PortalSandbox(),
+    "files": FilesSandbox(),
 }
 """Surface name (sandbox type, URL segment, snapshot folder) → surface; in provisioning order."""
 

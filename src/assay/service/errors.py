@@ -17,6 +17,7 @@ Mapping (everything else is a bug and a 500 `INTERNAL_ERROR`)::
     sqlalchemy TimeoutError          database ran out (write lock, pooled connection, SQLite's
     "database is locked"             busy timeout across processes); saturation is never a 500
     store.errors.BadRequest          400 BAD_REQUEST
+    store.errors.PayloadTooLarge     413 BAD_REQUEST (the body limit's code too)
     HTTPException (routing)          its status: 404 NOT_FOUND, 405, 413 (body over the limit), …
 """
 
@@ -44,6 +45,7 @@ from assay.store.errors import (
     Forbidden,
     Invalid,
     NotFound,
+    PayloadTooLarge,
     RateLimited,
     Unauthorized,
 )
@@ -59,6 +61,7 @@ _DOMAIN: list[tuple[type[DomainError], int, str]] = [
     (Conflict, 409, "CONFLICT"),
     (Invalid, 422, "VALIDATION_ERROR"),
     (BadRequest, 400, "BAD_REQUEST"),
+    (PayloadTooLarge, 413, "BAD_REQUEST"),
     (RateLimited, 429, "RATE_LIMITED"),
 ]
 _HTTP_CODES = {status: code for _, status, code in _DOMAIN}

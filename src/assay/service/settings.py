@@ -45,6 +45,12 @@ class Settings:
     (needs the `semantic` extra; refused at start when it is missing)."""
     judge: JudgeSettings | None = None
     """`ASSAY_JUDGE_URL` (+ `_MODEL`, `_API_KEY`, `_TIMEOUT`): the LLM judge, or None."""
+    storage_url: str | None = None
+    """`ASSAY_STORAGE_URL`: where playground files live (`s3://`, `gs://`, `file://`); None: the data dir."""
+    storage_options: str | None = None
+    """`ASSAY_STORAGE_OPTIONS`: a JSON object of fsspec filesystem options (an S3 `endpoint_url`)."""
+    max_file_bytes: int = 25 * 1024 * 1024
+    """`ASSAY_MAX_FILE_BYTES`: largest file an agent may upload or a dataset may hold (SPEC §5.1)."""
 
     @property
     def resolved_database_url(self) -> str:
@@ -58,7 +64,15 @@ class Settings:
     @property
     def surface_options(self) -> dict[str, dict[str, Any]]:
         """What each surface reads through `Deployment.option(surface, key)`."""
-        return {"hl7": {"idle_timeout": self.mllp_idle_timeout}}
+        return {
+            "hl7": {"idle_timeout": self.mllp_idle_timeout},
+            "files": {
+                "data_dir": str(self.data_dir.resolve()),
+                "storage_url": self.storage_url,
+                "storage_options": self.storage_options,
+                "max_file_bytes": self.max_file_bytes,
+            },
+        }
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -94,6 +108,9 @@ _FROM_ENV: dict[str, type[Any]] = {
     "rate_limit": float,
     "rate_limit_burst": int,
     "max_body_bytes": int,
+    "storage_url": str,
+    "storage_options": str,
+    "max_file_bytes": int,
     "listen_host": str,
     "mllp_idle_timeout": float,
     "listeners": bool,

@@ -10,7 +10,8 @@ Tree::
     ├── Invalid          a well-formed body that fails validation         → 422
     ├── RateLimited      the token spent its request budget               → 429 + Retry-After
     ├── Busy             the database is saturated: waited and gave up    → 503 + Retry-After
-    └── BadRequest       a malformed query parameter or cursor            → 400
+    ├── BadRequest       a malformed query parameter or cursor            → 400
+    └── PayloadTooLarge  content over a size limit (a file over 25 MB)    → 413
 
 Business logic raises these and never an HTTP exception.
 """
@@ -28,6 +29,7 @@ __all__ = [
     "Forbidden",
     "Invalid",
     "NotFound",
+    "PayloadTooLarge",
     "RateLimited",
     "Unauthorized",
 ]
@@ -84,3 +86,7 @@ class Invalid(DomainError):
         first = next(iter(errors), "")
         default = f"invalid value at {first}" if first else "invalid request body"
         super().__init__(message or default, {key: list(messages) for key, messages in errors.items()})
+
+
+class PayloadTooLarge(DomainError):
+    """Content over a configured size limit (SPEC §5.1: a file over 25 MB)."""

@@ -405,14 +405,14 @@ class SftpListener:
     def __init__(
         self,
         authenticate: Authenticate,
-        host_key: asyncssh.SSHKey,
+        host_key: asyncssh.SSHKey | Callable[[], asyncssh.SSHKey],
         *,
         host: str = "",
         port: int = 2222,
         watch_interval: float = 1.0,
     ):
         self.authenticate = authenticate
-        self.host_key = host_key
+        self._host_key = host_key
         self.host = host
         self.port = port
         self.watch_interval = watch_interval
@@ -420,6 +420,13 @@ class SftpListener:
         self._watcher: asyncio.Task[None] | None = None
         self._sessions: dict[str, tuple[FilesAccess, set[asyncssh.SSHServerConnection]]] = {}
         self._connections: set[asyncssh.SSHServerConnection] = set()
+
+    @property
+    def host_key(self) -> asyncssh.SSHKey:
+        """The key, loaded (or made) on first use: building a listener touches no disk."""
+        if callable(self._host_key):
+            self._host_key = self._host_key()
+        return self._host_key
 
     @property
     def fingerprint(self) -> str:
@@ -441,6 +448,10 @@ class SftpListener:
         self._watcher = asyncio.create_task(self._watch())
         log.info("SFTP listening on port %d, host key %s", self.port, self.fingerprint)
         return self.port
+
+    async def stop(self) -> None:
+        """Stop listening and close every connection (the seam's `Listener.stop`)."""
+        await self.close()
 
     async def close(self) -> None:
         if self._watcher is not None:

@@ -1,0 +1,138 @@
+"""The task runs behind the files: SFTP logins, the gate, liveness and the event log, over the database.
+
+`access_for` builds the `FilesAccess` both surfaces use for one `files` sandbox:
+
+- **gate**: a transaction that locks the sandbox row (`SELECT … FOR UPDATE` on PostgreSQL;
+  SQLite's `BEGIN IMMEDIATE` serializes anyway) and raises `SurfaceClosed` unless the sandbox is
+  still active, its task run started and before its deadline. `capture` takes the same lock in
+  `complete`'s transaction and the teardown marks the row torn down there, so a change to the tree
+  commits wholly before the capture or is refused after it (SPEC §1.1, §6).
+- **alive**: the same test without the lock, for reads and for closing sessions.
+- **record**: `record_event` after the gate is released (it locks the same row).
+
+`login` answers the SFTP listener: the active `files` sandbox whose credentials hold this username
+and password (compared in constant time), else None.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlalchemy.engine import Connection
+
+from assay.sandboxes.events import record_event
+from assay.sandboxes.files.access import FileEvent, FilesAccess
+from assay.sandboxes.files.errors import SurfaceClosed
+from assay.sandboxes.files.storage import FileStorage
+from assay.store import utcnow
+from assay.store.models import Playground, Sandbox, TaskRun
+
+__all__ = ["access_for", "lock_for_capture", "login"]
+
+
+def _open_reason(conn: Connection, sandbox_id: str, *, lock: bool) -> str | None:
+    """Why the sandbox takes no traffic, or None when it does."""
+    query = (
+        select(Sandbox.status, TaskRun.id, TaskRun.phase, TaskRun.status, TaskRun.deadline_at)
+        .join(Playground, Playground.id == Sandbox.playground_id)
+        .join(TaskRun, TaskRun.id == Playground.task_run_id)
+        .where(Sandbox.id == sandbox_id)
+    )
+    row = conn.execute(query.with_for_update(of=Sandbox) if lock else query).first()
+    if row is None:
+        return f"sandbox {sandbox_id} does not exist"
+    if row[0] != "active" or (row[2], row[3]) != ("started", "active"):
+        return f"task run {row[1]} has ended: its files take no traffic"
+    if row[4] is not None and row[4] <= utcnow():
+        return f"task run {row[1]} passed its deadline: its files take no traffic"
+    return None
+
+
+def lock_for_capture(conn: Connection, sandbox_id: str) -> None:
+    """Wait for any change in flight on this sandbox; `complete` calls it before it captures."""
+    conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
+
+
+def access_for(
+    engine: Engine,
+    storage: FileStorage,
+    *,
+    org_id: str,
+    sandbox_id: str,
+    playground_id: str,
+    task_run_id: str,
+    max_file_bytes: int,
+) -> FilesAccess:
+    @contextlib.contextmanager
+    def gate() -> Iterator[None]:
+        with engine.begin() as conn:
+            reason = _open_reason(conn, sandbox_id, lock=True)
+            if reason is not None:
+                raise SurfaceClosed(reason)
+            yield
+
+    def alive() -> bool:
+        with engine.connect() as conn:
+            return _open_reason(conn, sandbox_id, lock=False) is None
+
+    def record(event: FileEvent) -> None:
+        record_event(
+            engine,
+            org_id=org_id,
+            sandbox_id=sandbox_id,
+            type=event.type,
+            method=event.method,
+            path="/" + event.path,
+            status=event.status,
+            request=_json(event.request),
+            response=_json(event.response),
+        )
+
+    return FilesAccess(
+        key=sandbox_id,
+        files=storage.playground(playground_id),
+        gate=gate,
+        alive=alive,
+        record=record,
+        max_file_bytes=max_file_bytes,
+        label=task_run_id,
+    )
+
+
+def _json(value: dict[str, Any] | None) -> bytes:
+    return b"" if not value else json.dumps(value).encode("utf-8")
+
+
+def login(
+    engine: Engine, storage: FileStorage, username: str, password: str, *, max_file_bytes: int
+) -> FilesAccess | None:
+    query = (
+        select(Sandbox.id, Sandbox.org_id, Sandbox.playground_id, Sandbox.credentials, Playground.task_run_id)
+        .join(Playground, Playground.id == Sandbox.playground_id)
+        .where(Sandbox.type == "files", Sandbox.status == "active")
+    )
+    with engine.connect() as conn:
+        for row in conn.execute(query):
+            credentials = row.credentials if isinstance(row.credentials, dict) else {}
+            if credentials.get("username") != username:
+                continue
+            stored = str(credentials.get("password") or "")
+            if not stored or not secrets.compare_digest(stored.encode(), password.encode()):
+                return None
+            if _open_reason(conn, row.id, lock=False) is not None:
+                return None
+            return access_for(
+                engine,
+                storage,
+                org_id=row.org_id,
+                sandbox_id=row.id,
+                playground_id=row.playground_id,
+                task_run_id=row.task_run_id,
+                max_file_bytes=max_file_bytes,
+            )
+    return None

@@ -1,0 +1,334 @@
+"""The files sandbox on the `Surface` seam (SPEC §2, §3.5, §5.1–§5.3, §6).
+
+- dataset `files` `{files: [{path, content | content_base64}]}` and scenario step
+  `drop_file_inbox {path, content | content_base64 | dataset_file}` write seeded files;
+- `start` shows `credentials.sftp` `{host, port, username, password}` (the port the listener bound);
+- traffic: the files API (`routes.py`) and the deployment's one SFTP listener (`sftp.py`);
+- `complete` captures a pointer `{"storage": <url>, "prefix": <playground id>}` after waiting for
+  any change in flight (the gate's row lock); the tree is final from then on (the teardown in the
+  same transaction shuts the gate), so `rescore` and the state tar.gz read the same files.
+
+The deployment's storage is opened once (`storage_of`) from the `files` options — `data_dir`,
+`storage_url` (`ASSAY_STORAGE_URL`), `storage_options`, `max_file_bytes` — and a bad URL stops the
+start-up: `listener()` opens it, and the app's lifespan (or the listener process) builds the
+listeners first thing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import secrets
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from sqlalchemy.orm import Session
+
+from assay.core.state import FileRecord
+from assay.sandboxes.files.access import FilesAccess
+from assay.sandboxes.files.errors import BadPath, FilesError
+from assay.sandboxes.files.hostkey import load_host_key
+from assay.sandboxes.files.paths import clean_path
+from assay.sandboxes.files.routes import files_router
+from assay.sandboxes.files.runs import access_for, lock_for_capture, login
+from assay.sandboxes.files.sftp import SftpListener
+from assay.sandboxes.files.storage import FileStorage, open_storage, storage_settings
+from assay.sandboxes.files.tree import PlaygroundFiles
+from assay.sandboxes.surface import (
+    BaseSurface,
+    Deployment,
+    ProvisionFailed,
+    RunContext,
+    SandboxHandle,
+    ScenarioStep,
+    StateView,
+    SurfaceTarget,
+    deployment_of,
+)
+from assay.snapshot import SnapshotFile, SnapshotWriter
+from assay.store.models import Sandbox
+
+__all__ = ["DEFAULT_MAX_FILE_BYTES", "FilesSandbox", "FilesView", "max_file_bytes", "storage_of"]
+
+DEFAULT_MAX_FILE_BYTES = 25 * 1024 * 1024
+"""SPEC §5.1: a file is at most 25 MB (`ASSAY_MAX_FILE_BYTES`)."""
+
+_STORAGE_KEY = "files.storage"
+_OPENED: dict[str, FileStorage] = {}
+_OPENED_LOCK = threading.Lock()
+
+
+def max_file_bytes(deployment: Deployment | None = None) -> int:
+    configured = deployment.option("files", "max_file_bytes") if deployment is not None else None
+    if configured is None:
+        raw = os.environ.get("ASSAY_MAX_FILE_BYTES", "")
+        configured = int(raw) if raw.isdigit() else DEFAULT_MAX_FILE_BYTES
+    return int(configured)
+
+
+def _data_dir(deployment: Deployment) -> Path:
+    return Path(deployment.option("files", "data_dir") or os.environ.get("ASSAY_DATA_DIR") or ".assay")
+
+
+def storage_of(deployment: Deployment) -> FileStorage:
+    """The deployment's storage, opened and probed once; `StorageError` names a bad URL.
+
+    From the deployment's `files` options (`service.settings.Settings.surface_options`), else from
+    `ASSAY_STORAGE_URL` / `ASSAY_STORAGE_OPTIONS` / `ASSAY_DATA_DIR` (a deployment made without
+    options, e.g. by the sweeper)."""
+    found = deployment.runtime.get(_STORAGE_KEY)
+    if isinstance(found, FileStorage):
+        return found
+    configured = deployment.options.get("files")
+    if configured:
+        environment = {
+            "ASSAY_STORAGE_URL": configured.get("storage_url") or "",
+            "ASSAY_STORAGE_OPTIONS": configured.get("storage_options") or "",
+        }
+        url, options = storage_settings(environment)
+    else:
+        url, options = storage_settings()
+    storage = open_storage(url, _data_dir(deployment), options)
+    deployment.runtime[_STORAGE_KEY] = storage
+    with _OPENED_LOCK:
+        _OPENED.setdefault(storage.url, storage)
+    return storage
+
+
+def _storage_at(url: str, session: Session | None) -> FileStorage:
+    """The storage a pointer names: the deployment's when it is that one, else opened by URL."""
+    if session is not None:
+        storage = storage_of(deployment_of(session.connection().engine))
+        if storage.url == url:
+            return storage
+    with _OPENED_LOCK:
+        found = _OPENED.get(url)
+    if found is not None:
+        return found
+    _, options = storage_settings()
+    storage = open_storage(url, Path(os.environ.get("ASSAY_DATA_DIR") or ".assay"), options)
+    with _OPENED_LOCK:
+        return _OPENED.setdefault(url, storage)
+
+
+# -- datasets and scenario steps ---------------------------------------------------------------
+
+
+def _content(item: Mapping[str, Any], where: str, limit: int) -> tuple[bytes | None, dict[str, list[str]]]:
+    """The bytes of a `{content | content_base64}` item, or the problems keyed by field."""
+    has_text, has_b64 = "content" in item, "content_base64" in item
+    if has_text == has_b64:
+        return None, {where: ["give exactly one of content and content_base64"]}
+    data: bytes | None
+    if has_text:
+        if not isinstance(item["content"], str):
+            return None, {f"{where}.content": ["must be a string (UTF-8 text)"]}
+        data = item["content"].encode("utf-8")
+    else:
+        raw = item["content_base64"]
+        try:
+            data = base64.b64decode(raw, validate=True) if isinstance(raw, str) else None
+        except (binascii.Error, ValueError):
+            data = None
+        if data is None:
+            return None, {f"{where}.content_base64": ["must be base64 text"]}
+    if len(data) > limit:
+        return None, {where: [f"the file is {len(data)} bytes; the limit is {limit}"]}
+    return data, {}
+
+
+def _file_path(item: Mapping[str, Any], where: str) -> tuple[str | None, dict[str, list[str]]]:
+    raw = item.get("path")
+    if not isinstance(raw, str):
+        return None, {f"{where}.path": ["required: a path relative to the SFTP root"]}
+    try:
+        path = clean_path(raw)
+    except BadPath as exc:
+        return None, {f"{where}.path": [str(exc)]}
+    if not path:
+        return None, {f"{where}.path": ["names the root folder, not a file"]}
+    return path, {}
+
+
+def check_files_dataset(data: Any, limit: int) -> dict[str, list[str]]:
+    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+        return {"data.files": ["a files dataset is {files: [{path, content | content_base64}]}"]}
+    problems: dict[str, list[str]] = {}
+    for i, item in enumerate(data["files"]):
+        where = f"data.files.{i}"
+        if not isinstance(item, dict):
+            problems[where] = ["must be an object {path, content | content_base64}"]
+            continue
+        problems.update(_file_path(item, where)[1])
+        problems.update(_content(item, where, limit)[1])
+    return problems
+
+
+def _drop_file_inbox(run: RunContext, sandbox: Sandbox, step: Mapping[str, Any]) -> None:
+    """SPEC §5.3. `dataset_file` names a file the task's `files` datasets loaded (they load before
+    the scenario); it is copied to `path` (docs/decisions.md)."""
+    path, problems = _file_path(step, "drop_file_inbox")
+    files = storage_of(run.deployment).playground(run.playground_id)
+    if path is None:
+        raise ProvisionFailed(f"scenario step drop_file_inbox: {_first(problems)}")
+    source = step.get("dataset_file")
+    if source is not None:
+        data = _dataset_file(files, source)
+    else:
+        found, problems = _content(step, "drop_file_inbox", max_file_bytes(run.deployment))
+        if found is None:
+            raise ProvisionFailed(f"scenario step drop_file_inbox: {_first(problems)}")
+        data = found
+    try:
+        files.seed(path, data)
+    except FilesError as exc:
+        raise ProvisionFailed(f"scenario step drop_file_inbox: {exc}") from None
+
+
+def _dataset_file(files: PlaygroundFiles, source: Any) -> bytes:
+    """The content of a seeded file, or `ProvisionFailed` naming `source`."""
+    try:
+        clean = clean_path(str(source))
+        if files.listing().files.get(clean, {}).get("seeded"):
+            return files.read(clean)
+    except FilesError:
+        pass
+    raise ProvisionFailed(
+        f"scenario step drop_file_inbox: dataset_file {source!r} is not a file of the task's files datasets"
+    )
+
+
+def _first(problems: Mapping[str, list[str]]) -> str:
+    key, messages = next(iter(problems.items()))
+    return f"{key}: {messages[0]}"
+
+
+# -- captured state ----------------------------------------------------------------------------
+
+
+class FilesView(StateView):
+    """The captured tree: records from the sidecar, content from the storage."""
+
+    def __init__(self, files: PlaygroundFiles | None):
+        self.tree = files
+        self._records: list[FileRecord] | None = None
+
+    def files(self) -> Sequence[FileRecord]:
+        if self._records is None:
+            self._records = self.tree.records() if self.tree is not None else []
+        return self._records
+
+    def read_file(self, path: str) -> bytes:
+        if self.tree is None:
+            raise FileNotFoundError(path)
+        try:
+            return self.tree.read(clean_path(path))
+        except FilesError:
+            raise FileNotFoundError(path) from None
+
+
+class FilesSandbox(BaseSurface):
+    name = "files"
+    dataset_type = "files"
+    state_fields = frozenset({"files", "read_file"})
+    scenario_steps: Mapping[str, ScenarioStep] = MappingProxyType({"drop_file_inbox": _drop_file_inbox})
+
+    def validate_dataset(self, data: Any) -> dict[str, list[str]]:
+        return check_files_dataset(data, max_file_bytes())
+
+    def provision(self, run: RunContext) -> dict[str, Any] | None:
+        suffix = run.task_run_id.removeprefix("tr_")[-10:].lower()
+        return {"username": f"tr-{suffix}", "password": secrets.token_urlsafe(18)}
+
+    def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None:
+        files = storage_of(run.deployment).playground(run.playground_id)
+        for dataset in datasets:
+            data = dataset.get("data") or {}
+            for item in data.get("files") or []:
+                path, _ = _file_path(item, "")
+                content, _ = _content(item, "", max_file_bytes(run.deployment))
+                if path is None or content is None:
+                    raise ProvisionFailed(
+                        f"files dataset {dataset.get('id')} has an invalid file: {item.get('path')!r}"
+                    )
+                try:
+                    files.seed(path, content)
+                except FilesError as exc:
+                    raise ProvisionFailed(f"files dataset {dataset.get('id')}: {exc}") from None
+
+    def endpoints(self, base: str) -> dict[str, str]:
+        return {"files": f"{base}/files"}
+
+    def credentials(self, sandbox: Sandbox, host: str, deployment: Deployment) -> dict[str, Any]:
+        stored = sandbox.credentials or {}
+        return {
+            "sftp": {
+                "host": host,
+                "port": deployment.port("files", 2222),
+                "username": stored.get("username"),
+                "password": stored.get("password"),
+            }
+        }
+
+    def router(self, target: SurfaceTarget) -> APIRouter:
+        def access(handle: SandboxHandle = Depends(target)) -> FilesAccess:
+            deployment = handle.deployment
+            return access_for(
+                deployment.engine,
+                storage_of(deployment),
+                org_id=handle.org_id,
+                sandbox_id=handle.sandbox_id,
+                playground_id=handle.playground_id,
+                task_run_id=handle.task_run_id,
+                max_file_bytes=max_file_bytes(deployment),
+            )
+
+        return files_router(access)
+
+    def listener(self, deployment: Deployment) -> SftpListener:
+        """The SFTP listener. With a database (not `serve`'s probe, which only asks whether there
+        is one) the storage is opened here, so a bad `ASSAY_STORAGE_URL` stops the start-up."""
+        storage = storage_of(deployment) if deployment.engine is not None else None
+        limit = max_file_bytes(deployment)
+
+        def authenticate(username: str, password: str) -> FilesAccess | None:
+            assert storage is not None
+            return login(deployment.engine, storage, username, password, max_file_bytes=limit)
+
+        return SftpListener(
+            authenticate,
+            lambda: load_host_key(_data_dir(deployment)),
+            host=deployment.host,
+            port=deployment.port("files", 2222),
+            watch_interval=float(deployment.option("files", "watch_interval", 1.0)),
+        )
+
+    def capture(self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment) -> Any:
+        lock_for_capture(session.connection(), sandbox_id)
+        return {"storage": storage_of(deployment).url, "prefix": playground_id}
+
+    def read(self, pointer: Any, session: Session | None) -> FilesView:
+        if not isinstance(pointer, dict) or not pointer.get("storage") or not pointer.get("prefix"):
+            return FilesView(None)
+        storage = _storage_at(str(pointer["storage"]), session)
+        return FilesView(storage.playground(str(pointer["prefix"])))
+
+    def snapshot(self, view: StateView, writer: SnapshotWriter) -> None:
+        if not isinstance(view, FilesView):
+            return
+        for record in view.files():
+            writer.add_file(
+                SnapshotFile(
+                    path=record.path,
+                    content=view.read_file(record.path),
+                    uploaded_at=record.uploaded_at,
+                    seeded=record.seeded,
+                    content_type=record.content_type,
+                    metadata=record.metadata,
+                )
+            )

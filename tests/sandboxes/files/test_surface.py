@@ -1,0 +1,147 @@
+"""The files sandbox end to end: a scripted agent over SFTP (paramiko, OpenSSH's sftp), `complete`,
+the evidence, rescore, the state tar.gz and `assay verify` — on local storage and on moto's S3."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import paramiko
+import pytest
+from typer.testing import CliRunner
+
+from assay.clients.cli.app import app as cli
+from tests.service.builders import criterion, make_dataset, ok, start_run, unique
+from tests.service.conftest import Server
+
+REFERRAL = {"patient": {"member_id": "M123", "name": "Ann Lee"}, "specialty": "cardiology"}
+
+UPLOADED = {
+    "assert": "sftp-file-present",
+    "path": "outbox/referral.json",
+    "parse_json": True,
+    "fields": [
+        {"path": "patient.member_id", "expected": "M123"},
+        {"key": "content_type", "expected": "application/json"},
+    ],
+}
+ORDER_SEEN = {"assert": "sftp-file-present", "path": "inbox/order.txt", "include_seeded": True}
+
+Json = dict[str, Any]
+
+
+def _benchmark(api: httpx.Client) -> str:
+    dataset = make_dataset(api, "files", {"files": [{"path": "inbox/order.txt", "content": "order 42\n"}]})
+    environment = ok(
+        api.post("/environments", json={"name": unique("env"), "dataset_ids": [dataset["id"]]}), 201
+    )
+    benchmark = ok(
+        api.post("/benchmarks", json={"name": unique("referral"), "environment_id": environment["id"]}), 201
+    )
+    task = ok(
+        api.post(
+            "/tasks",
+            json={
+                "benchmark_id": benchmark["id"],
+                "name": "send the referral",
+                "scenario": [
+                    {"step": "drop_file_inbox", "path": "inbox/request.json", "content": json.dumps(REFERRAL)}
+                ],
+            },
+        ),
+        201,
+    )
+    for body in (criterion(UPLOADED, label="referral uploaded"), criterion(ORDER_SEEN, label="order seeded")):
+        ok(api.post("/criteria", json={"task_id": task["id"], **body}), 201)
+    return str(benchmark["id"])
+
+
+def _sftp(credentials: Json) -> paramiko.SFTPClient:
+    transport = paramiko.Transport((credentials["host"], credentials["port"]))
+    transport.connect(username=credentials["username"], password=credentials["password"])
+    client = paramiko.SFTPClient.from_transport(transport)
+    assert client is not None
+    return client
+
+
+def _run(server: Server, api: httpx.Client, upload_to: str) -> tuple[Json, Json, Json]:
+    """Start, let a scripted agent read its inbox and upload the referral, complete."""
+    run = start_run(api, _benchmark(api))
+    [task_run] = run.task_runs
+    with server.client(run.token) as agent:
+        started = ok(agent.post(task_run["start_url"]))
+        sftp = started["credentials"]["sftp"]
+        assert sftp["port"] > 0 and sftp["username"].startswith("tr-")
+        client = _sftp(sftp)
+        assert sorted(client.listdir("inbox")) == ["order.txt", "request.json"]
+        request = json.loads(client.open("inbox/request.json").read())
+        client.mkdir("outbox")
+        client.putfo(io.BytesIO(json.dumps(request).encode()), upload_to)
+        listed = ok(agent.get(f"{started['endpoints']['files']}"))["data"]
+        assert {entry["path"]: entry["seeded"] for entry in listed} == {
+            "inbox/order.txt": True,
+            "inbox/request.json": True,
+            upload_to: False,
+        }
+        completed = ok(agent.post(task_run["complete_url"]))
+        transport = client.get_channel().get_transport()  # type: ignore[union-attr]
+        for _ in range(300):
+            if not transport.is_active():
+                break
+            time.sleep(0.02)
+        assert not transport.is_active(), "the SFTP session outlived its task run"
+        with pytest.raises(paramiko.AuthenticationException):
+            _sftp(sftp)
+        late = agent.put(f"{started['endpoints']['files']}/outbox/late.txt", content=b"late")
+        assert late.status_code == 409, late.text
+    return started, completed, task_run
+
+
+def _agree(server: Server, api: httpx.Client, task_run_id: str, completed: Json, tmp_path: Path) -> None:
+    """`rescore`, the state tar.gz and `assay verify` say what `complete` said."""
+    rescored = ok(api.post(f"/task-runs/{task_run_id}/rescore"))
+    assert (rescored["score"], rescored["verdict"]) == (completed["score"], completed["verdict"])
+    state = api.get(f"/task-runs/{task_run_id}/state")
+    assert state.status_code == 200
+    archive = tmp_path / "state.tar.gz"
+    archive.write_bytes(state.content)
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+        meta = json.loads(tar.extractfile("snapshot/files.meta.json").read())  # type: ignore[union-attr]
+    assert "snapshot/files/inbox/order.txt" in names
+    assert meta["inbox/order.txt"]["seeded"] is True and len(meta["inbox/order.txt"]["sha256"]) == 64
+    task_file = tmp_path / "task.json"
+    task_file.write_text(json.dumps({"criteria": [{"assertion": UPLOADED}, {"assertion": ORDER_SEEN}]}))
+    result = CliRunner().invoke(cli, ["verify", str(task_file), str(archive), "--json"])
+    assert result.exit_code == 0, result.output
+    verified = json.loads(result.stdout)
+    assert (verified["score"], verified["verdict"]) == (completed["score"], completed["verdict"])
+    assert [c["evidence"] for c in verified["criterion_runs"]] == [c["evidence"] for c in completed["checks"]]
+
+
+def test_an_agent_uploads_the_referral_and_passes(server: Server, api: httpx.Client, tmp_path: Path) -> None:
+    _, completed, task_run = _run(server, api, "outbox/referral.json")
+    assert completed["verdict"] == "pass" and completed["score"] == 1, completed
+    uploaded = completed["checks"][0]
+    assert uploaded["evidence"]["matchedPaths"] == ["outbox/referral.json"]
+    assert [f["actual"] for f in uploaded["evidence"]["fieldResults"]] == ["M123", "application/json"]
+    events = ok(api.get(f"/task-runs/{task_run['id']}/events", params={"limit": 100}))["data"]
+    uploads = [e for e in events if e["type"] == "file_upload"]
+    assert [(e["method"], e["path"], e["status"]) for e in uploads] == [("SFTP", "/outbox/referral.json", 0)]
+    assert len(uploads[0]["request"]["sha256"]) == 64
+    _agree(server, api, task_run["id"], completed, tmp_path)
+
+
+def test_a_wrong_upload_path_fails_naming_the_path(server: Server, api: httpx.Client, tmp_path: Path) -> None:
+    _, completed, task_run = _run(server, api, "outbox/referal.json")
+    assert completed["verdict"] != "pass"
+    uploaded = completed["checks"][0]
+    assert uploaded["passed"] is False and uploaded["score"] == 0
+    assert "outbox/referral.json" in uploaded["details"]
+    assert uploaded["evidence"]["matchedPaths"] == []
+    _agree(server, api, task_run["id"], completed, tmp_path)
