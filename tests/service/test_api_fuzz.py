@@ -155,6 +155,7 @@ def targets(server: Server) -> Iterator[tuple[Json, str]]:
         "patient_id": "p1",  # Patient/{patient_id}/$everything
         "compartment": "Patient",  # {compartment}/{owner_id}/{resource_type}
         "owner_id": "p1",
+        "path": "inbox/fuzz.txt",
         "fhir:benchmark_run_id": fhir_run.id,
         "fhir:task_run_id": fhir_run.task_runs[0]["id"],
         "token": other_run.token,

@@ -194,8 +194,8 @@ def test_snapshot_is_frozen_at_creation(server: Server, api: httpx.Client) -> No
     ("step", "reason"),
     [
         ({"step": "summon_dragon"}, "'summon_dragon' is not supported"),
-        # A known step whose sandbox does not exist yet fails loudly instead of being skipped.
-        ({"step": "drop_file_inbox", "path": "in/a.txt", "content": "x"}, "needs the files sandbox"),
+        # A step its surface cannot run fails the start with the reason, naming the step.
+        ({"step": "drop_file_inbox", "path": "../a.txt", "content": "x"}, "climbs above the root"),
     ],
 )
 def test_scenario_step_that_cannot_run_fails_the_start(

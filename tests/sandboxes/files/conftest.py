@@ -123,49 +123,41 @@ class Harness:
         return paramiko.SFTPClient.from_transport(transport)  # type: ignore[return-value]
 
     def sftp_batch(self, run: Run, commands: str, workdir: Path) -> subprocess.CompletedProcess[str]:
-        """OpenSSH's `sftp -b` as an agent's tool would call it, the password given through
-        SSH_ASKPASS (no terminal needed)."""
-        askpass = workdir / "askpass.sh"
-        askpass.write_text(f"#!/bin/sh\necho '{run.password}'\n")
-        askpass.chmod(0o700)
-        batch = workdir / "batch.txt"
-        batch.write_text(commands)
-        env = {
-            "PATH": "/usr/bin:/bin",
-            "SSH_ASKPASS": str(askpass),
-            "SSH_ASKPASS_REQUIRE": "force",
-            "DISPLAY": ":0",
-            "HOME": str(workdir),
-        }
-        return subprocess.run(
-            [
-                "sftp",
-                # Before -b: `sftp -b` adds BatchMode=yes, and ssh keeps the first value it is given.
-                "-o",
-                "BatchMode=no",
-                "-b",
-                str(batch),
-                "-P",
-                str(self.port),
-                "-o",
-                "StrictHostKeyChecking=no",
-                "-o",
-                f"UserKnownHostsFile={workdir / 'known_hosts'}",
-                "-o",
-                "PreferredAuthentications=password,keyboard-interactive",
-                "-o",
-                "PubkeyAuthentication=no",
-                "-o",
-                "ConnectTimeout=10",
-                f"{run.username}@127.0.0.1",
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-            cwd=workdir,
-        )
+        return sftp_batch("127.0.0.1", self.port, run.username, run.password, commands, workdir)
+
+
+def sftp_batch(
+    host: str, port: int, username: str, password: str, commands: str, workdir: Path
+) -> subprocess.CompletedProcess[str]:
+    """OpenSSH's `sftp -b` as an agent's tool would call it, the password given through
+    SSH_ASKPASS (no terminal needed)."""
+    askpass = workdir / "askpass.sh"
+    askpass.write_text(f"#!/bin/sh\necho '{password}'\n")
+    askpass.chmod(0o700)
+    batch = workdir / "batch.txt"
+    batch.write_text(commands)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "SSH_ASKPASS": str(askpass),
+        "SSH_ASKPASS_REQUIRE": "force",
+        "DISPLAY": ":0",
+        "HOME": str(workdir),
+    }
+    options = {
+        "BatchMode": "no",  # before -b: `sftp -b` adds BatchMode=yes, and ssh keeps the first value
+        "StrictHostKeyChecking": "no",
+        "UserKnownHostsFile": str(workdir / "known_hosts"),
+        "PreferredAuthentications": "password,keyboard-interactive",
+        "PubkeyAuthentication": "no",
+        "ConnectTimeout": "10",
+    }
+    command = ["sftp"]
+    for key, value in options.items():
+        command += ["-o", f"{key}={value}"]
+    command += ["-b", str(batch), "-P", str(port), f"{username}@{host}"]
+    return subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, cwd=workdir
+    )
 
 
 @pytest.fixture

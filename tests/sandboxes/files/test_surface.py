@@ -6,18 +6,25 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import paramiko
 import pytest
+from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from assay.clients.cli.app import app as cli
+from assay.sandboxes.files import StorageError
+from assay.service.app import create_app
+from assay.service.settings import Settings
+from tests.sandboxes.files.conftest import MotoS3, needs_sftp, sftp_batch
 from tests.service.builders import criterion, make_dataset, ok, start_run, unique
-from tests.service.conftest import Server
+from tests.service.conftest import BOOTSTRAP_KEY, Server, _serve
 
 REFERRAL = {"patient": {"member_id": "M123", "name": "Ann Lee"}, "specialty": "cardiology"}
 
@@ -145,3 +152,118 @@ def test_a_wrong_upload_path_fails_naming_the_path(server: Server, api: httpx.Cl
     assert "outbox/referral.json" in uploaded["details"]
     assert uploaded["evidence"]["matchedPaths"] == []
     _agree(server, api, task_run["id"], completed, tmp_path)
+
+
+@needs_sftp
+def test_an_agent_using_openssh_sftp_passes(server: Server, api: httpx.Client, tmp_path: Path) -> None:
+    run = start_run(api, _benchmark(api))
+    [task_run] = run.task_runs
+    work = tmp_path / "agent"
+    work.mkdir()
+    (work / "referral.json").write_text(json.dumps(REFERRAL))
+    with server.client(run.token) as agent:
+        sftp = ok(agent.post(task_run["start_url"]))["credentials"]["sftp"]
+        result = sftp_batch(
+            sftp["host"], sftp["port"], sftp["username"], sftp["password"],
+            "ls inbox\nmkdir outbox\nput referral.json outbox/referral.json\n", work,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert "request.json" in result.stdout
+        completed = ok(agent.post(task_run["complete_url"]))
+    assert completed["verdict"] == "pass", completed
+
+
+@pytest.fixture(scope="module")
+def s3_server(moto_s3: MotoS3, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("assay-s3"),
+        bootstrap_api_key=BOOTSTRAP_KEY,
+        sweep_interval=0.2,
+        mllp_port=0,
+        sftp_port=0,
+        storage_url=f"s3://{moto_s3.new_bucket()}/deployment",
+        storage_options=json.dumps(moto_s3.options),
+    )
+    for url, app in _serve(settings):
+        server = Server(url, app.state.database, BOOTSTRAP_KEY, "sqlite+s3")
+        server.app_settings = settings  # type: ignore[attr-defined]
+        yield server
+
+
+def test_the_same_flow_on_s3(s3_server: Server, moto_s3: MotoS3, tmp_path: Path) -> None:
+    with s3_server.client() as api:
+        started, completed, task_run = _run(s3_server, api, "outbox/referral.json")
+        assert completed["verdict"] == "pass", completed
+        _agree(s3_server, api, task_run["id"], completed, tmp_path)
+    s3 = moto_s3.client()
+    keys = [
+        obj["Key"]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=_bucket_of(s3_server))
+        for obj in page.get("Contents", [])
+    ]
+    playground = started["playground_id"]
+    assert f"deployment/{playground}/files/outbox/referral.json" in keys
+    assert f"deployment/{playground}/files.meta.json" in keys
+    assert not [key for key in keys if "/.partial/" in key]
+
+
+def _bucket_of(server: Server) -> str:
+    settings: Settings = server.app_settings
+    assert settings.storage_url is not None
+    return settings.storage_url.removeprefix("s3://").split("/", 1)[0]
+
+
+def test_a_bad_storage_url_stops_the_start_up(tmp_path: Path) -> None:
+    for url, message in (
+        ("ftp://host/x", "must be s3://bucket/prefix"),
+        ("s3:///x", "names no bucket"),
+    ):
+        app = create_app(Settings(data_dir=tmp_path, sftp_port=0, mllp_port=0, storage_url=url))
+        with pytest.raises(StorageError, match=message), TestClient(app):
+            pass
+
+
+def test_uploads_racing_complete_land_whole_or_not_at_all(
+    server: Server, api: httpx.Client, tmp_path: Path
+) -> None:
+    run = start_run(api, _benchmark(api))
+    [task_run] = run.task_runs
+    with server.client(run.token) as agent:
+        sftp = ok(agent.post(task_run["start_url"]))["credentials"]["sftp"]
+        client = _sftp(sftp)
+        client.mkdir("outbox")
+        accepted: list[str] = []
+        payload = b"x" * 50_000
+
+        def upload() -> None:
+            for i in range(200):
+                name = f"outbox/{i:03d}.bin"
+                try:
+                    client.putfo(io.BytesIO(payload), name)
+                except (OSError, EOFError, paramiko.SSHException):
+                    return
+                accepted.append(name)
+
+        uploader = threading.Thread(target=upload)
+        uploader.start()
+        for _ in range(200):
+            if len(accepted) >= 3:
+                break
+            time.sleep(0.01)
+        ok(agent.post(task_run["complete_url"]))
+        uploader.join(60)
+    state = api.get(f"/task-runs/{task_run['id']}/state")
+    archive = tmp_path / "state.tar.gz"
+    archive.write_bytes(state.content)
+    with tarfile.open(archive) as tar:
+        captured = {
+            name.removeprefix("snapshot/files/"): tar.extractfile(name).read()  # type: ignore[union-attr]
+            for name in tar.getnames()
+            if name.startswith("snapshot/files/outbox/")
+        }
+        meta = json.loads(tar.extractfile("snapshot/files.meta.json").read())  # type: ignore[union-attr]
+    assert set(accepted) <= set(captured), "an upload the agent saw succeed is missing from the capture"
+    assert all(content == payload for content in captured.values()), "a captured upload is half-written"
+    assert {path for path in meta if path.startswith("outbox/")} == set(captured)
+    again = ok(api.post(f"/task-runs/{task_run['id']}/rescore"))
+    assert (again["verdict"], again["score"]) == ("partial", 0.5)  # only the seeded order is there
