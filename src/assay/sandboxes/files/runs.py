@@ -117,7 +117,7 @@ def login(
         .where(Sandbox.type == "files", Sandbox.status == "active")
     )
     with engine.connect() as conn:
-        for row in conn.execute(query):
+        for row in conn.execute(query).all():
             credentials = row.credentials if isinstance(row.credentials, dict) else {}
             if credentials.get("username") != username:
                 continue
