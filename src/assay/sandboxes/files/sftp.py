@@ -410,8 +410,11 @@ class SftpListener:
         host: str = "",
         port: int = 2222,
         watch_interval: float = 1.0,
+        prepare: Callable[[], object] | None = None,
     ):
         self.authenticate = authenticate
+        self.prepare = prepare
+        """Run first thing in `start` (the service opens its storage there: a bad URL fails the start)."""
         self._host_key = host_key
         self.host = host
         self.port = port
@@ -433,6 +436,8 @@ class SftpListener:
         return str(self.host_key.get_fingerprint())
 
     async def start(self) -> int:
+        if self.prepare is not None:
+            await asyncio.to_thread(self.prepare)
         self._server = await asyncssh.listen(
             self.host or None,
             self.port,

@@ -291,13 +291,13 @@ class FilesSandbox(BaseSurface):
         return files_router(access)
 
     def listener(self, deployment: Deployment) -> SftpListener:
-        """The SFTP listener. With a database (not `serve`'s probe, which only asks whether there
-        is one) the storage is opened here, so a bad `ASSAY_STORAGE_URL` stops the start-up."""
-        storage = storage_of(deployment) if deployment.engine is not None else None
+        """The SFTP listener. Its `start` opens the storage first, so a bad `ASSAY_STORAGE_URL`
+        stops the start-up (and the listeners already started are stopped); building it touches
+        neither disk nor database (`serve` builds one only to ask whether there is one)."""
         limit = max_file_bytes(deployment)
 
         def authenticate(username: str, password: str) -> FilesAccess | None:
-            assert storage is not None
+            storage = storage_of(deployment)
             return login(deployment.engine, storage, username, password, max_file_bytes=limit)
 
         return SftpListener(
@@ -306,6 +306,7 @@ class FilesSandbox(BaseSurface):
             host=deployment.host,
             port=deployment.port("files", 2222),
             watch_interval=float(deployment.option("files", "watch_interval", 1.0)),
+            prepare=lambda: storage_of(deployment),
         )
 
     def capture(self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment) -> Any:
