@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
-from assay.service.ui.views import EventRow, criterion_event_links, evidence_rows, timeline
+from assay.service.ui.views import EventRow, criterion_event_links, evidence_rows, matched_turns, timeline
 
 FHIR = {
     "fieldResults": [{"path": "start", "expected": "2026-11-10", "actual": "2026-11-11", "passed": False}],
@@ -67,3 +67,59 @@ def test_voice_events_become_chat_lines() -> None:
         ("ivr", "Welcome"),
         ("agent", "Hi, checking a claim"),
     ]
+    assert [item.turn for item in items] == [0, 1]  # as voice evidence counts turns
+    evidence = {
+        "phraseResults": [{"phrase": "claim", "found": True, "turn": 1}, {"phrase": "x", "found": False}]
+    }
+    assert matched_turns([SimpleNamespace(evidence=evidence)]) == {1: ["claim"]}
+
+
+def test_links_by_control_id_row_key_and_file_path() -> None:
+    hl7 = EventRow(
+        "evt_h",
+        "sb_3",
+        1,
+        "hl7_outbound",
+        "POST",
+        "/hl7/outbound",
+        200,
+        None,
+        "MSH|^~\\&|A|B|C|D|20260101||ADT^A08|MSG00042|P|2.5",
+        "MSH|...|ACK",
+    )
+    portal = EventRow(
+        "evt_p",
+        "sb_4",
+        1,
+        "portal_request",
+        "POST",
+        "/portal/prior_auth_requests",
+        201,
+        None,
+        None,
+        '{"request_id": "PA-3001"}',
+    )
+    upload = EventRow(
+        "evt_f",
+        "sb_5",
+        1,
+        "file_upload",
+        "PUT",
+        "/files/outbound/referrals/REF-1.json",
+        201,
+        None,
+        None,
+        None,
+    )
+    other = EventRow("evt_o", "sb_5", 2, "file_upload", "PUT", "/files/inbox/x.txt", 201, None, None, None)
+    runs = [
+        SimpleNamespace(
+            id="c1", evidence={"field_results": [], "control_id": "MSG00042", "event_id": "hl7_9"}
+        ),
+        SimpleNamespace(id="c2", evidence={"assertionResults": [], "row_key": "PA-3001"}),
+        SimpleNamespace(
+            id="c3", evidence={"fieldResults": [], "matchedPaths": ["outbound/referrals/REF-1.json"]}
+        ),
+    ]
+    links = criterion_event_links(runs, [hl7, portal, upload, other])
+    assert links == {"c1": ["evt_h"], "c2": ["evt_p"], "c3": ["evt_f"]}

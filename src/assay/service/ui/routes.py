@@ -339,6 +339,7 @@ def task_run(request: Request, task_run_id: str) -> Response:
         score=_score(row.score),
         criteria=shown,
         timeline=views.timeline(events, surfaces, judged_by),
+        matched_turns=views.matched_turns(criteria),
         task=row.snapshot.get("task", {}),
     )
 

@@ -25,6 +25,7 @@ __all__ = [
     "duration_text",
     "evidence_references",
     "evidence_rows",
+    "matched_turns",
     "pretty",
     "timeline",
 ]
@@ -148,6 +149,8 @@ class TimelineItem:
     """Set for voice turns, which the page draws as a chat."""
     text: str | None = None
     judged_by: list[str] = field(default_factory=list)
+    turn: int | None = None
+    """A voice turn's 0-based place in the transcript (as voice evidence's `turn` counts it)."""
 
 
 def _body_text(text: str | None) -> str:
@@ -181,13 +184,15 @@ def timeline(
     """The agent's trajectory, oldest first; a voice event becomes one chat line per turn;
     `judged_by` maps an event id to the criterion runs whose evidence names it."""
     judged_by = judged_by or {}
+    turn = -1
     items = []
     for event in events:
         surface = surfaces.get(event.sandbox_id, "")
         at = event.created_at.isoformat(timespec="milliseconds") if event.created_at else ""
         turns = _turns(event.request) if event.type == "voice_turn" else []
         if turns:
-            for turn in turns:
+            for spoken in turns:
+                turn += 1
                 items.append(
                     TimelineItem(
                         event.id,
@@ -199,8 +204,9 @@ def timeline(
                         event.status,
                         _body_text(event.request),
                         _body_text(event.response),
-                        speaker=str(turn.get("speaker", "?")),
-                        text=str(turn.get("text", "")),
+                        speaker=str(spoken.get("speaker", "?")),
+                        text=str(spoken.get("text", "")),
+                        turn=turn,
                     )
                 )
             continue
@@ -234,22 +240,49 @@ def _mentions(event: EventRow, reference: str) -> bool:
     return isinstance(body, Mapping) and body.get("resourceType") == resource_type and body.get("id") == ident
 
 
+_QUOTED_KEYS = ("control_id", "row_key", "matchedPaths", "record_id")
+"""Evidence values that name what was judged in words an event's path or bodies also carry: an HL7
+control id (MSH-10), a portal row key, an uploaded file's path, an X12 record."""
+
+
+def _quotes(event: EventRow, value: str) -> bool:
+    return any(value in text for text in (event.path, event.request, event.response) if text)
+
+
 def criterion_event_links(criteria: Sequence[Any], events: Sequence[EventRow]) -> dict[str, list[str]]:
-    """criterion run id → the ids of the events its evidence names (an HL7 `event_id`, the FHIR
-    resource it matched, or any event id quoted in the evidence)."""
+    """criterion run id → the ids of the events its evidence names: any event id quoted in the
+    evidence, the FHIR request that wrote or returned the matched resource, and the events whose
+    path or bodies carry the judged message's control id, row key, file path or record id."""
     ids = {event.id for event in events}
     links: dict[str, list[str]] = {}
     for run in criteria:
         evidence = run.evidence if isinstance(run.evidence, Mapping) else {}
-        found = [value for value in evidence_references(evidence).values() if value in ids]
+        references = evidence_references(evidence)
+        found = [value for value in references.values() if value in ids]
         resource = evidence.get("resource")
         if isinstance(resource, str) and "/" in resource:
             found += [
                 event.id for event in events if event.type.startswith("fhir") and _mentions(event, resource)
             ]
+        for key in _QUOTED_KEYS:
+            values = evidence.get(key)
+            for value in values if isinstance(values, list) else [values]:
+                if isinstance(value, str) and len(value) >= 4:
+                    found += [event.id for event in events if _quotes(event, value)]
         if found:
             links[run.id] = list(dict.fromkeys(found))
     return links
+
+
+def matched_turns(criteria: Sequence[Any]) -> dict[int, list[str]]:
+    """Transcript turn → the phrases voice evidence found in it, to highlight them in the chat."""
+    found: dict[int, list[str]] = {}
+    for run in criteria:
+        evidence = run.evidence if isinstance(run.evidence, Mapping) else {}
+        for item in evidence.get("phraseResults") or []:
+            if isinstance(item, Mapping) and item.get("found") and isinstance(item.get("turn"), int):
+                found.setdefault(item["turn"], []).append(str(item.get("phrase")))
+    return found
 
 
 def duration_text(started: datetime | None, completed: datetime | None) -> str:
