@@ -6,7 +6,6 @@ page (how the ones in docs/viewer.md were made)."""
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,35 +13,17 @@ from typing import Any
 import httpx
 import pytest
 
+from ..conftest import launched_chromium, needs_chromium
 from .conftest import Server
 from .test_viewer import finish_run, make_viewer_benchmark
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists() and not os.environ.get("CI"),
-    reason="Debian's chromium is not installed here (.ci/run installs it; CI never skips this)",
-)
+pytestmark = needs_chromium
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    with launched_chromium() as launched:
+        yield launched
 
 
 def _shot(page: Any, name: str, tmp_path: Path) -> None:

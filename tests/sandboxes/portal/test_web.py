@@ -13,45 +13,29 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.conftest import CHROMIUM, launched_chromium, needs_chromium
 from tests.service.builders import error, ok
 from tests.service.conftest import Server
 
 from .world import MRI_APPROVED, Started, complete, start_portal_task
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists() or shutil.which("chromium") is None,
-    reason="Debian's chromium is not installed (.ci/run installs it: apt-get install -y chromium)",
-)
+pytestmark = needs_chromium
 SHOTS = os.environ.get("ASSAY_PORTAL_SCREENSHOTS")
 
 if Path(CHROMIUM).exists():
-    from playwright.sync_api import Browser, Page, expect, sync_playwright
+    from playwright.sync_api import Browser, Page, expect
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with launched_chromium() as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture
