@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from assay.formats.x12 import X12Loop, X12Segment, X12TransactionSet
-from assay.sandboxes.payer import MemberMatch
+from assay.sandboxes.payer import MemberMatch, PayerDefinition, find_member
 
 __all__ = [
     "HlNode",
@@ -23,7 +23,10 @@ __all__ = [
     "Row",
     "echo",
     "echo_segment",
+    "echoed",
     "hl_tree",
+    "member_named",
+    "payer_name",
     "rejection_rows",
     "trn_echo",
     "write_hl",
@@ -145,3 +148,25 @@ def rejection_rows(nm1: X12Segment | None, found: MemberMatch) -> list[Row]:
     echoed = echo_segment(nm1)
     valid = "Y" if found.reject == "75" else "N"
     return [row for row in (echoed, ("AAA", valid, "", found.reject, "C")) if row is not None]
+
+
+def echoed(segment: X12Segment | None) -> list[Row]:
+    """The request's segment sent back (no rows when the request left it out)."""
+    row = echo_segment(segment)
+    return [] if row is None else [row]
+
+
+def payer_name(payer: PayerDefinition, entity: str) -> Row:
+    """The 2100A NM1 naming the information source from the payer definition: `PR` (payer) in
+    the 271 and 277, `X3` (utilization management organization) in the 278."""
+    info = payer.payer
+    return ("NM1", entity, "2", info.name or info.id, "", "", "", "", info.id_qualifier, info.id)
+
+
+def member_named(payer: PayerDefinition, nm1: X12Segment | None, birth_date: str | None) -> MemberMatch:
+    """The member a subscriber loop's NM1 (id NM109, last NM103, first NM104) and birth date name."""
+    if nm1 is None:
+        return find_member(payer, None, first_name=None, last_name=None, birth_date=birth_date)
+    return find_member(
+        payer, nm1.element(9), first_name=nm1.element(4), last_name=nm1.element(3), birth_date=birth_date
+    )

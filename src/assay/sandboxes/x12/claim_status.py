@@ -18,7 +18,7 @@ from decimal import Decimal
 
 from assay.formats.x12 import X12Segment, X12TransactionSet
 from assay.sandboxes.payer import Claim, PayerDefinition, dependents_of, find_member
-from assay.sandboxes.x12._hl import HlNode, Reply, Row, echo, echo_segment, hl_tree, write_hl
+from assay.sandboxes.x12._hl import HlNode, Reply, Row, echo, echoed, hl_tree, payer_name, write_hl
 from assay.sandboxes.x12._values import amount, d8
 
 __all__ = ["answer_276"]
@@ -43,18 +43,15 @@ def answer_276(transaction: X12TransactionSet, payer: PayerDefinition, *, now: d
 
 def _node(node: HlNode, payer: PayerDefinition, now: datetime, subscriber: str | None) -> Reply:
     if node.level == "20":
-        info = payer.payer
-        rows: list[Row] = [
-            ("NM1", "PR", "2", info.name or info.id, "", "", "", "", info.id_qualifier, info.id)
-        ]
+        rows: list[Row] = [payer_name(payer, "PR")]
     elif node.level in ("22", "23"):
         nm1 = node.first("NM1")
         if node.level == "22":
             subscriber = echo(nm1.element(9)) if nm1 is not None else ""
-        rows = [row for row in (echo_segment(nm1),) if row is not None]
+        rows = echoed(nm1)
         rows.extend(_claims(node, payer, now, subscriber or ""))
     else:
-        rows = [row for row in (echo_segment(node.first("NM1")),) if row is not None]
+        rows = echoed(node.first("NM1"))
     return Reply(node.level, rows, [_node(child, payer, now, subscriber) for child in node.children])
 
 

@@ -17,14 +17,16 @@ from __future__ import annotations
 from datetime import date, datetime
 
 from assay.formats.x12 import X12TransactionSet
-from assay.sandboxes.payer import Benefit, Member, PayerDefinition, find_member, match_dependent, parse_date
+from assay.sandboxes.payer import Benefit, Member, PayerDefinition, match_dependent, parse_date
 from assay.sandboxes.x12._hl import (
     HlNode,
     Reply,
     Row,
     echo,
-    echo_segment,
+    echoed,
     hl_tree,
+    member_named,
+    payer_name,
     rejection_rows,
     trn_echo,
     write_hl,
@@ -56,23 +58,16 @@ class _Context:
         self.asked_on = asked_on
 
     def source(self, node: HlNode) -> Reply:
-        info = self.payer.payer
-        name = ("NM1", "PR", "2", info.name or info.id, "", "", "", "", info.id_qualifier, info.id)
+        name = payer_name(self.payer, "PR")
         return Reply(node.level, [name], [self.receiver(child) for child in node.children])
 
     def receiver(self, node: HlNode) -> Reply:
-        rows = [row for row in (echo_segment(node.first("NM1")),) if row is not None]
+        rows = echoed(node.first("NM1"))
         return Reply(node.level, rows, [self.subscriber(child) for child in node.children])
 
     def subscriber(self, node: HlNode) -> Reply:
         nm1 = node.first("NM1")
-        found = find_member(
-            self.payer,
-            nm1.element(9) if nm1 is not None else None,
-            first_name=nm1.element(4) if nm1 is not None else None,
-            last_name=nm1.element(3) if nm1 is not None else None,
-            birth_date=_birth_date(node),
-        )
+        found = member_named(self.payer, nm1, _birth_date(node))
         reply = Reply(node.level, trn_echo(node))
         if found.member is None:
             reply.rows.extend(rejection_rows(nm1, found))

@@ -17,14 +17,16 @@ from collections.abc import Callable
 from datetime import datetime
 
 from assay.formats.x12 import X12Segment, X12TransactionSet
-from assay.sandboxes.payer import Member, PayerDefinition, decide_authorization, find_member, match_dependent
+from assay.sandboxes.payer import Member, PayerDefinition, decide_authorization, match_dependent
 from assay.sandboxes.x12._hl import (
     HlNode,
     Reply,
     Row,
     echo,
-    echo_segment,
+    echoed,
     hl_tree,
+    member_named,
+    payer_name,
     rejection_rows,
     trn_echo,
     write_hl,
@@ -57,23 +59,16 @@ class _Review:
         self.number = number
 
     def umo(self, node: HlNode) -> Reply:
-        info = self.payer.payer
-        name = ("NM1", "X3", "2", info.name or info.id, "", "", "", "", info.id_qualifier, info.id)
+        name = payer_name(self.payer, "X3")
         return Reply(node.level, [name], [self.requester(child) for child in node.children])
 
     def requester(self, node: HlNode) -> Reply:
-        rows = [row for row in (echo_segment(node.first("NM1")),) if row is not None]
+        rows = echoed(node.first("NM1"))
         return Reply(node.level, rows, [self.subscriber(child) for child in node.children])
 
     def subscriber(self, node: HlNode) -> Reply:
         nm1 = node.first("NM1")
-        found = find_member(
-            self.payer,
-            nm1.element(9) if nm1 is not None else None,
-            first_name=nm1.element(4) if nm1 is not None else None,
-            last_name=nm1.element(3) if nm1 is not None else None,
-            birth_date=node.value("DMG", 2),
-        )
+        found = member_named(self.payer, nm1, node.value("DMG", 2))
         if found.member is None:
             return Reply(node.level, rejection_rows(nm1, found))
         member = found.member
@@ -102,7 +97,7 @@ class _Review:
         )
 
     def event(self, node: HlNode, patient: Member) -> Reply:
-        rows = [*trn_echo(node), *_echoed(node.first("UM"))]
+        rows = [*trn_echo(node), *echoed(node.first("UM"))]
         services = [child for child in node.children if child.level == "SS"]
         if not services:
             rows.extend(self.decision(None, patient.member_id))
@@ -111,7 +106,7 @@ class _Review:
     def service(self, node: HlNode, patient: Member) -> Reply:
         line = next((s for s in node.segments if s.id in ("SV1", "SV2", "SV3")), None)
         decision = self.decision(_procedure(line), patient.member_id)
-        rows = [*trn_echo(node), *_echoed(node.first("UM")), *decision[:1], *_echoed(line), *decision[1:]]
+        rows = [*trn_echo(node), *echoed(node.first("UM")), *decision[:1], *echoed(line), *decision[1:]]
         return Reply(node.level, rows)
 
     def decision(self, procedure: str | None, member_id: str) -> list[Row]:
@@ -127,11 +122,6 @@ class _Review:
 
 def _name(member: Member, entity: str) -> Row:
     return ("NM1", entity, "1", member.last_name, member.first_name, "", "", "", "MI", member.member_id)
-
-
-def _echoed(segment: X12Segment | None) -> list[Row]:
-    row = echo_segment(segment)
-    return [row] if row is not None else []
 
 
 def _procedure(line: X12Segment | None) -> str | None:
