@@ -79,6 +79,35 @@ def _retryable_transport(call: Call[Any], exc: httpx.TransportError) -> bool:
     return isinstance(exc, httpx.ConnectError) or call.method in ("GET", "HEAD")
 
 
+def _request(call: Call[Any], token: str | None) -> dict[str, Any]:
+    """The arguments of `httpx.Client.request` / `AsyncClient.request` for one call."""
+    return {
+        "method": call.method,
+        "url": call.path,
+        "json": call.json,
+        "params": _params(call),
+        "headers": _headers(call, token),
+    }
+
+
+def _wait_after_failure(
+    call: Call[Any], exc: httpx.TransportError, attempt: int, retry: RetryPolicy
+) -> float:
+    """How long to wait before retrying a request that got no answer; raises when it may not retry."""
+    wait = retry.delay(attempt, None) if _retryable_transport(call, exc) else None
+    if wait is None:
+        raise _connection_error(call, exc) from exc
+    return wait
+
+
+def _wait_after_refusal(response: httpx.Response, attempt: int, retry: RetryPolicy) -> float:
+    """How long to wait before retrying a 4xx/5xx answer; raises its error when it may not retry."""
+    wait = retry.delay(attempt, response) if response.status_code in _RETRY_STATUSES else None
+    if wait is None:
+        raise error_from_response(response)
+    return wait
+
+
 class SyncEngine:
     def __init__(self, http: httpx.Client, token: str | None, retry: RetryPolicy):
         self.http, self.token, self.retry = http, token, retry
@@ -87,25 +116,13 @@ class SyncEngine:
         attempt = 0
         while True:
             try:
-                response = self.http.request(
-                    call.method,
-                    call.path,
-                    json=call.json,
-                    params=_params(call),
-                    headers=_headers(call, self.token),
-                )
+                response = self.http.request(**_request(call, self.token))
             except httpx.TransportError as exc:
-                wait = self.retry.delay(attempt, None) if _retryable_transport(call, exc) else None
-                if wait is None:
-                    raise _connection_error(call, exc) from exc
+                wait = _wait_after_failure(call, exc, attempt, self.retry)
             else:
                 if response.is_success:
                     return call.parse(response)
-                if response.status_code not in _RETRY_STATUSES:
-                    raise error_from_response(response)
-                wait = self.retry.delay(attempt, response)
-                if wait is None:
-                    raise error_from_response(response)
+                wait = _wait_after_refusal(response, attempt, self.retry)
             (self.retry.sleep or time.sleep)(wait)
             attempt += 1
 
@@ -127,25 +144,13 @@ class AsyncEngine:
         attempt = 0
         while True:
             try:
-                response = await self.http.request(
-                    call.method,
-                    call.path,
-                    json=call.json,
-                    params=_params(call),
-                    headers=_headers(call, self.token),
-                )
+                response = await self.http.request(**_request(call, self.token))
             except httpx.TransportError as exc:
-                wait = self.retry.delay(attempt, None) if _retryable_transport(call, exc) else None
-                if wait is None:
-                    raise _connection_error(call, exc) from exc
+                wait = _wait_after_failure(call, exc, attempt, self.retry)
             else:
                 if response.is_success:
                     return call.parse(response)
-                if response.status_code not in _RETRY_STATUSES:
-                    raise error_from_response(response)
-                wait = self.retry.delay(attempt, response)
-                if wait is None:
-                    raise error_from_response(response)
+                wait = _wait_after_refusal(response, attempt, self.retry)
             slept = (self.retry.sleep or asyncio.sleep)(wait)
             if asyncio.iscoroutine(slept):
                 await slept
