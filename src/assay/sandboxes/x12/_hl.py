@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from assay.formats.x12 import X12Loop, X12Segment, X12TransactionSet
@@ -21,6 +22,7 @@ __all__ = [
     "HlNode",
     "Reply",
     "Row",
+    "answering_bht",
     "echo",
     "echo_segment",
     "echoed",
@@ -41,6 +43,15 @@ _REPLY_DELIMITERS = str.maketrans({"*": " ", ":": " ", "^": " ", "~": " "})
 def echo(value: str | None) -> str:
     """A request value made safe to write back with the reply's delimiters (`* : ^ ~`)."""
     return (value or "").translate(_REPLY_DELIMITERS).strip()
+
+
+def answering_bht(
+    transaction: X12TransactionSet, structure: str, purpose: str, now: datetime, *tail: str
+) -> Row:
+    """The reply's BHT: its structure and purpose codes, the request's BHT03 echoed, date and time."""
+    bht = next((s for s in transaction.segments if s.id == "BHT"), None)
+    reference = echo(bht.element(3)) if bht is not None else ""
+    return ("BHT", structure, purpose, reference, now.strftime("%Y%m%d"), now.strftime("%H%M"), *tail)
 
 
 @dataclass(eq=False)

@@ -18,7 +18,17 @@ from decimal import Decimal
 
 from assay.formats.x12 import X12Segment, X12TransactionSet
 from assay.sandboxes.payer import Claim, PayerDefinition, dependents_of, find_member
-from assay.sandboxes.x12._hl import HlNode, Reply, Row, echo, echoed, hl_tree, payer_name, write_hl
+from assay.sandboxes.x12._hl import (
+    HlNode,
+    Reply,
+    Row,
+    answering_bht,
+    echo,
+    echoed,
+    hl_tree,
+    payer_name,
+    write_hl,
+)
 from assay.sandboxes.x12._values import amount, d8
 
 __all__ = ["answer_276"]
@@ -28,16 +38,7 @@ _NAMES = {"20": "PR", "21": "41", "19": "1P"}
 
 def answer_276(transaction: X12TransactionSet, payer: PayerDefinition, *, now: datetime) -> list[Row]:
     """The 277 body (BHT and the HL loops) answering one 276 transaction set."""
-    bht = next((s for s in transaction.segments if s.id == "BHT"), None)
-    header: Row = (
-        "BHT",
-        "0010",
-        "08",
-        echo(bht.element(3)) if bht is not None else "",
-        d8(now),
-        now.strftime("%H%M"),
-        "DG",
-    )
+    header = answering_bht(transaction, "0010", "08", now, "DG")
     return [header, *write_hl([_node(node, payer, now, None) for node in hl_tree(transaction)])]
 
 

@@ -22,7 +22,7 @@ from assay.sandboxes.x12._hl import (
     HlNode,
     Reply,
     Row,
-    echo,
+    answering_bht,
     echoed,
     hl_tree,
     member_named,
@@ -40,14 +40,7 @@ def answer_270(transaction: X12TransactionSet, payer: PayerDefinition, *, now: d
     """The 271 body (BHT and the HL loops) answering one 270 transaction set."""
     bht = next((s for s in transaction.segments if s.id == "BHT"), None)
     asked_on = _date(bht.element(4) if bht is not None else "") or now.date()
-    header: Row = (
-        "BHT",
-        "0022",
-        "11",
-        echo(bht.element(3)) if bht is not None else "",
-        d8(now),
-        now.strftime("%H%M"),
-    )
+    header = answering_bht(transaction, "0022", "11", now)
     context = _Context(payer, asked_on)
     return [header, *write_hl([context.source(node) for node in hl_tree(transaction)])]
 

@@ -22,7 +22,7 @@ from assay.sandboxes.x12._hl import (
     HlNode,
     Reply,
     Row,
-    echo,
+    answering_bht,
     echoed,
     hl_tree,
     member_named,
@@ -31,7 +31,6 @@ from assay.sandboxes.x12._hl import (
     trn_echo,
     write_hl,
 )
-from assay.sandboxes.x12._values import d8
 
 __all__ = ["answer_278"]
 
@@ -40,15 +39,7 @@ def answer_278(
     transaction: X12TransactionSet, payer: PayerDefinition, *, now: datetime, number: Callable[[], str]
 ) -> list[Row]:
     """The 278 response body (BHT and the HL loops) answering one 278 request."""
-    bht = next((s for s in transaction.segments if s.id == "BHT"), None)
-    header: Row = (
-        "BHT",
-        "0007",
-        "11",
-        echo(bht.element(3)) if bht is not None else "",
-        d8(now),
-        now.strftime("%H%M"),
-    )
+    header = answering_bht(transaction, "0007", "11", now)
     review = _Review(payer, number)
     return [header, *write_hl([review.umo(node) for node in hl_tree(transaction)])]
 
