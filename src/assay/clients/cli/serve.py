@@ -87,7 +87,10 @@ def _serve_workers(settings: Settings, *, host: str, port: int, workers: int) ->
     from assay.service.listeners import ListenerSupervisor, needs_listener_process
     from assay.service.server import run
 
-    supervisor = ListenerSupervisor(settings) if needs_listener_process(settings) else None
+    # `ASSAY_LISTENERS=0` on every instance but one of a scaled-out deployment (docs/deployment.md):
+    # this instance starts no listener process; its credentials still name the configured ports.
+    wanted = settings.listeners and needs_listener_process(settings)
+    supervisor = ListenerSupervisor(settings) if wanted else None
     if supervisor is not None:
         try:
             ports = supervisor.start()
