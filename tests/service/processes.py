@@ -24,7 +24,7 @@ import httpx
 
 __all__ = ["Served", "assay_command", "free_port", "serving", "start_serve", "stop"]
 
-START_WAIT = 90.0
+START_WAIT = 180.0
 """Seconds a process may take to answer `/healthz` (spawned workers import and migrate on a loaded
 machine)."""
 
