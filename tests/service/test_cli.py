@@ -87,3 +87,16 @@ def test_serve_with_a_malformed_setting_exits_2_naming_it(tmp_path: Path) -> Non
     )
     assert result.exit_code == 2
     assert "ASSAY_SFTP_PORT must be an integer" in result.output
+
+
+def test_serve_without_listeners_needs_their_ports(tmp_path: Path) -> None:
+    """An instance run with `ASSAY_LISTENERS=0` (all but one of a scaled-out deployment) reports the
+    configured listener ports in its credentials, so they must be real ports."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ASSAY_")}
+    result = CliRunner().invoke(
+        cli,
+        ["serve", "--data-dir", str(tmp_path)],
+        env={**env, "ASSAY_LISTENERS": "0", "ASSAY_MLLP_PORT": "0", "ASSAY_SFTP_PORT": "2222"},
+    )
+    assert result.exit_code == 2
+    assert "ASSAY_LISTENERS=0 needs ASSAY_MLLP_PORT and ASSAY_SFTP_PORT" in result.output

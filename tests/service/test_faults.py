@@ -87,6 +87,9 @@ _INVARIANTS = {
           AND NOT EXISTS (SELECT 1 FROM task_runs tr WHERE tr.benchmark_run_id = br.id AND tr.phase <> 'completed')""",
     "completed benchmark run without score or verdict": """
         SELECT id FROM benchmark_runs WHERE phase = 'completed' AND (score IS NULL OR verdict IS NULL)""",
+    "FHIR dataset layer with fewer or more resources than it says": """
+        SELECT l.hash FROM fhir_layers l
+        WHERE l.resource_count <> (SELECT count(*) FROM fhir_layer_resources r WHERE r.layer_hash = l.hash)""",
     "FHIR store whose sequence number is not its last version's": """
         SELECT s.id FROM fhir_stores s
         WHERE s.seq <> COALESCE((SELECT max(v.seq) FROM fhir_versions v WHERE v.store_id = s.id), 0)""",

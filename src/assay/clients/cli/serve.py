@@ -63,6 +63,15 @@ def serve(
         if value is not None:
             os.environ[name] = str(value)
     settings = _settings(data_dir)
+    if not settings.listeners and 0 in settings.listener_ports.values():
+        # An instance without listeners names the configured ports in the credentials it hands out
+        # (docs/deployment.md); 0 would tell agents to connect to port 0.
+        print(
+            "error: ASSAY_LISTENERS=0 needs ASSAY_MLLP_PORT and ASSAY_SFTP_PORT set to the listener "
+            "instance's ports (not 0): this instance's credentials name them",
+            file=sys.stderr,
+        )
+        raise typer.Exit(2)
     os.environ["ASSAY_DATA_DIR"] = str(settings.data_dir.resolve())  # worker processes read it
     print(f"Assay API on http://{host}:{port}  (database: {_where(settings)})", file=sys.stderr)
     if settings.bootstrap_api_key:
