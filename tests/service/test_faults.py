@@ -5,12 +5,13 @@ The server is killed (its whole process group, SIGKILL) while many `start`, FHIR
 `complete` requests are in flight — once a few `complete`s have been answered, so others are
 mid-flight — and started again on the same data dir and database. Then the database is checked
 with the queries a person would write (`_INVARIANTS`): a completed task run has a criterion run
-for every criterion and a score; a task run that did not complete has none; a started one has its
-playground; benchmark runs are final exactly when all their task runs ended, with the mean of
-their scores; each FHIR store's sequence number is its last version's. Task runs left `started`
-get the spec's treatment: the agent can still `complete` them after the restart, and the sweeper
-ends those whose deadline passed (here: moved into the past while the server was down) as
-`timed_out`, score 0, with no criterion runs. Bounded waits only; nothing is timed.
+for every criterion, a score and its captured state; a task run that did not complete has no
+criterion runs; a started one has its playground; benchmark runs are final exactly when all their
+task runs ended, with the mean of their scores; each FHIR store's sequence number is its last
+version's; event sequences have no gaps. Task runs left `started` get the spec's treatment: the
+agent can still `complete` them after the restart, and the sweeper ends those whose deadline
+passed (here: moved into the past while the server was down) as `timed_out`, score 0, with no
+criterion runs. Bounded waits only; nothing is timed.
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ _INVARIANTS = {
     "completed task run without score, verdict or completion time": """
         SELECT id FROM task_runs
         WHERE status = 'completed' AND (score IS NULL OR verdict IS NULL OR completed_at IS NULL)""",
+    "completed task run without its captured state": """
+        SELECT id FROM task_runs WHERE status = 'completed' AND capture IS NULL""",
+    "sandbox whose event sequence has a gap or a repeat": """
+        SELECT sandbox_id FROM sandbox_events
+        GROUP BY sandbox_id HAVING count(*) <> max(seq) OR count(DISTINCT seq) <> count(*)""",
     "criterion runs of a task run that did not complete": """
         SELECT DISTINCT tr.id FROM criterion_runs cr JOIN task_runs tr ON tr.id = cr.task_run_id
         WHERE tr.status <> 'completed'""",
