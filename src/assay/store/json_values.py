@@ -18,11 +18,20 @@ number with a three-digit exponent), so the Python walk ran too (that POST: 67 m
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from typing import Any
 
-__all__ = ["not_strict_json", "strict_json_problem"]
+__all__ = ["content_hash", "not_strict_json", "strict_json_problem"]
+
+
+def content_hash(value: Any) -> str:
+    """sha256 (hex) of `value`'s canonical JSON (keys sorted, no spaces, UTF-8): the same for every
+    JSON round trip of the same content, so a dataset is hashed once when it is stored and `start`
+    compares hashes instead of serialising the data again (issue 9)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, check_circular=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def strict_json_problem(value: Any) -> tuple[str, str] | None:

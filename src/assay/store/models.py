@@ -125,6 +125,9 @@ class Dataset(Base):
     name: Mapped[str] = mapped_column(String(200))
     type: Mapped[str] = mapped_column(String(16))
     data: Mapped[Any]
+    content_hash: Mapped[str | None] = mapped_column(String(64))
+    """`json_values.content_hash(data)`, set whenever `data` is; `start` keys dataset layers by it
+    (NULL on rows stored before migration 0007: hashed at `start`)."""
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from tests.conftest import FIXTURES
 
-from assay.formats.fhir import resources_from_bundle
+from assay.formats.fhir import BundleLoader, copy_json, resources_from_bundle
 
 FHIR = FIXTURES / "fhir"
 NPI = "http://hl7.org/fhir/sid/us-npi"
@@ -166,3 +166,66 @@ def test_r4_transaction_example_loads_without_rejection() -> None:
     kinds = sorted(r["resourceType"] for r in resources)
     assert kinds == ["Parameters", "Patient", "Patient", "Patient", "Patient", "Patient"]
     assert {"123", "123a", "61ebe359-bfdc-4613-8bf2-c5e300945f0a"} <= {r["id"] for r in resources}
+
+
+def _conditional_bundle(index: int) -> dict[str, Any]:
+    """An Organization plus a Patient whose conditional reference names the first bundle's one."""
+    return {
+        "resourceType": "Bundle",
+        "type": "transaction",
+        "entry": [
+            {"resource": {"resourceType": "Organization", "id": f"org-{index}",
+                          "identifier": [{"system": "urn:x", "value": f"O{index}"}]}},
+            {"resource": {"resourceType": "Patient", "id": f"p-{index}",
+                          "managingOrganization": {"reference": "Organization?identifier=urn:x|O0"},
+                          "generalPractitioner": [{"reference": f"Organization?identifier=urn:x|O{index + 1}"}]}},
+        ],
+    }  # fmt: skip
+
+
+def test_loader_builds_one_index_for_every_bundle_and_keeps_load_order_semantics() -> None:
+    """Conditional references in many bundles resolve against one index built once (it was one per
+    bundle: quadratic), across bundles, and never against a bundle loaded later."""
+    loader = BundleLoader()
+    for index in range(5):
+        loader.add(_conditional_bundle(index))
+    assert loader.index_builds == 1
+    patients = {r["id"]: r for r in loader.resources() if r["resourceType"] == "Patient"}
+    for index in range(5):
+        assert patients[f"p-{index}"]["managingOrganization"]["reference"] == "Organization/org-0"
+        # `O{index + 1}` is only loaded by the next bundle: left verbatim, as before
+        assert patients[f"p-{index}"]["generalPractitioner"][0]["reference"] == (
+            f"Organization?identifier=urn:x|O{index + 1}"
+        )
+    assert loader.store is not None
+    # the index conditional references used is current with the rewritten references
+    found = loader.store.search("Patient", {"organization": "Organization/org-0"})
+    assert sorted(r["id"] for r in found) == [f"p-{index}" for index in range(5)]
+
+
+def test_loader_copies_unless_told_it_owns_the_bundle() -> None:
+    bundle = _conditional_bundle(0)
+    pristine = copy_json(bundle)
+    BundleLoader().add(bundle)
+    assert bundle == pristine
+    (_, patient) = BundleLoader(copy=False).add(bundle)
+    assert patient is bundle["entry"][1]["resource"]
+    assert patient["managingOrganization"]["reference"] == "Organization/org-0"
+
+
+def test_a_later_write_replaces_an_indexed_resource_for_conditional_references() -> None:
+    """The kept index follows last-write-wins: a later dataset that changes an Organization's
+    identifier moves which one a later conditional reference finds."""
+    loader = BundleLoader()
+    loader.add(_conditional_bundle(0))
+    renamed = {
+        "resourceType": "Organization",
+        "id": "org-0",
+        "identifier": [{"system": "urn:x", "value": "Z"}],
+    }
+    loader.add({"resourceType": "Bundle", "entry": [{"resource": renamed}]})
+    (patient,) = loader.add({"resourceType": "Bundle", "entry": [{"resource": {
+        "resourceType": "Patient", "id": "late", "managingOrganization": {"reference": "Organization?identifier=urn:x|O0"},
+    }}]})  # fmt: skip
+    assert patient["managingOrganization"]["reference"] == "Organization?identifier=urn:x|O0"
+    assert loader.index_builds == 1

@@ -6,7 +6,7 @@ parameter type indexes), `query` (parsing and per-type matching), `index`, `stor
 `bundles` (SPEC §5.1 dataset loading). `formats` imports nothing else from `assay`.
 """
 
-from assay.formats.fhir.bundles import resources_from_bundle
+from assay.formats.fhir.bundles import BundleLoader, copy_json, resources_from_bundle
 from assay.formats.fhir.errors import FhirPathError, InvalidSearch, UnknownSearchParameter
 from assay.formats.fhir.fhirpath import compile_fhirpath, evaluate_fhirpath
 from assay.formats.fhir.parameters import SearchParameter, is_resource_type, search_parameter
@@ -22,6 +22,7 @@ from assay.formats.fhir.references import ReferenceTarget, parse_reference
 from assay.formats.fhir.store import FhirStore
 
 __all__ = [
+    "BundleLoader",
     "Criterion",
     "FhirPathError",
     "FhirStore",
@@ -33,6 +34,7 @@ __all__ = [
     "UnknownSearchParameter",
     "check_search_keys",
     "compile_fhirpath",
+    "copy_json",
     "evaluate_fhirpath",
     "is_resource_type",
     "parse_reference",

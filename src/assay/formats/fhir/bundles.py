@@ -16,7 +16,6 @@ backend's id namespacing use them too (via `assay.sandboxes.fhir.resources`).
 
 from __future__ import annotations
 
-import copy
 import re
 import uuid
 from collections.abc import Callable, Iterable
@@ -28,12 +27,15 @@ from assay.formats.fhir.errors import InvalidSearch
 from assay.formats.fhir.store import FhirStore
 
 __all__ = [
+    "BundleLoader",
     "ConditionalReference",
+    "copy_json",
     "parse_conditional_reference",
     "resources_from_bundle",
     "rewrite_references",
 ]
 
+Key = tuple[str, str]
 _CONDITIONAL = re.compile(r"([A-Z][A-Za-z]+)\?(.*)", re.DOTALL)
 """`[type]?parameters`, relative to the server base (R4 http.html "Conditional References")."""
 
@@ -107,43 +109,122 @@ def resources_from_bundle(
         existing: resources already loaded (earlier datasets) that conditional references may
             resolve to.
     """
-    loaded: dict[tuple[str, str], dict[str, Any]] = {}
-    aliases: dict[str, str] = {}
-    for entry in bundle.get("entry") or []:
-        if not isinstance(entry, dict):
-            continue
-        request = entry.get("request")
-        if isinstance(request, dict) and str(request.get("method", "")).upper() == "DELETE":
-            continue
-        resource = entry.get("resource")
-        if not isinstance(resource, dict) or not isinstance(resource.get("resourceType"), str):
-            continue
-        resource = copy.deepcopy(resource)
-        given_url = entry.get("fullUrl")
-        full_url = given_url if isinstance(given_url, str) else ""
-        if not isinstance(resource.get("id"), str) or not resource["id"]:
-            resource["id"] = (
-                full_url[len("urn:uuid:") :] if full_url.startswith("urn:uuid:") else str(uuid.uuid4())
-            )
-        local = f"{resource['resourceType']}/{resource['id']}"
-        if full_url.startswith(("urn:uuid:", "urn:oid:", "http://", "https://")):
-            aliases[full_url] = local
+    loader = BundleLoader(existing)
+    return loader.add(bundle)
+
+
+class BundleLoader:
+    """Dataset Bundles loaded one after another into one set of resources (SPEC §5.1).
+
+    Linear in the data: the conditional references of every bundle resolve against one
+    `FhirStore`, built the first time a bundle has one and then kept current with `put`, instead
+    of a store built per bundle over everything loaded so far (1,024 replicated patients: 256
+    builds, 113 s). A conditional reference sees the earlier bundles and its own, last write
+    winning, exactly as before.
+
+    Args:
+        existing: resources already loaded (earlier datasets), kept as they are.
+        copy: False when the caller owns the bundles (freshly decoded JSON): their resources are
+            then loaded and rewritten in place instead of copied first.
+        prepare: called on each loaded resource before it is indexed (the sandbox stamps `meta`).
+    """
+
+    def __init__(
+        self,
+        existing: Iterable[dict[str, Any]] = (),
+        *,
+        copy: bool = True,
+        prepare: Callable[[dict[str, Any]], None] | None = None,
+    ):
+        self.by_key: dict[Key, dict[str, Any]] = {}
+        """Every loaded resource in load order, the last write of a (type, id) last."""
+        self.copy = copy
+        self.prepare = prepare
+        self.index_builds = 0
+        """How many times a `FhirStore` was built over the loaded resources (at most one)."""
+        self._store: FhirStore | None = None
+        for resource in existing:
+            self._keep(resource)
+
+    @property
+    def store(self) -> FhirStore | None:
+        """The search index conditional references used, current with `by_key` (None when no
+        bundle had one): a caller can search the loaded resources without building another."""
+        return self._store
+
+    def resources(self) -> list[dict[str, Any]]:
+        return list(self.by_key.values())
+
+    def add(self, bundle: dict[str, Any]) -> list[dict[str, Any]]:
+        """Load one Bundle (any `type`); the resources it loaded, references rewritten."""
+        loaded: dict[Key, dict[str, Any]] = {}
+        aliases: dict[str, str] = {}
+        for entry in bundle.get("entry") or []:
+            if not isinstance(entry, dict):
+                continue
+            request = entry.get("request")
+            if isinstance(request, dict) and str(request.get("method", "")).upper() == "DELETE":
+                continue
+            resource = entry.get("resource")
+            if not isinstance(resource, dict) or not isinstance(resource.get("resourceType"), str):
+                continue
+            if self.copy:
+                resource = copy_json(resource)
+            given_url = entry.get("fullUrl")
+            full_url = given_url if isinstance(given_url, str) else ""
+            if not isinstance(resource.get("id"), str) or not resource["id"]:
+                resource["id"] = (
+                    full_url[len("urn:uuid:") :] if full_url.startswith("urn:uuid:") else str(uuid.uuid4())
+                )
+            local = f"{resource['resourceType']}/{resource['id']}"
+            if full_url.startswith(("urn:uuid:", "urn:oid:", "http://", "https://")):
+                aliases[full_url] = local
+            key = (resource["resourceType"], resource["id"])
+            loaded.pop(key, None)
+            loaded[key] = resource
+        resources = list(loaded.values())
+        names = _LocalNames(aliases)
+        pending: list[dict[str, Any]] = []
+        for resource in resources:
+            met = names.met
+            rewrite_references(resource, names)
+            if names.met > met:
+                pending.append(resource)
+        for resource in resources:
+            if self.prepare is not None:
+                self.prepare(resource)
+            self._keep(resource)
+        if pending:
+            store = self._index()
+            rewrite_references(pending, _ConditionalResolver(store, names.conditional))
+            for resource in pending:  # their references changed since they were indexed
+                store.put(resource)
+        return resources
+
+    def _keep(self, resource: dict[str, Any]) -> None:
         key = (resource["resourceType"], resource["id"])
-        loaded.pop(key, None)
-        loaded[key] = resource
-    resources = list(loaded.values())
-    names = _LocalNames(aliases)
-    pending: list[dict[str, Any]] = []
-    for resource in resources:
-        met = names.met
-        rewrite_references(resource, names)
-        if names.met > met:
-            pending.append(resource)
-    if pending:
-        rewrite_references(
-            pending, _ConditionalResolver(FhirStore([*existing, *resources]), names.conditional)
-        )
-    return resources
+        self.by_key.pop(key, None)
+        self.by_key[key] = resource
+        if self._store is not None:
+            self._store.put(resource)
+
+    def _index(self) -> FhirStore:
+        if self._store is None:
+            self._store = FhirStore(self.by_key.values())
+            self.index_builds += 1
+        return self._store
+
+
+def copy_json(value: Any) -> Any:
+    """A copy of a JSON tree (dicts, lists, scalars): several times faster than `copy.deepcopy`,
+    which keeps a memo for shared and cyclic objects that decoded JSON never has."""
+    if isinstance(value, dict):
+        return {
+            key: copy_json(item) if isinstance(item, dict | list) else item for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [copy_json(item) if isinstance(item, dict | list) else item for item in value]
+    return value
 
 
 class _LocalNames:

@@ -1,8 +1,10 @@
 """Dataset layers: the FHIR resources an ordered list of `fhir` datasets loads (SPEC §5.1).
 
-A layer is computed once per content (sha256 of the datasets' canonical JSON, in order), stored in
-`fhir_layer_resources`, and shared read-only by every playground seeded with the same datasets.
-Loading follows SPEC §5.1 through `assay.formats.fhir.resources_from_bundle`: `Bundle.type` and
+A layer is computed once per content (a key over the datasets' content hashes, in order: each
+dataset is hashed once, when it is stored), stored in `fhir_layer_resources`, and shared read-only
+by every playground seeded with the same datasets; a start whose layer exists reads no dataset.
+Loading follows SPEC §5.1 through `assay.formats.fhir.BundleLoader` (one search index for all
+conditional references, built at most once per layer, linear in the data): `Bundle.type` and
 entry requests ignored (DELETE entries skipped), ids kept, `urn:uuid` and absolute references
 rewritten, unresolvable conditional references left verbatim, never a rejected bundle. Datasets load
 in list order and the last write of a `(type, id)` wins. Seeded resources get `versionId` "1" and
@@ -15,21 +17,33 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, Engine, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from assay.formats.fhir import FhirStore
+from assay.core.memory import bulk_loading
+from assay.formats.fhir import BundleLoader, FhirStore
 from assay.sandboxes.fhir import _loading
 from assay.sandboxes.fhir._db import using
 from assay.sandboxes.fhir.tables import FhirLayer, FhirLayerResource
 from assay.snapshot import is_file_name
 from assay.store.ids import iso, utcnow
+from assay.store.json_values import content_hash
 
-__all__ = ["MAX_KEY_LENGTH", "Layer", "LayerCache", "LayerNotLoadable", "layer_hash", "seeded_resources"]
+__all__ = [
+    "MAX_KEY_LENGTH",
+    "Layer",
+    "LayerCache",
+    "LayerNotLoadable",
+    "LayerSource",
+    "layer_hash",
+    "layer_key",
+    "load_layer",
+    "seeded_resources",
+]
 
 Key = tuple[str, str]
 _INSERT_CHUNK = 2000
@@ -65,13 +79,37 @@ def _check_keys(resources: Sequence[dict[str, Any]]) -> None:
                 )
 
 
-def layer_hash(bundles: Sequence[Any]) -> str:
-    """The content key of an ordered list of dataset bundles (stable across JSON round trips)."""
-    digest = hashlib.sha256(b"fhir-layer/1\n")
-    for bundle in bundles:
-        digest.update(json.dumps(bundle, sort_keys=True, separators=(",", ":")).encode())
+def layer_key(content_hashes: Sequence[str]) -> str:
+    """The content key of an ordered list of datasets, from each one's `content_hash` (hashed
+    once, when the dataset was stored): a warm `start` decodes and serialises nothing to find
+    its layer."""
+    digest = hashlib.sha256(b"fhir-layer/2\n")
+    for content in content_hashes:
+        digest.update(content.encode())
         digest.update(b"\n")
     return digest.hexdigest()
+
+
+def layer_hash(bundles: Sequence[Any]) -> str:
+    """`layer_key` of bundles that have no stored hash (a capture, a seeded standalone store)."""
+    return layer_key([content_hash(bundle) for bundle in bundles])
+
+
+@dataclass(frozen=True)
+class LayerSource:
+    """What a store is seeded with: the layer's key and how to get its datasets if it must be built."""
+
+    key: str
+    bundles: Callable[[], Iterable[Any]]
+    """The datasets' contents, in load order; called only when the layer does not exist yet."""
+    owned: bool = False
+    """True when `bundles()` returns fresh data (just read and decoded) that loading may rewrite
+    in place instead of copying first."""
+
+    @classmethod
+    def of(cls, bundles: Sequence[Any]) -> LayerSource:
+        """Bundles at hand (a capture, a test), hashed here; copied when loaded."""
+        return cls(layer_hash(bundles), lambda: bundles)
 
 
 @dataclass
@@ -84,24 +122,37 @@ class Layer:
 
     def index(self) -> FhirStore:
         if self._index is None:
-            self._index = FhirStore(self.by_key.values())
+            with bulk_loading():
+                self._index = FhirStore(self.by_key.values())
         return self._index
+
+
+def _stamp(loaded_at: str) -> Callable[[dict[str, Any]], None]:
+    def stamp(resource: dict[str, Any]) -> None:
+        meta = resource.get("meta")
+        meta = dict(meta) if isinstance(meta, dict) else {}
+        meta.setdefault("versionId", "1")
+        meta.setdefault("lastUpdated", loaded_at)
+        resource["meta"] = meta
+
+    return stamp
+
+
+def load_layer(bundles: Iterable[Any], loaded_at: str, *, copy: bool = True) -> BundleLoader:
+    """`bundles` loaded in order, last write wins, seed meta filled in (SPEC §5.1); with
+    `copy=False` the caller's bundles are rewritten in place (it owns them: freshly decoded)."""
+    loader = BundleLoader(copy=copy, prepare=_stamp(loaded_at))
+    with bulk_loading():
+        for data in bundles:
+            bundle = _loading.as_bundle(data)
+            if bundle is not None:
+                loader.add(bundle)
+    return loader
 
 
 def seeded_resources(bundles: Sequence[Any], loaded_at: str) -> list[dict[str, Any]]:
     """The resources `bundles` load, in order, last write wins, seed meta filled in (SPEC §5.1)."""
-    by_key: dict[Key, dict[str, Any]] = {}
-    for bundle in bundles:
-        for resource in _loading.load_bundle(bundle, list(by_key.values())):
-            meta = resource.get("meta")
-            meta = dict(meta) if isinstance(meta, dict) else {}
-            meta.setdefault("versionId", "1")
-            meta.setdefault("lastUpdated", loaded_at)
-            resource["meta"] = meta
-            key = (resource["resourceType"], resource["id"])
-            by_key.pop(key, None)
-            by_key[key] = resource
-    return list(by_key.values())
+    return load_layer(bundles, loaded_at).resources()
 
 
 class LayerCache:
@@ -111,14 +162,18 @@ class LayerCache:
         self.engine = engine
         self._layers: OrderedDict[str, Layer] = OrderedDict()
         self._lock = threading.Lock()
+        self.builds = 0
+        """Layers this process built from datasets (a warm start builds none)."""
 
-    def ensure(self, bundles: Sequence[Any], conn: Connection | None = None) -> str:
-        """Load `bundles` as a layer unless one with the same content exists; its hash.
+    def ensure(self, source: LayerSource, conn: Connection | None = None) -> str:
+        """Load `source`'s datasets as layer `source.key` unless it exists; the key.
 
-        With `conn`, everything happens inside the caller's transaction (a savepoint guards the
-        insert), so provisioning inside the service's `start` transaction never waits on itself.
+        The key is `layer_key` of the datasets' content hashes: when the layer exists (a warm
+        start), `source.bundles` is never called, so nothing is read or decoded. With `conn`,
+        everything happens inside the caller's transaction (a savepoint guards the insert), so
+        provisioning inside the service's `start` transaction never waits on itself.
         """
-        key = layer_hash(bundles)
+        key = source.key
         with self._lock:
             cached = self._layers.get(key)
         with using(self.engine, conn) as db:
@@ -127,18 +182,25 @@ class LayerCache:
             if db.execute(select(FhirLayer.hash).where(FhirLayer.hash == key)).first() is not None:
                 return key
             now = utcnow()
-            resources = list(cached.by_key.values()) if cached else seeded_resources(bundles, iso(now) or "")
+            if cached is not None:
+                layer = cached
+            else:
+                self.builds += 1
+                loader = load_layer(source.bundles(), iso(now) or "", copy=not source.owned)
+                layer = Layer(key, loader.by_key, loader.store)
+            resources = list(layer.by_key.values())
             _check_keys(resources)
-            rows = [
-                {
-                    "layer_hash": key,
-                    "resource_type": r["resourceType"],
-                    "resource_id": r["id"],
-                    "position": i,
-                    "body": json.dumps(r, separators=(",", ":")),
-                }
-                for i, r in enumerate(resources)
-            ]
+            with bulk_loading():
+                rows = [
+                    {
+                        "layer_hash": key,
+                        "resource_type": r["resourceType"],
+                        "resource_id": r["id"],
+                        "position": i,
+                        "body": json.dumps(r, separators=(",", ":")),
+                    }
+                    for i, r in enumerate(resources)
+                ]
             try:
                 with db.begin_nested():
                     for start in range(0, len(rows), _INSERT_CHUNK):
@@ -149,7 +211,7 @@ class LayerCache:
             except IntegrityError:
                 return key  # another worker stored the same content first; its rows are identical
         with self._lock:
-            self._remember(Layer(key, {(r["resourceType"], r["id"]): r for r in resources}))
+            self._remember(layer)
         return key
 
     def _remember(self, layer: Layer) -> Layer:
@@ -171,7 +233,8 @@ class LayerCache:
             .where(FhirLayerResource.layer_hash == key)
             .order_by(FhirLayerResource.position)
         ).scalars()
-        resources = [json.loads(body) for body in rows]
-        layer = Layer(key, {(r["resourceType"], r["id"]): r for r in resources})
+        with bulk_loading():
+            resources = [json.loads(body) for body in rows]
+            layer = Layer(key, {(r["resourceType"], r["id"]): r for r in resources})
         with self._lock:
             return self._remember(layer)

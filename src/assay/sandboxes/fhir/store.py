@@ -25,7 +25,7 @@ from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 from assay.formats.fhir import FhirStore
 from assay.sandboxes.fhir._db import using
 from assay.sandboxes.fhir.index import _VERSION_COLUMNS, Current, StoreIndex, VersionRow, version_rows
-from assay.sandboxes.fhir.layers import LayerCache
+from assay.sandboxes.fhir.layers import LayerCache, LayerSource
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import next_version, stamp
 from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
@@ -125,9 +125,15 @@ class EmbeddedFhir:
 
     # -- provisioning --------------------------------------------------------------------------
 
-    def provision(self, store_id: str, bundles: Sequence[Any] = (), conn: Connection | None = None) -> None:
-        """Create store `store_id` seeded with `bundles` (SPEC §5.1); a no-op when it exists."""
-        layer = self.layers.ensure(bundles, conn) if bundles else None
+    def provision(
+        self, store_id: str, bundles: Sequence[Any] | LayerSource = (), conn: Connection | None = None
+    ) -> None:
+        """Create store `store_id` seeded with `bundles` (SPEC §5.1); a no-op when it exists.
+
+        A `LayerSource` names its layer by the datasets' stored hashes and reads them only when
+        that layer must be built."""
+        source = bundles if isinstance(bundles, LayerSource) else LayerSource.of(bundles) if bundles else None
+        layer = self.layers.ensure(source, conn) if source is not None else None
         with using(self.engine, conn) as db:
             if db.execute(select(FhirStoreRow.id).where(FhirStoreRow.id == store_id)).first() is None:
                 db.execute(

@@ -25,7 +25,7 @@ from assay.sandboxes.fhir.external import (
     configured_external_fhir,
     recorded_space,
 )
-from assay.sandboxes.fhir.layers import LayerNotLoadable, seeded_resources
+from assay.sandboxes.fhir.layers import LayerNotLoadable, LayerSource, layer_key, seeded_resources
 from assay.sandboxes.fhir.routes import FhirSurface, SurfaceEvent, base_url_of, fhir_router
 from assay.sandboxes.fhir.store import embedded_fhir
 from assay.sandboxes.fhir.validation import server_lenient, strict_available
@@ -40,6 +40,7 @@ from assay.sandboxes.surface import (
 )
 from assay.snapshot import SnapshotWriter
 from assay.store import iso, utcnow
+from assay.store.json_values import content_hash
 from assay.store.models import Sandbox
 
 __all__ = ["FhirSandbox", "FhirView", "check_fhir_dataset", "close_space", "seed_space", "server_strict"]
@@ -132,16 +133,18 @@ class FhirSandbox(BaseSurface):
         """The store always exists (empty without `fhir` datasets), keyed by the playground id.
         With `ASSAY_FHIR_URL` the resources go to that server instead: into the playground's own
         space (`ASSAY_FHIR_ISOLATION` other than `tag`) or tagged and namespaced per playground."""
-        bundles = [dataset.get("data") for dataset in datasets]
         external = configured_external_fhir()
         session, playground_id = run.session, run.playground_id
         if external is None:
             connection = session.connection()
             try:
-                embedded_fhir(connection.engine).provision(playground_id, bundles, conn=connection)
+                embedded_fhir(connection.engine).provision(
+                    playground_id, layer_source(datasets), conn=connection
+                )
             except LayerNotLoadable as unloadable:  # raised before any row is loaded
                 raise ProvisionFailed(str(unloadable)) from None
             return
+        bundles = [dataset.get("data") for dataset in datasets]
         resources = seeded_resources(bundles, iso(utcnow()) or "")
         try:
             if isinstance(external, IsolatedFhir):
@@ -232,6 +235,16 @@ class FhirSandbox(BaseSurface):
         external = configured_external_fhir()
         if isinstance(external, IsolatedFhir):
             _close_after_commit(session, external, playground_id)
+
+
+def layer_source(datasets: Sequence[Mapping[str, Any]]) -> LayerSource | tuple[()]:
+    """The layer `datasets` seed, keyed by their stored content hashes (a dataset stored without
+    one is hashed here); their `data` is read only if the layer must be built, and rewritten in
+    place then (`start` reads it for this start alone)."""
+    if not datasets:
+        return ()
+    hashes = [dataset.get("hash") or content_hash(dataset.get("data")) for dataset in datasets]
+    return LayerSource(layer_key(hashes), lambda: (dataset.get("data") for dataset in datasets), owned=True)
 
 
 def seed_space(

@@ -28,6 +28,7 @@ from assay.service.catalog.schemas import (
     entity_reference,
 )
 from assay.store import Caller, Conflict, Invalid, NotFound, new_id, owned, utcnow
+from assay.store.json_values import content_hash
 from assay.store.models import (
     ApiKey,
     Base,
@@ -148,7 +149,10 @@ def create_dataset(
     session: Session, caller: Caller, body: DatasetCreate
 ) -> tuple[Dataset, list[DatasetEntity]]:
     check_dataset(body.type, body.data)
-    dataset = _insert(session, caller, Dataset, "ds_", name=body.name, type=body.type, data=body.data)
+    dataset = _insert(
+        session, caller, Dataset, "ds_",
+        name=body.name, type=body.type, data=body.data, content_hash=content_hash(body.data),
+    )  # fmt: skip
     entities = [_entity(dataset, entity) for entity in body.entities]
     session.add_all(entities)
     session.flush()
@@ -160,6 +164,7 @@ def patch_dataset(session: Session, caller: Caller, dataset_id: str, body: BaseM
     changes = apply_patch(dataset, body)
     if "data" in changes:
         check_dataset(dataset.type, dataset.data)
+        dataset.content_hash = content_hash(dataset.data)
     return dataset
 
 

@@ -1,11 +1,14 @@
 """Which datasets a task run's playground loads, in SPEC §5.1 order: the environment's, then the task's.
 
 A run of a published version reads the dataset contents frozen at publish time; a run of the draft
-reads the current rows.
+reads the current rows. A draft's contents are read only when a surface asks for one (`data`):
+the FHIR surface finds its layer by the stored content hashes and, when the layer exists, reads no
+dataset at all (issue 9: a warm `start` of 1,024 patients spent 63% re-reading and decoding them).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from sqlalchemy import select
@@ -14,11 +17,45 @@ from sqlalchemy.orm import Session
 from assay.sandboxes import RunEnvironment
 from assay.store.models import Dataset, TaskRun
 
-__all__ = ["datasets_for"]
+__all__ = ["StoredDataset", "datasets_for"]
+
+_NOT_READ = object()
 
 
-def datasets_for(session: Session, task_run: TaskRun, environment: RunEnvironment) -> list[dict[str, Any]]:
-    """`[{id, type, data}]` in load order; ids named twice load once, at their first place.
+class StoredDataset(Mapping[str, Any]):
+    """One dataset as the surfaces see it: `id`, `type`, `hash` (its content hash, None when it
+    was stored before hashes were) and `data`, read on first access.
+
+    `data` is decoded for this `start` alone: the surface that loads it may rewrite it in place
+    (the FHIR layer does, instead of copying every resource).
+    """
+
+    _KEYS = ("id", "type", "hash", "data")
+
+    def __init__(self, ident: str, kind: str, content_hash: str | None, read: Callable[[], Any]):
+        self._fields: dict[str, Any] = {"id": ident, "type": kind, "hash": content_hash}
+        self._read = read
+        self._data: Any = _NOT_READ
+        self.reads = 0
+        """How many times `data` was read from the database (0 or 1)."""
+
+    def __getitem__(self, key: str) -> Any:
+        if key != "data":
+            return self._fields[key]
+        if self._data is _NOT_READ:
+            self._data = self._read()
+            self.reads += 1
+        return self._data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._KEYS)
+
+    def __len__(self) -> int:
+        return len(self._KEYS)
+
+
+def datasets_for(session: Session, task_run: TaskRun, environment: RunEnvironment) -> list[StoredDataset]:
+    """The datasets in load order; ids named twice load once, at their first place.
 
     `environment` is `sandboxes.run_environment(...)`, read once by `start`.
     """
@@ -26,13 +63,23 @@ def datasets_for(session: Session, task_run: TaskRun, environment: RunEnvironmen
     ordered = list(dict.fromkeys(map(str, named)))
     if environment.frozen_datasets is not None:
         by_id = environment.frozen_datasets
-        return [_shape(by_id[ident]) for ident in ordered if ident in by_id]
-    rows = session.scalars(
-        select(Dataset).where(Dataset.org_id == task_run.org_id, Dataset.id.in_(ordered))
+        return [_frozen(by_id[ident]) for ident in ordered if ident in by_id]
+    rows = session.execute(
+        select(Dataset.id, Dataset.type, Dataset.content_hash).where(
+            Dataset.org_id == task_run.org_id, Dataset.id.in_(ordered)
+        )
     ).all()
-    found = {row.id: {"id": row.id, "type": row.type, "data": row.data} for row in rows}
+    found = {
+        row.id: StoredDataset(row.id, row.type, row.content_hash, _reader(session, row.id)) for row in rows
+    }
     return [found[ident] for ident in ordered if ident in found]
 
 
-def _shape(dataset: dict[str, Any]) -> dict[str, Any]:
-    return {"id": dataset.get("id"), "type": dataset.get("type"), "data": dataset.get("data")}
+def _reader(session: Session, ident: str) -> Callable[[], Any]:
+    # A column, not the entity: the value is decoded afresh, never shared with the identity map.
+    return lambda: session.execute(select(Dataset.data).where(Dataset.id == ident)).scalar_one()
+
+
+def _frozen(dataset: dict[str, Any]) -> StoredDataset:
+    data = dataset.get("data")
+    return StoredDataset(str(dataset.get("id")), str(dataset.get("type")), None, lambda: data)

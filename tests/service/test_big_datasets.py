@@ -1,0 +1,137 @@
+"""Big datasets (issue 9): a dataset is hashed once when stored, `start` keys its FHIR layer by those
+hashes, and a start whose layer exists reads no dataset content and builds nothing.
+
+Counted, not timed: the SQL statements that read `datasets.data` and the layers this process built.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+from sqlalchemy import event, select
+
+from assay.sandboxes.fhir.layers import layer_key
+from assay.sandboxes.fhir.store import embedded_fhir
+from assay.sandboxes.fhir.tables import FhirStoreRow
+from assay.store.json_values import content_hash
+from assay.store.models import Dataset, TaskRun
+from tests.service.builders import ok, unique
+from tests.service.conftest import Server
+
+_DATA_READ = re.compile(r"SELECT\s+datasets\.data\b", re.IGNORECASE)
+
+
+@contextmanager
+def _data_reads(server: Server) -> Iterator[list[str]]:
+    seen: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if _DATA_READ.search(statement):
+            seen.append(statement)
+
+    engine = server.database.engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def _organization() -> dict[str, Any]:
+    org = {"resourceType": "Organization", "id": unique("org").replace(" ", "-"), "identifier": []}
+    org["identifier"].append({"system": "urn:test:org", "value": org["id"]})
+    return org
+
+
+def _bundle(*resources: dict[str, Any]) -> dict[str, Any]:
+    return {"resourceType": "Bundle", "type": "transaction", "entry": [{"resource": r} for r in resources]}
+
+
+def _benchmark(api: httpx.Client, dataset_ids: list[str]) -> str:
+    environment = ok(api.post("/environments", json={"name": unique("e"), "dataset_ids": dataset_ids}), 201)
+    benchmark = ok(
+        api.post("/benchmarks", json={"name": unique("big"), "environment_id": environment["id"]}), 201
+    )
+    ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "t"}), 201)
+    return str(benchmark["id"])
+
+
+def _start(server: Server, api: httpx.Client, benchmark_id: str) -> tuple[str, str]:
+    run = ok(api.post("/v1/benchmark-runs", json={"benchmark_id": benchmark_id}), 201)
+    task_run = run["task_runs"][0]
+    with server.client(run["bearer_token"]) as agent:
+        ok(agent.post(task_run["start_url"]))
+    return run["bearer_token"], task_run["id"]
+
+
+def _layer_of(server: Server, task_run_id: str) -> str | None:
+    with server.database.reading() as session:
+        playground = session.get(TaskRun, task_run_id).playground_id  # type: ignore[union-attr]
+        return session.execute(select(FhirStoreRow.layer_hash).where(FhirStoreRow.id == playground)).scalar()
+
+
+def test_hash_stored_at_upload_keys_the_layer_and_a_second_start_reads_nothing(
+    server: Server, api: httpx.Client
+) -> None:
+    organization = _organization()
+    patient = {
+        "resourceType": "Patient",
+        "id": unique("p").replace(" ", "-"),
+        "managingOrganization": {"reference": f"Organization?identifier=urn:test:org|{organization['id']}"},
+    }
+    first = ok(
+        api.post("/datasets", json={"name": unique("orgs"), "type": "fhir", "data": _bundle(organization)}),
+        201,
+    )
+    second = ok(
+        api.post("/datasets", json={"name": unique("pts"), "type": "fhir", "data": _bundle(patient)}), 201
+    )
+    with server.database.reading() as session:
+        stored = {
+            row.id: row
+            for row in session.scalars(select(Dataset).where(Dataset.id.in_([first["id"], second["id"]])))
+        }
+    assert stored[first["id"]].content_hash == content_hash(first["data"])
+    assert stored[second["id"]].content_hash == content_hash(second["data"])
+    benchmark_id = _benchmark(api, [first["id"], second["id"]])
+    layers = embedded_fhir(server.database.engine).layers
+
+    built = layers.builds
+    with _data_reads(server) as reads:
+        token, task_run_id = _start(server, api, benchmark_id)
+    assert len(reads) == 2  # each dataset read once, to build the layer
+    assert layers.builds == built + 1
+    expected = layer_key([stored[first["id"]].content_hash, stored[second["id"]].content_hash])
+    assert _layer_of(server, task_run_id) == expected
+
+    # The conditional reference in the second dataset resolved to the first dataset's Organization.
+    with server.client(token) as agent:
+        read = ok(agent.get(f"/v1/task-runs/{task_run_id}/fhir/Patient/{patient['id']}"))
+    assert read["managingOrganization"]["reference"] == f"Organization/{organization['id']}"
+
+    with _data_reads(server) as reads:
+        _, again = _start(server, api, benchmark_id)
+    assert reads == []  # the layer exists: no dataset content read, decoded or hashed
+    assert layers.builds == built + 1
+    assert _layer_of(server, again) == expected
+
+
+def test_patching_data_rehashes_and_the_next_start_builds_a_new_layer(
+    server: Server, api: httpx.Client
+) -> None:
+    patient = {"resourceType": "Patient", "id": unique("p").replace(" ", "-")}
+    dataset = ok(
+        api.post("/datasets", json={"name": unique("d"), "type": "fhir", "data": _bundle(patient)}), 201
+    )
+    benchmark_id = _benchmark(api, [dataset["id"]])
+    _, before = _start(server, api, benchmark_id)
+    changed = _bundle({**patient, "gender": "other"})
+    ok(api.patch(f"/datasets/{dataset['id']}", json={"data": changed}))
+    token, after = _start(server, api, benchmark_id)
+    assert _layer_of(server, after) == layer_key([content_hash(changed)]) != _layer_of(server, before)
+    with server.client(token) as agent:
+        assert ok(agent.get(f"/v1/task-runs/{after}/fhir/Patient/{patient['id']}"))["gender"] == "other"
