@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.core.errors import SnapshotError
+from assay.core.memory import bulk_loading
 from assay.core.state import (
     FileRecord,
     Hl7Record,
@@ -45,8 +46,12 @@ _EXTRA_TYPES = {
 
 
 def open_snapshot(path: str | Path) -> SnapshotState:
-    """Open a snapshot directory, a directory holding `snapshot/`, or its tar.gz."""
-    return SnapshotState(open_tree(Path(path)))
+    """Open a snapshot directory, a directory holding `snapshot/`, or its tar.gz.
+
+    The archive's members and one JSON file per resource are read with the garbage collector off
+    and frozen after (`bulk_loading`): at 137k resources its passes took 8.5 of 20 s (issue 9)."""
+    with bulk_loading():
+        return SnapshotState(open_tree(Path(path)))
 
 
 class SnapshotState:
