@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from sqlalchemy import create_engine
 
 from assay.formats.hl7 import parse_message
-from assay.sandboxes.hl7.ack import acknowledge, inspect, reject
+from assay.sandboxes.hl7.ack import acknowledge, inspect, reject, too_large
 from assay.sandboxes.hl7.mllp import END, START, MllpFramer, MllpListener, frame
 from assay.sandboxes.surface import Deployment
 
@@ -69,7 +69,24 @@ def test_an_oversize_frame_is_reported_and_the_next_one_read() -> None:
     frames = framer.feed(START + b"x" * 50)
     frames += framer.feed(b"y" * 50 + END[:1])
     frames += framer.feed(END[1:] + START + b"ok" + END)
-    assert [(f.payload, f.oversize) for f in frames] == [(b"", 100), (b"ok", 0)]
+    assert [(f.payload, f.oversize) for f in frames] == [(b"x" * 10, 100), (b"ok", 0)]
+
+
+def test_an_oversize_frame_in_one_read_keeps_its_start_too() -> None:
+    framer = MllpFramer(max_bytes=10)
+    frames = framer.feed(START + b"MSH|" + b"z" * 30 + END + START + b"ok" + END)
+    assert [(f.payload, f.oversize) for f in frames] == [(b"MSH|zzzzzz", 34), (b"ok", 0)]
+
+
+def test_an_oversize_message_is_refused_in_its_own_headers_terms() -> None:
+    """Its MSH (the first segment of the kept start) routes the refusal and is echoed."""
+    big = ADT.encode() + b"NTE|1||" + b"x" * (1024 * 1024) + b"\r"
+    refused = inspect(big)
+    ack = acknowledge(refused)
+    parsed = parse_message(ack.text)
+    assert refused.facility == "ASSAY-X" and ack.code == "AR" and ack.control_id == "CTRL-1"
+    assert parsed.read("MSH.5").value == "REG" and "over the 1 MB limit" in (parsed.read("ERR.8").value or "")
+    assert too_large(b"\x0b not a header at all", 2_000_000).message is None
 
 
 @settings(max_examples=60, deadline=None)

@@ -200,6 +200,30 @@ def test_mllp_bad_input_gets_protocol_errors_and_the_listener_stays_up(
     assert rescored["checks"][0]["evidence"]["control_id"] == "SPLIT-1"
 
 
+def test_an_mllp_frame_over_1_mb_is_refused_logged_and_the_connection_kept(
+    server: Server, api: httpx.Client
+) -> None:
+    """The refusal is in the message's own header's terms and is an `hl7_outbound` event (its
+    first MiB, `truncated`), so the run's evidence shows it; it is never a candidate."""
+    started = start_hl7(server, api)
+    big = adt(started.facility, "BIG-1").encode() + b"NTE|1||" + b"x" * (1024 * 1024) + b"\r"
+    with socket.create_connection(("127.0.0.1", started.port), timeout=30) as sock:
+        refused = _exchange(sock, b"\x0b" + big + b"\x1c\x0d")
+        code, reason = msa(refused)
+        assert code == "AR" and reason is not None and "over the 1 MB limit" in reason
+        assert parse_message(refused.decode().strip("\x0b\x1c\r")).read("MSA.2").value == "BIG-1"
+        assert msa(_exchange(sock, b"\x0b" + adt(started.facility, "AFTER-1").encode() + b"\x1c\x0d"))[0] == "AA"
+    events = ok(api.get(f"/task-runs/{started.task_run_id}/events", params={"limit": 100}))["data"]
+    sent = [e for e in events if e["type"] == "hl7_outbound"]
+    assert [e["method"] for e in sent] == ["MLLP", "MLLP"]
+    assert sent[0]["truncated"] is True and str(sent[0]["request"]).startswith("MSH|^~\\&|AGENT|CLINIC|LAB|")
+    assert len(str(sent[0]["request"])) == 1024 * 1024 and "MSA|AR|BIG-1" in str(sent[0]["response"])
+    assert sent[1]["truncated"] is False and "MSA|AA|AFTER-1" in str(sent[1]["response"])
+    with agent_of(server, started) as agent:
+        completed = ok(agent.post(f"/v1/task-runs/{started.task_run_id}/complete"))
+    assert completed["checks"][0]["evidence"]["control_id"] == "AFTER-1"
+
+
 def test_state_rescore_and_verify_agree(server: Server, api: httpx.Client, tmp_path: Path) -> None:
     started = start_hl7(server, api)
     with MLLPClient("127.0.0.1", started.port) as client:

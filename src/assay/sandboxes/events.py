@@ -13,6 +13,9 @@ with the next per-sandbox `seq`, in the order they were queued. So:
   it had queued and not written: at most the last few milliseconds of events.
 - **Order kept.** One writer per process, first in first out; `seq`, `created_at` and `id` are
   assigned so that paging by (`created_at`, `id`) is `seq` order (`_listed_after`).
+- **Or in the caller's transaction.** `write_event` appends in a transaction the caller already
+  holds, for a protocol whose answer promises the interaction is stored (the MLLP listener: an
+  `AA` goes back only once the message and its event are committed, one commit for both).
 - **Flushed before anything reads it.** `flush_events(engine)` returns once every event queued
   before the call is committed: the event lists and `complete` call it first. An event queued
   by another worker process is written by that worker's writer, which starts on it at once.
@@ -36,14 +39,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, insert, select
+from sqlalchemy import Connection, Engine, bindparam, insert, select
 
 from assay.sandboxes.json_depth import nested_deeper_than
 from assay.store import Busy, new_id, utcnow
 from assay.store.json_values import strict_json_problem
 from assay.store.models import Sandbox, SandboxEvent
 
-__all__ = ["MAX_BODY", "close_event_logs", "flush_events", "record_event", "stored_body"]
+__all__ = ["MAX_BODY", "close_event_logs", "flush_events", "record_event", "stored_body", "write_event"]
 
 log = logging.getLogger("assay.sandboxes.events")
 
@@ -86,11 +89,33 @@ def record_event(
     response: bytes = b"",
 ) -> str:
     """Queue one event for this process's writer; its id (the id it is stored under)."""
-    event = _Queued(
-        new_id("evt_"), utcnow(), org_id, sandbox_id, type, method,
-        None if path is None else path.replace("\x00", "\\x00"), status, bytes(request), bytes(response),
-    )  # fmt: skip
+    event = _new(org_id, sandbox_id, type, method, path, status, request, response)
     _log_of(engine).put(event)
+    return event.id
+
+
+def write_event(
+    conn: Connection,
+    *,
+    org_id: str,
+    sandbox_id: str,
+    type: str,
+    method: str | None,
+    path: str | None,
+    status: int | None,
+    request: bytes = b"",
+    response: bytes = b"",
+    truncated: bool = False,
+) -> str:
+    """Write one event in the caller's transaction, not through the queue; its id.
+
+    For a protocol whose answer says the interaction is stored (an MLLP `AA`): the event commits
+    with the data it describes, or neither does. `truncated` marks a request the caller already
+    cut (an MLLP frame over 1 MB keeps only its first MiB)."""
+    event = _new(org_id, sandbox_id, type, method, path, status, request, response)
+    row = _row(event)
+    row["truncated"] = row["truncated"] or truncated
+    _append(conn, [row])
     return event.id
 
 
@@ -187,6 +212,23 @@ class _EventLog:
                 log.exception("sandbox event %s could not be stored", row["id"])
 
 
+def _new(
+    org_id: str,
+    sandbox_id: str,
+    type: str,
+    method: str | None,
+    path: str | None,
+    status: int | None,
+    request: bytes,
+    response: bytes,
+) -> _Queued:
+    """The event with its id and time, given now: its place in line (SPEC §1.1)."""
+    return _Queued(
+        new_id("evt_"), utcnow(), org_id, sandbox_id, type, method,
+        None if path is None else path.replace("\x00", "\\x00"), status, bytes(request), bytes(response),
+    )  # fmt: skip
+
+
 def _row(event: _Queued) -> dict[str, Any]:
     request_body, request_cut = stored_body(event.request)
     response_body, response_cut = stored_body(event.response)
@@ -205,27 +247,36 @@ def _row(event: _Queued) -> dict[str, Any]:
     }
 
 
+# Built once: building these per event cost more than running them (docs/performance.md, "MLLP").
+_LOCK_SANDBOX = select(Sandbox.id).where(Sandbox.id == bindparam("sandbox_id")).with_for_update()
+_LAST_EVENT = (
+    select(SandboxEvent.seq, SandboxEvent.created_at, SandboxEvent.id)
+    .where(SandboxEvent.sandbox_id == bindparam("sandbox_id"))
+    .order_by(SandboxEvent.seq.desc())
+    .limit(1)
+)
+_INSERT_EVENTS = insert(SandboxEvent)
+
+
 def _append(conn: Connection, rows: list[dict[str, Any]]) -> None:
     """Give each row the next `seq` of its sandbox, in order, and insert them all."""
     last_of: dict[str, tuple[int, datetime, str] | None] = {}
+    locks = conn.dialect.name != "sqlite"
     for row in rows:
         sandbox_id = row["sandbox_id"]
         if sandbox_id not in last_of:
             # Appends to one sandbox take turns on its row (PostgreSQL; SQLite's BEGIN IMMEDIATE
-            # already serializes): another worker's writer may be appending to it too.
-            conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
-            found = conn.execute(
-                select(SandboxEvent.seq, SandboxEvent.created_at, SandboxEvent.id)
-                .where(SandboxEvent.sandbox_id == sandbox_id)
-                .order_by(SandboxEvent.seq.desc())
-                .limit(1)
-            ).first()
+            # already serializes, and would ignore FOR UPDATE): another worker's writer may be
+            # appending to it too.
+            if locks:
+                conn.execute(_LOCK_SANDBOX, {"sandbox_id": sandbox_id})
+            found = conn.execute(_LAST_EVENT, {"sandbox_id": sandbox_id}).first()
             last_of[sandbox_id] = None if found is None else (found.seq, found.created_at, found.id)
         last = last_of[sandbox_id]
         row["created_at"] = _listed_after(last, row["id"], row["created_at"])
         row["seq"] = (last[0] if last else 0) + 1
         last_of[sandbox_id] = (row["seq"], row["created_at"], row["id"])
-    conn.execute(insert(SandboxEvent), rows)
+    conn.execute(_INSERT_EVENTS, rows)
 
 
 def _listed_after(last: tuple[int, datetime, str] | None, ident: str, created_at: datetime) -> datetime:

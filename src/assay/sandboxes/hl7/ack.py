@@ -28,11 +28,13 @@ from assay.formats.hl7 import (
     parse_header,
 )
 
-__all__ = ["MAX_MESSAGE_BYTES", "Ack", "Inspection", "acknowledge", "inspect", "reject"]
+__all__ = ["MAX_MESSAGE_BYTES", "Ack", "Inspection", "acknowledge", "inspect", "reject", "too_large"]
 
 MAX_MESSAGE_BYTES = 1024 * 1024
 """SPEC §5.1: an HL7 message is at most 1 MB."""
 
+_EDGES = " \t\r\n\x0b\x1c\ufeff"
+_EDGES_BYTES = b" \t\r\n\x0b\x1c\xef\xbb\xbf"
 _REQUIRED = (("MSH.9", "message type"), ("MSH.10", "message control ID"), ("MSH.12", "version ID"))
 
 # HL7 table 0357, message error condition codes.
@@ -90,11 +92,9 @@ def inspect(raw: bytes | str) -> Inspection:
     (`parse_header`): the check parses the whole message again when it judges it.
     """
     size = len(raw.encode("utf-8")) if isinstance(raw, str) else len(raw)
-    text = _decode(raw).strip(" \t\r\n\x0b\x1c\ufeff")
     if size > MAX_MESSAGE_BYTES:
-        return Inspection(
-            None, "", f"message of {size} bytes is over the 1 MB limit", "AR", INTERNAL_ERROR, "MSH"
-        )
+        return too_large(raw, size)
+    text = _decode(raw).strip(_EDGES)
     try:
         header = parse_header(text)
     except Hl7ParseError as exc:
@@ -107,6 +107,25 @@ def inspect(raw: bytes | str) -> Inspection:
                 first, text, f"{field} ({what}) is missing", "AE", REQUIRED_FIELD_MISSING, f"MSH^1^{path[4:]}"
             )
     return Inspection(first, text)
+
+
+def too_large(head: bytes | str, size: int) -> Inspection:
+    """`AR` for a message of `size` bytes, over the 1 MB limit, of which `head` is the start (the
+    MLLP listener keeps only the first MiB of such a frame). When its first segment is an MSH the
+    refusal is in that header's terms: the ACK swaps its sender and receiver and echoes its control
+    id, and the listener can route it by MSH-6.1 to log the refusal (`hl7_outbound`)."""
+    try:
+        message: Hl7Message | None = parse_header(_first_segment(head)).message
+    except Hl7ParseError:
+        message = None
+    problem = f"message of {size} bytes is over the 1 MB limit"
+    return Inspection(message, "", problem, "AR", INTERNAL_ERROR, "MSH")
+
+
+def _first_segment(head: bytes | str) -> str:
+    raw = (head.encode("utf-8") if isinstance(head, str) else head).lstrip(_EDGES_BYTES)
+    ends = [i for i in (raw.find(b"\r"), raw.find(b"\n")) if i >= 0]
+    return _decode(raw[: min(ends, default=len(raw))])
 
 
 def reject(inspection: Inspection, problem: str, error: tuple[str, str] = INTERNAL_ERROR) -> Inspection:

@@ -4,14 +4,19 @@ MLLP frames a message as `0x0B <message> 0x1C 0x0D`. `MllpFramer` turns a byte s
 frames, tolerating what real senders and hostile peers do: several messages per connection,
 frames split across reads (or several per read), junk between frames (skipped), a start byte
 inside an open frame (the unfinished frame is dropped and the new one read), and frames over
-the 1 MB limit (read to their end without being kept, then answered `AR`; the connection stays).
-Its work is linear in the bytes received: each byte is scanned once.
+the 1 MB limit (read to their end keeping only their first MiB, then answered `AR` in their own
+header's terms; the connection stays). Its work is linear in the bytes received: each byte is
+scanned once.
 
 Each message is routed by MSH-6.1 to the started task run whose credentials hold that
-`receiving_facility`; an unknown facility or an ended task run gets `AR`. The database work runs
-in a thread so one slow write never stalls other connections; a connection idle for
-`idle_timeout` seconds is closed. Nothing a peer sends can stop the listener: every failure is
-that message's `AR`.
+`receiving_facility`; an unknown facility or an ended task run gets `AR`. The route (facility →
+sandbox) never changes, so it is cached; whether the run still takes traffic is read with every
+message, in the transaction that stores it and its `hl7_outbound` event — one commit, then the
+ACK, so an `AA` always names a stored message with its event. A routed refusal (`AE`, `AR`, a
+frame over 1 MB) is logged as well, so the run's evidence shows it. The database work runs in a
+thread so one slow write never stalls other connections; a connection idle for `idle_timeout`
+seconds is closed. Nothing a peer sends can stop the listener: every failure is that message's
+`AR`.
 """
 
 from __future__ import annotations
@@ -21,9 +26,18 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
-from assay.sandboxes.hl7.ack import INTERNAL_ERROR, MAX_MESSAGE_BYTES, Inspection, acknowledge, inspect
-from assay.sandboxes.hl7.store import accept, destination, unroutable
-from assay.sandboxes.surface import Deployment, SandboxHandle
+from assay.sandboxes.events import write_event
+from assay.sandboxes.hl7.ack import (
+    INTERNAL_ERROR,
+    MAX_MESSAGE_BYTES,
+    Ack,
+    Inspection,
+    acknowledge,
+    inspect,
+    too_large,
+)
+from assay.sandboxes.hl7.store import Route, deliver, route, unroutable
+from assay.sandboxes.surface import Deployment
 
 __all__ = ["END", "START", "Frame", "MllpFramer", "MllpListener", "frame"]
 
@@ -32,6 +46,8 @@ log = logging.getLogger("assay.sandboxes.hl7")
 START = b"\x0b"
 END = b"\x1c\x0d"
 DEFAULT_IDLE_TIMEOUT = 300.0
+MAX_ROUTES = 10_000
+"""Receiving facilities whose route the listener keeps (each a few hundred bytes)."""
 
 
 def frame(message: bytes) -> bytes:
@@ -41,8 +57,9 @@ def frame(message: bytes) -> bytes:
 @dataclass(frozen=True, slots=True)
 class Frame:
     payload: bytes
+    """The message; of a frame over the limit, its first `max_bytes` only."""
     oversize: int = 0
-    """The size of a frame over the limit (its bytes were not kept), else 0."""
+    """The size of a frame over the limit (only its start was kept), else 0."""
 
 
 class MllpFramer:
@@ -54,6 +71,8 @@ class MllpFramer:
         self._open = False
         self._scanned = 0
         self._dropped = 0
+        self._head = b""
+        """The first `max_bytes` of an open frame past the limit (its header routes the refusal)."""
 
     def feed(self, data: bytes) -> list[Frame]:
         self._buffer += data
@@ -65,12 +84,12 @@ class MllpFramer:
                     self._buffer.clear()  # junk between frames
                     return frames
                 del self._buffer[: start + 1]
-                self._open, self._scanned, self._dropped = True, 0, 0
+                self._open, self._scanned, self._dropped, self._head = True, 0, 0, b""
             end = self._buffer.find(END, max(self._scanned - 1, 0))
             restart = self._buffer.find(START, self._scanned, end if end >= 0 else len(self._buffer))
             if restart >= 0:  # a new frame began before this one ended: drop the unfinished one
                 del self._buffer[: restart + 1]
-                self._scanned, self._dropped = 0, 0
+                self._scanned, self._dropped, self._head = 0, 0, b""
                 continue
             if end < 0:
                 self._scanned = len(self._buffer)
@@ -78,15 +97,18 @@ class MllpFramer:
                 return frames
             size = self._dropped + end
             if size > self.max_bytes:
-                frames.append(Frame(b"", size))
+                frames.append(Frame(self._head or bytes(self._buffer[: self.max_bytes]), size))
             else:
                 frames.append(Frame(bytes(self._buffer[:end])))
             del self._buffer[: end + len(END)]
-            self._open = False
+            self._open, self._head = False, b""
 
     def _spill(self) -> None:
-        """Past the limit, keep only the last byte (it may be half of the end marker)."""
+        """Past the limit, keep the frame's first `max_bytes` aside and, of the rest, only the
+        last byte (it may be half of the end marker)."""
         if self._dropped + len(self._buffer) > self.max_bytes and len(self._buffer) > 1:
+            if not self._dropped:
+                self._head = bytes(self._buffer[: self.max_bytes])
             self._dropped += len(self._buffer) - 1
             del self._buffer[:-1]
             self._scanned = 1
@@ -101,6 +123,8 @@ class MllpListener:
         self.idle_timeout = idle_timeout
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.StreamWriter] = set()
+        self._routes: dict[str, Route] = {}
+        """Receiving facility → its sandbox (`store.Route`: never changes once written)."""
 
     async def start(self) -> int:
         self._server = await asyncio.start_server(self._serve, self.deployment.host, self.port)
@@ -147,9 +171,9 @@ class MllpListener:
 
     def _acknowledge(self, received: Frame) -> str:
         if received.oversize:
-            too_big = f"message of {received.oversize} bytes is over the 1 MB limit"
-            return acknowledge(Inspection(None, "", too_big, "AR", INTERNAL_ERROR, "MSH")).text
-        inspection = inspect(received.payload)
+            inspection = too_large(received.payload, received.oversize)
+        else:
+            inspection = inspect(received.payload)
         facility = inspection.facility
         if not facility:
             return (
@@ -157,20 +181,36 @@ class MllpListener:
                 if inspection.message is not None
                 else acknowledge(inspection)
             ).text
-        with self.deployment.engine.begin() as conn:  # routing and storing: one transaction
-            where = destination(conn, facility)
+        where = self._routes.get(facility)
+        # One transaction: the message, when accepted, and its event commit together, before the
+        # ACK is built (docs/decisions.md, "MLLP: one commit per message").
+        with self.deployment.engine.begin() as conn:
             if where is None:
-                return unroutable(inspection, facility).text
-            ack = accept(conn, where.sandbox_id, inspection, where.refusal)
-        handle = SandboxHandle(
-            self.deployment, where.org_id, where.task_run_id, where.playground_id, where.sandbox_id, {}
-        )
-        handle.record(
-            "hl7_outbound",
-            method="MLLP",
-            path=None,
-            status=None,
-            request=received.payload,
-            response=ack.text.encode(),
-        )
+                where = route(conn, facility)
+                if where is None:
+                    return unroutable(inspection, facility).text
+            ack = deliver(conn, where, inspection)
+            write_event(
+                conn,
+                org_id=where.org_id,
+                sandbox_id=where.sandbox_id,
+                type="hl7_outbound",
+                method="MLLP",
+                path=None,
+                status=None,
+                request=received.payload,
+                response=ack.text.encode(),
+                truncated=bool(received.oversize),
+            )
+        self._remember(facility, where, ack)
         return ack.text
+
+    def _remember(self, facility: str, where: Route, ack: Ack) -> None:
+        """Cache the route of a task run that took this message; forget one that refused it for
+        good (ended: it never takes traffic again). Bounded: a full cache starts over."""
+        if ack.code == "AR":
+            self._routes.pop(facility, None)
+        else:
+            if len(self._routes) >= MAX_ROUTES:
+                self._routes.clear()
+            self._routes[facility] = where

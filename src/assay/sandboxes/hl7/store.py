@@ -20,15 +20,16 @@ from assay.store import iso, new_id, utcnow
 from assay.store.models import Sandbox, TaskRun
 
 __all__ = [
-    "Destination",
     "InboxMessage",
+    "Route",
     "accept",
     "append",
-    "destination",
+    "deliver",
     "inbox",
     "last_outbound",
     "outbound_until",
     "register_facility",
+    "route",
     "unroutable",
 ]
 
@@ -41,15 +42,15 @@ class InboxMessage:
 
 
 @dataclass(frozen=True, slots=True)
-class Destination:
-    """The sandbox a message is for, and whether its task run still takes traffic."""
+class Route:
+    """The sandbox a receiving facility's messages go to. It never changes: `start` writes the
+    `hl7_facilities` row once and nothing updates or deletes it, so the listener may cache it;
+    whether the task run still takes traffic is read with every message (`deliver`)."""
 
     org_id: str
     task_run_id: str
     playground_id: str
     sandbox_id: str
-    refusal: str | None
-    """Why the task run takes no traffic (ended, past its deadline), or None."""
 
 
 def register_facility(session: Session, facility: str, sandbox: Sandbox, task_run_id: str) -> None:
@@ -66,45 +67,35 @@ def register_facility(session: Session, facility: str, sandbox: Sandbox, task_ru
 
 # Built once: on the MLLP hot path, building SQLAlchemy expressions per message cost more than
 # running them (docs/performance.md, "MLLP").
-_DESTINATION = (
-    select(
-        Hl7Facility.org_id,
-        Hl7Facility.task_run_id,
-        Hl7Facility.playground_id,
-        Hl7Facility.sandbox_id,
-        TaskRun.phase,
-        TaskRun.status,
-        TaskRun.deadline_at,
-    )
-    .join(TaskRun, TaskRun.id == Hl7Facility.task_run_id)
-    .where(Hl7Facility.facility == bindparam("facility"))
-)
+_ROUTE = select(
+    Hl7Facility.org_id, Hl7Facility.task_run_id, Hl7Facility.playground_id, Hl7Facility.sandbox_id
+).where(Hl7Facility.facility == bindparam("facility"))
 _LOCK = select(Sandbox.id).where(Sandbox.id == bindparam("sandbox_id")).with_for_update()
 _LAST = select(func.max(Hl7MessageRow.seq)).where(
     Hl7MessageRow.sandbox_id == bindparam("sandbox_id"), Hl7MessageRow.direction == bindparam("direction")
 )
+_LIVE = select(
+    TaskRun.phase, TaskRun.status, TaskRun.deadline_at, _LAST.scalar_subquery().label("last")
+).where(TaskRun.id == bindparam("task_run_id"))
 _INSERT = insert(Hl7MessageRow)
 
 
-def destination(conn: Connection, facility: str) -> Destination | None:
+def route(conn: Connection, facility: str) -> Route | None:
     """The sandbox whose credentials hold `facility` (MSH-6.1), or None when no task run has it."""
-    row = conn.execute(_DESTINATION, {"facility": facility}).first()
-    if row is None:
-        return None
-    refusal = None
-    if (row.phase, row.status) != ("started", "active"):
-        refusal = f"task run {row.task_run_id} is {row.phase}/{row.status}: it takes no messages"
-    elif row.deadline_at is not None and row.deadline_at <= utcnow():
-        refusal = f"task run {row.task_run_id} passed its deadline: it takes no messages"
-    return Destination(row.org_id, row.task_run_id, row.playground_id, row.sandbox_id, refusal)
+    row = conn.execute(_ROUTE, {"facility": facility}).first()
+    return None if row is None else Route(row.org_id, row.task_run_id, row.playground_id, row.sandbox_id)
 
 
-def append(conn: Connection, sandbox_id: str, direction: str, message: str, control_id: str | None) -> int:
-    """Insert one message with the next `seq` of its direction; appends to one sandbox take turns
-    on its row (PostgreSQL; SQLite's BEGIN IMMEDIATE already serializes)."""
-    conn.execute(_LOCK, {"sandbox_id": sandbox_id})
-    last = conn.execute(_LAST, {"sandbox_id": sandbox_id, "direction": direction}).scalar()
-    seq = (last or 0) + 1
+def _take_turn(conn: Connection, sandbox_id: str) -> None:
+    """Appends to one sandbox take turns on its row (PostgreSQL; SQLite's BEGIN IMMEDIATE already
+    serializes them, and it has no FOR UPDATE to run)."""
+    if conn.dialect.name != "sqlite":
+        conn.execute(_LOCK, {"sandbox_id": sandbox_id})
+
+
+def _insert(
+    conn: Connection, sandbox_id: str, direction: str, seq: int, message: str, control_id: str | None
+) -> None:
     row = {
         "sandbox_id": sandbox_id,
         "direction": direction,
@@ -115,17 +106,51 @@ def append(conn: Connection, sandbox_id: str, direction: str, message: str, cont
         "received_at": utcnow(),
     }
     conn.execute(_INSERT, [row])
+
+
+def append(conn: Connection, sandbox_id: str, direction: str, message: str, control_id: str | None) -> int:
+    """Insert one message with the next `seq` of its direction."""
+    _take_turn(conn, sandbox_id)
+    last = conn.execute(_LAST, {"sandbox_id": sandbox_id, "direction": direction}).scalar()
+    seq = (last or 0) + 1
+    _insert(conn, sandbox_id, direction, seq, message, control_id)
     return seq
 
 
-def accept(conn: Connection, sandbox_id: str, inspection: Inspection, refusal: str | None = None) -> Ack:
-    """Refuse the message (`AR` with `refusal`, or its own `AE`/`AR`), or store it and `AA`; the
-    caller commits `conn`'s transaction before the ACK leaves."""
+def _control(inspection: Inspection) -> str | None:
+    return inspection.message.control_id.value if inspection.message is not None else None
+
+
+def accept(conn: Connection, sandbox_id: str, inspection: Inspection) -> Ack:
+    """Refuse the message (its own `AE`/`AR`), or store it and `AA`; the caller commits `conn`'s
+    transaction before the ACK leaves. Over HTTP the run token's route already found the task run
+    started."""
+    if inspection.code == "AA":
+        append(conn, sandbox_id, "outbound", inspection.text, _control(inspection))
+    return acknowledge(inspection)
+
+
+def deliver(conn: Connection, where: Route, inspection: Inspection) -> Ack:
+    """`accept` for the MLLP listener, which knows only the route: refuse the message (`AR`) when
+    the task run takes no traffic (ended, past its deadline), else as `accept`. The run's state and
+    the last `seq` are one read, taken after the sandbox's turn, in the caller's transaction."""
+    _take_turn(conn, where.sandbox_id)
+    row = conn.execute(
+        _LIVE, {"task_run_id": where.task_run_id, "sandbox_id": where.sandbox_id, "direction": "outbound"}
+    ).first()
+    refusal = None
+    if row is None:
+        refusal = f"task run {where.task_run_id} no longer exists: it takes no messages"
+    elif (row.phase, row.status) != ("started", "active"):
+        refusal = f"task run {where.task_run_id} is {row.phase}/{row.status}: it takes no messages"
+    elif row.deadline_at is not None and row.deadline_at <= utcnow():
+        refusal = f"task run {where.task_run_id} passed its deadline: it takes no messages"
     if inspection.code == "AA" and refusal is not None:
         inspection = reject(inspection, refusal)
-    if inspection.code == "AA":
-        control = inspection.message.control_id.value if inspection.message is not None else None
-        append(conn, sandbox_id, "outbound", inspection.text, control)
+    if inspection.code == "AA" and row is not None:
+        _insert(
+            conn, where.sandbox_id, "outbound", (row.last or 0) + 1, inspection.text, _control(inspection)
+        )
     return acknowledge(inspection)
 
 
