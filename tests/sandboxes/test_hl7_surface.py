@@ -212,7 +212,9 @@ def test_an_mllp_frame_over_1_mb_is_refused_logged_and_the_connection_kept(
         code, reason = msa(refused)
         assert code == "AR" and reason is not None and "over the 1 MB limit" in reason
         assert parse_message(refused.decode().strip("\x0b\x1c\r")).read("MSA.2").value == "BIG-1"
-        assert msa(_exchange(sock, b"\x0b" + adt(started.facility, "AFTER-1").encode() + b"\x1c\x0d"))[0] == "AA"
+        assert (
+            msa(_exchange(sock, b"\x0b" + adt(started.facility, "AFTER-1").encode() + b"\x1c\x0d"))[0] == "AA"
+        )
     events = ok(api.get(f"/task-runs/{started.task_run_id}/events", params={"limit": 100}))["data"]
     sent = [e for e in events if e["type"] == "hl7_outbound"]
     assert [e["method"] for e in sent] == ["MLLP", "MLLP"]
