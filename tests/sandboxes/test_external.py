@@ -17,11 +17,12 @@ import httpx
 import pytest
 from fhirpy import SyncFHIRClient
 
-from assay.sandboxes.fhir.external import TAG_SYSTEM, ExternalFhir, ForwardedRequest, close_external_clients
+from assay.sandboxes.fhir.external import TAG_SYSTEM, ExternalFhir, ForwardedRequest
 from assay.sandboxes.fhir.outcomes import FhirError
 from tests.sandboxes import test_playgrounds as playgrounds
 from tests.sandboxes.test_playgrounds import BOOKED_WITH_RIVERA, LIZ, _book, _fhir_benchmark
 from tests.service.builders import ok
+from tests.service.conftest import serving
 
 if TYPE_CHECKING:
     from tests.sandboxes.conftest import FhirServer
@@ -29,13 +30,19 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture
-def external(fhir_server: FhirServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def external(fhir_server: FhirServer) -> str:
+    """A fresh store on the second Assay FHIR server: the `ASSAY_FHIR_URL` of `server` below."""
     store_id = "ext_" + uuid.uuid4().hex[:12]
     fhir_server.fhir.provision(store_id)
-    url = fhir_server.base(store_id)
-    monkeypatch.setenv("ASSAY_FHIR_URL", url)
-    yield url
-    close_external_clients()
+    return fhir_server.base(store_id)
+
+
+@pytest.fixture
+def forwarding(server: Server, external: str) -> Iterator[Server]:
+    """A server on the shared one's database whose `Settings` forward FHIR to `external`
+    (`fhir_url`, the tag strategy): the shared server and its environment are left alone."""
+    with serving(server, fhir_url=external) as forwarding:
+        yield forwarding
 
 
 @dataclass(frozen=True)
@@ -66,12 +73,14 @@ def started_run(server: Server, api: httpx.Client) -> Iterator[StartedRun]:
         yield StartedRun(agent, task_run, started["playground_id"], base, run["bearer_token"])
 
 
-def test_playgrounds_on_an_external_server(server: Server, api: httpx.Client, external: str) -> None:
+def test_playgrounds_on_an_external_server(forwarding: Server, api: httpx.Client, external: str) -> None:
     run = _fhir_benchmark(api, tasks=2, concurrency=2)
     first, second = run["task_runs"]
     token = run["bearer_token"]
-    with server.client(token) as agent:
-        bases = [server.url + ok(agent.post(tr["start_url"]))["endpoints"]["fhir"] for tr in (first, second)]
+    with forwarding.client(token) as agent:
+        bases = [
+            forwarding.url + ok(agent.post(tr["start_url"]))["endpoints"]["fhir"] for tr in (first, second)
+        ]
         one = SyncFHIRClient(bases[0], authorization=f"Bearer {token}")
         two = SyncFHIRClient(bases[1], authorization=f"Bearer {token}")
 
@@ -109,10 +118,12 @@ def test_playgrounds_on_an_external_server(server: Server, api: httpx.Client, ex
     assert ok(api.post(f"/task-runs/{first['id']}/rescore"))["score"] == 1.0
 
 
-def test_transactions_through_an_external_server(server: Server, api: httpx.Client, external: str) -> None:
+def test_transactions_through_an_external_server(
+    forwarding: Server, api: httpx.Client, external: str
+) -> None:
     run = _fhir_benchmark(api)
     [task_run] = run["task_runs"]
-    with server.client(run["bearer_token"]) as agent:
+    with forwarding.client(run["bearer_token"]) as agent:
         base = ok(agent.post(task_run["start_url"]))["endpoints"]["fhir"]
         bundle = {
             "resourceType": "Bundle",
@@ -192,12 +203,12 @@ def test_bad_bodies_are_refused_before_forwarding(path: str, body: bytes, status
 
 
 def test_a_get_on_the_base_with_a_query_is_forwarded_with_the_tag(
-    server: Server, api: httpx.Client, fhir_server: FhirServer, external: str
+    forwarding: Server, api: httpx.Client, fhir_server: FhirServer, external: str
 ) -> None:
     """A paging link on the base (HAPI's `[base]?_getpages=…`) or a system-level search is sent to
     the server's base with the playground's `_tag` (the Assay FHIR server serves neither and
     answers 405 itself); the bare base stays Assay's 405, not forwarded."""
-    with started_run(server, api) as run:
+    with started_run(forwarding, api) as run:
         store_path = urlsplit(external).path
         before = len(fhir_server.events)
         paged = run.agent.get(run.base, params={"_getpages": "abc"})
@@ -231,12 +242,12 @@ def refusals_of_not_strict_bodies(agent: httpx.Client, base: str) -> list[tuple[
 
 
 def test_bodies_that_are_not_strict_json_are_refused_before_forwarding(
-    server: Server, api: httpx.Client, fhir_server: FhirServer, external: str
+    forwarding: Server, api: httpx.Client, fhir_server: FhirServer, external: str
 ) -> None:
     """The embedded surface's strict-JSON 400 (NaN, Infinity, `1e999`, a lone surrogate), the same
     OperationOutcome, before anything reaches the server: such a body went out as `NaN` (the server
     refused it) or failed to encode (a 500)."""
-    with started_run(server, api) as run:
+    with started_run(forwarding, api) as run:
         store_path = urlsplit(external).path
         before = len(fhir_server.events)
         answers = refusals_of_not_strict_bodies(run.agent, run.base)
@@ -248,11 +259,11 @@ def test_bodies_that_are_not_strict_json_are_refused_before_forwarding(
 
 
 def test_a_conditional_create_whose_search_fails_creates_nothing(
-    server: Server, api: httpx.Client, fhir_server: FhirServer, external: str
+    forwarding: Server, api: httpx.Client, fhir_server: FhirServer, external: str
 ) -> None:
     """`If-None-Exist` with a parameter the server refuses answers the server's 400, as the embedded
     surface does; the search's error used to read as "no match", and the resource was created."""
-    with started_run(server, api) as run:
+    with started_run(forwarding, api) as run:
         store_path = urlsplit(external).path
         before = len(fhir_server.events)
         refused = run.agent.post(
@@ -264,12 +275,12 @@ def test_a_conditional_create_whose_search_fails_creates_nothing(
 
 
 def test_a_conditional_create_in_a_bundle_finds_the_existing_resource(
-    server: Server, api: httpx.Client, external: str
+    forwarding: Server, api: httpx.Client, external: str
 ) -> None:
     """`request.ifNoneExist` in a transaction or batch entry is honoured as `If-None-Exist` is (a
     tag-scoped search, then the write): it was dropped when the POST became a PUT, so each bundle
     created another copy."""
-    with started_run(server, api) as run:
+    with started_run(forwarding, api) as run:
 
         def bundle(kind: str) -> dict[str, Any]:
             return {"resourceType": "Bundle", "type": kind, "entry": [{
@@ -337,13 +348,13 @@ def captured_relative(api: httpx.Client, run: StartedRun, appointment_id: str) -
 
 
 def test_an_absolute_reference_goes_out_relative_and_is_captured_so(
-    server: Server, api: httpx.Client, external: str, monkeypatch: pytest.MonkeyPatch
+    forwarding: Server, api: httpx.Client, external: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Under the tag an agent's absolute reference went to the server as written (its Assay base,
     no playground prefix): the agent's own `patient=` search missed it. It goes out relative and
     namespaced, and is captured relative."""
     judge_the_reference_text(monkeypatch)
-    with started_run(server, api) as run:
+    with started_run(forwarding, api) as run:
         appointment_id = book_with_an_absolute_reference(run)
         on_server = httpx.get(f"{external}/Appointment", params={"_count": "100"}).json()
         [stored] = [e["resource"] for e in on_server["entry"] if e["resource"]["id"].endswith(appointment_id)]

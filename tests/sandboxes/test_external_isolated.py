@@ -31,11 +31,10 @@ from assay.sandboxes.fhir.external import (
     SPACE_KEY,
     IsolatedFhir,
     MedplumProjects,
-    close_external_clients,
-    configured_external_fhir,
 )
-from assay.sandboxes.fhir.surface import seed_space
+from assay.sandboxes.fhir.surface import external_of, seed_space
 from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
+from assay.sandboxes.registry import SURFACES
 from assay.service.fhir_server import create_fhir_server
 from assay.service.settings import Settings
 from assay.store.models import Sandbox
@@ -49,6 +48,7 @@ from tests.sandboxes.test_external import (
 )
 from tests.sandboxes.test_playgrounds import LIZ, _book, _fhir_benchmark, dataset_run
 from tests.service.builders import error, ok
+from tests.service.conftest import serving
 
 if TYPE_CHECKING:
     from tests.service.conftest import Server
@@ -123,33 +123,50 @@ def second(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecondServer]:
 
 
 @pytest.fixture
-def isolated(second: SecondServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[SecondServer]:
-    monkeypatch.setenv("ASSAY_FHIR_URL", second.url)
-    monkeypatch.setenv("ASSAY_FHIR_ISOLATION", "assay-store")
-    monkeypatch.setenv("ASSAY_FHIR_AUTHORIZATION", f"Bearer {TOKEN}")
+def isolated(second: SecondServer) -> Iterator[SecondServer]:
     yield second
     second.faults.clear()
     second.seen.clear()
     second.canned.clear()
-    close_external_clients()
+
+
+@pytest.fixture
+def forwarding(server: Server, isolated: SecondServer) -> Iterator[Server]:
+    """A server on the shared one's database whose `Settings` give each playground a store on the
+    second server (`assay-store`): the shared server and its environment are left alone."""
+    changes = {
+        "fhir_url": isolated.url,
+        "fhir_isolation": "assay-store",
+        "fhir_authorization": f"Bearer {TOKEN}",
+    }
+    with serving(server, **changes) as forwarding:
+        yield forwarding
+
+
+def _restart_the_fhir_surface(server: Server) -> None:
+    """What a restart does to the FHIR surface: its forwarder (and what it remembers) is closed
+    and a new one opened from the settings."""
+    assert server.deployment is not None
+    SURFACES["fhir"].close(server.deployment)
+    SURFACES["fhir"].open(server.deployment)
 
 
 def test_playgrounds_in_stores_of_their_own(
-    server: Server, api: httpx.Client, isolated: SecondServer
+    forwarding: Server, api: httpx.Client, isolated: SecondServer
 ) -> None:
     run = _fhir_benchmark(api, tasks=2, concurrency=2)
     first, other = run["task_runs"]
     token = run["bearer_token"]
-    with server.client(token) as agent, isolated.client() as remote:
+    with forwarding.client(token) as agent, isolated.client() as remote:
         started = [ok(agent.post(tr["start_url"])) for tr in (first, other)]
-        bases = [server.url + s["endpoints"]["fhir"] for s in started]
+        bases = [forwarding.url + s["endpoints"]["fhir"] for s in started]
         stores = [isolated.store(s["playground_id"]) for s in started]
         assert [remote.get(store).status_code for store in stores] == [200, 200]
         one = SyncFHIRClient(bases[0], authorization=f"Bearer {token}")
         two = SyncFHIRClient(bases[1], authorization=f"Bearer {token}")
 
         appointment_id = _book(one)
-        close_external_clients()  # as after a restart: the stores are found again from the playground ids
+        _restart_the_fhir_surface(forwarding)  # the stores are found again from the playground ids
         found = one.resources("Appointment").search(patient=f"Patient/{LIZ}", status="booked").fetch_all()
         assert [a.id for a in found] == [appointment_id]
         assert two.resources("Appointment").fetch_all() == []
@@ -199,12 +216,12 @@ def test_playgrounds_in_stores_of_their_own(
 
 
 def test_a_get_on_the_base_with_a_query_is_forwarded_to_the_space(
-    server: Server, api: httpx.Client, isolated: SecondServer
+    forwarding: Server, api: httpx.Client, isolated: SecondServer
 ) -> None:
     """A paging link on the base (HAPI's `[base]?_getpages=…`) or a system-level search reaches
     the playground's space (the Assay FHIR server itself serves neither: its own 405 comes back);
     the bare base stays Assay's 405, not forwarded."""
-    with started_run(server, api) as run:
+    with started_run(forwarding, api) as run:
         store = isolated.store(run.playground_id)
         isolated.seen.clear()
         paged = run.agent.get(run.base, params={"_getpages": "abc", "_getpagesoffset": "1"})
@@ -219,10 +236,10 @@ def test_a_get_on_the_base_with_a_query_is_forwarded_to_the_space(
 
 
 def test_bodies_that_are_not_strict_json_are_refused_before_forwarding(
-    server: Server, api: httpx.Client, isolated: SecondServer
+    forwarding: Server, api: httpx.Client, isolated: SecondServer
 ) -> None:
     """The embedded surface's strict-JSON 400, the same OperationOutcome, and nothing sent."""
-    with started_run(server, api) as run, isolated.client() as remote:
+    with started_run(forwarding, api) as run, isolated.client() as remote:
         isolated.seen.clear()
         answers = refusals_of_not_strict_bodies(run.agent, run.base)
         assert isolated.seen == []
@@ -233,9 +250,9 @@ def test_bodies_that_are_not_strict_json_are_refused_before_forwarding(
 
 
 def test_a_server_error_during_capture_fails_complete_and_keeps_the_run_completable(
-    server: Server, api: httpx.Client, isolated: SecondServer
+    forwarding: Server, api: httpx.Client, isolated: SecondServer
 ) -> None:
-    with started_run(server, api) as run, isolated.client() as remote:
+    with started_run(forwarding, api) as run, isolated.client() as remote:
         _book(run.fhir())
         isolated.faults.add(("GET", "Observation"))
         failed = run.complete()
@@ -254,12 +271,12 @@ def test_a_server_error_during_capture_fails_complete_and_keeps_the_run_completa
 
 
 def test_a_failed_dataset_load_deletes_the_store_and_start_can_be_retried(
-    server: Server, api: httpx.Client, isolated: SecondServer
+    forwarding: Server, api: httpx.Client, isolated: SecondServer
 ) -> None:
     run = _fhir_benchmark(api)
     [task_run] = run["task_runs"]
     before = isolated.store_ids()
-    with server.client(run["bearer_token"]) as agent:
+    with forwarding.client(run["bearer_token"]) as agent:
         isolated.faults.add(("POST", "fhir"))  # the seeding batch to the store's base
         failed = agent.post(task_run["start_url"])
         error(failed, 500, "INTERNAL_ERROR")
@@ -277,14 +294,14 @@ def test_a_failed_dataset_load_deletes_the_store_and_start_can_be_retried(
 
 
 def test_a_stateful_space_is_resumed_from_the_sandbox_row(
-    server: Server, api: httpx.Client, isolated: SecondServer
+    forwarding: Server, api: httpx.Client, isolated: SecondServer
 ) -> None:
     """What a Medplum project needs after a restart (its server-assigned ids) is read back from the
     playground's `fhir` sandbox row; here the row of a real playground, the server a mock."""
-    with started_run(server, api) as run:
+    with started_run(forwarding, api) as run:
         playground_id = run.playground_id
         where = (Sandbox.playground_id == playground_id, Sandbox.type == "fhir")
-        with server.database.transaction() as session:
+        with forwarding.database.transaction() as session:
             sandbox = session.scalars(select(Sandbox).where(*where)).one()
             assert sandbox.credentials is not None
             assert sandbox.credentials[SPACE_KEY] == {
@@ -302,23 +319,23 @@ def test_a_stateful_space_is_resumed_from_the_sandbox_row(
 
         client = httpx.Client(transport=httpx.MockTransport(token))
         medplum = IsolatedFhir(MedplumProjects("https://medplum.invalid/fhir/R4", client), client)
-        space = medplum.space(playground_id, engine=server.database.engine)
+        space = medplum.space(playground_id, engine=forwarding.database.engine)
         assert space.headers == {"Authorization": "Bearer t"} and b"client_id=cli-7" in forms[0]
-        with server.database.transaction() as session:  # the row as seed wrote it, for teardown
+        with forwarding.database.transaction() as session:  # the row as seed wrote it, for teardown
             recorded = {"isolation": "assay-store", "server": isolated.url, "saved": {}}
             session.scalars(select(Sandbox).where(*where)).one().credentials = {SPACE_KEY: recorded}
         assert ok(run.complete())["score"] == 0.5
 
 
 def test_a_failing_store_deletion_does_not_fail_complete(
-    server: Server, api: httpx.Client, isolated: SecondServer
+    forwarding: Server, api: httpx.Client, isolated: SecondServer
 ) -> None:
-    with started_run(server, api) as run, isolated.client() as remote:
+    with started_run(forwarding, api) as run, isolated.client() as remote:
         store = isolated.store(run.playground_id)
         isolated.faults.add(("DELETE", store.rsplit("/", 1)[-1]))
         assert ok(run.complete())["score"] == 0.5
         assert remote.get(store).status_code == 200  # left on the server, and noted:
-    with server.database.transaction() as session:
+    with forwarding.database.transaction() as session:
         credentials = session.scalars(
             select(Sandbox.credentials).where(
                 Sandbox.playground_id == run.playground_id, Sandbox.type == "fhir"
@@ -381,24 +398,27 @@ def test_assay_fhir_server_command_serves_stores(tmp_path: Path) -> None:
     assert f"http://127.0.0.1:{port}/stores/{{id}}/fhir" in stderr.decode()
 
 
-def test_a_seed_that_fails_after_the_load_deletes_the_store(server: Server, isolated: SecondServer) -> None:
+def test_a_seed_that_fails_after_the_load_deletes_the_store(
+    forwarding: Server, isolated: SecondServer
+) -> None:
     """Whatever fails once the space is open (here: no `fhir` sandbox row to record it in) closes it
     again; only a failed load did, and a space opened for a start that never committed stayed."""
-    external = configured_external_fhir()
+    assert forwarding.deployment is not None
+    external = external_of(forwarding.deployment)
     assert isinstance(external, IsolatedFhir)
     before = isolated.store_ids()
-    with pytest.raises(NoResultFound), server.database.transaction() as session:
+    with pytest.raises(NoResultFound), forwarding.database.transaction() as session:
         seed_space(session, external, "pg_NOSANDBOXROW", [{"resourceType": "Patient", "id": "p"}])
     assert isolated.store_ids() == before
 
 
 def test_a_server_resource_the_capture_cannot_hold_fails_complete_cleanly(
-    server: Server, api: httpx.Client, isolated: SecondServer
+    forwarding: Server, api: httpx.Client, isolated: SecondServer
 ) -> None:
     """An id the embedded store cannot keep (over 64 characters; the second server's own write path
     refuses it, so the row is written straight into its tables) made `complete` a bare 500 from
     `LayerNotLoadable`; it is the capture failure: a named 500, nothing written, the run still started."""
-    with started_run(server, api) as run:
+    with started_run(forwarding, api) as run:
         store_id = f"assay-{run.playground_id}"
         engine = create_engine(isolated.database)
         try:
@@ -429,12 +449,12 @@ def test_a_server_resource_the_capture_cannot_hold_fails_complete_cleanly(
 
 
 def test_the_server_never_shows_through_to_the_agent(
-    server: Server, api: httpx.Client, isolated: SecondServer
+    forwarding: Server, api: httpx.Client, isolated: SecondServer
 ) -> None:
     """A server writes its base into free text too (HAPI's `diagnostics`, narratives, headers), with
     `/` escaped as `\\/` by some encoders: the agent sees its Assay base in every one of them,
     never the server's host or the store's path; a real search and history come through mapped."""
-    with started_run(server, api) as run:
+    with started_run(forwarding, api) as run:
         space = f"{isolated.url}{isolated.store(run.playground_id)}/fhir"
         escaped = space.replace("/", "\\/")
         outcome = (
@@ -473,13 +493,13 @@ def test_the_server_never_shows_through_to_the_agent(
 
 
 def test_an_absolute_reference_is_captured_relative(
-    server: Server, api: httpx.Client, isolated: SecondServer, monkeypatch: pytest.MonkeyPatch
+    forwarding: Server, api: httpx.Client, isolated: SecondServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An agent's absolute reference (under its Assay base) reaches the server as an absolute URL
     under the store's base, as some servers write references themselves; the capture keeps
     `Patient/<id>` (`captured_relative`)."""
     judge_the_reference_text(monkeypatch)
-    with started_run(server, api) as run, isolated.client() as remote:
+    with started_run(forwarding, api) as run, isolated.client() as remote:
         appointment_id = book_with_an_absolute_reference(run)
         path = f"{isolated.store(run.playground_id)}/fhir/Appointment/{appointment_id}"
         on_server = ok(remote.get(path))["participant"][0]["actor"]["reference"]
@@ -488,7 +508,7 @@ def test_an_absolute_reference_is_captured_relative(
 
 
 def test_a_dataset_with_unresolvable_conditional_references_seeds_the_space(
-    server: Server, api: httpx.Client, isolated: SecondServer
+    forwarding: Server, api: httpx.Client, isolated: SecondServer
 ) -> None:
     """SPEC §5.1 keeps a conditional reference that resolves to nothing (Synthea's hiv-2021 files
     name practitioners and locations they do not include); seeding sent them to the server in a
@@ -497,8 +517,8 @@ def test_a_dataset_with_unresolvable_conditional_references_seeds_the_space(
     bundle = json.loads(BOB_FILE.read_text())
     run = dataset_run(api, "fhir", bundle)
     [task_run] = run["task_runs"]
-    with server.client(run["bearer_token"]) as agent:
-        base = server.url + ok(agent.post(task_run["start_url"]))["endpoints"]["fhir"]
+    with forwarding.client(run["bearer_token"]) as agent:
+        base = forwarding.url + ok(agent.post(task_run["start_url"]))["endpoints"]["fhir"]
         encounters = ok(agent.get(f"{base}/Encounter", params={"_count": "1000"}))["entry"]
         seeded = sum(1 for e in bundle["entry"] if e["resource"]["resourceType"] == "Encounter")
         assert len(encounters) == seeded

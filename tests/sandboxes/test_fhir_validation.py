@@ -22,7 +22,7 @@ from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.validation import validate_strict
 from tests.conftest import FIXTURES
 from tests.service.builders import error, ok, unique
-from tests.service.conftest import Server
+from tests.service.conftest import Server, serving
 
 Json = dict[str, Any]
 LIZ_FILE = "Liz_Conn_27c911c6-f045-4ffa-af5d-6eba57ac94b2.json"
@@ -166,14 +166,18 @@ def test_writes_are_validated_without_any_setting(server: Server, api: httpx.Cli
         ]
 
 
-def test_assay_fhir_lenient_relaxes_every_playground(
-    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_assay_fhir_lenient_relaxes_every_playground(server: Server, api: httpx.Client) -> None:
+    """`Settings.fhir_lenient` (`ASSAY_FHIR_LENIENT=1`), recorded at start: the playground stays
+    lenient when a strict server (the shared one, same database) serves it afterwards."""
     run = _run(api, {"fhir": {"strict_validation": True}})
-    monkeypatch.setenv("ASSAY_FHIR_LENIENT", "1")
-    with _fhir(server, run) as fhir:
-        monkeypatch.delenv("ASSAY_FHIR_LENIENT")  # recorded at start, not read per request
-        assert fhir.post("/Patient", json={"resourceType": "Patient", "active": "maybe"}).status_code == 201
+    with serving(server, fhir_lenient=True) as lenient:
+        with _fhir(lenient, run) as fhir:
+            assert fhir.post("/Patient", json={"resourceType": "Patient", "active": "bad"}).status_code == 201
+        [task_run] = run["task_runs"]
+        base = f"/v1/task-runs/{task_run['id']}/fhir"
+    with server.client(run["bearer_token"]) as agent:
+        later = agent.post(f"{base}/Patient", json={"resourceType": "Patient", "active": "maybe"})
+    assert later.status_code == 201, later.text
 
 
 def test_real_synthea_resources_pass_strict_validation() -> None:

@@ -13,7 +13,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import uvicorn
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from assay.sandboxes import Deployment
 from assay.service.app import create_app
 from assay.service.auth.cache import TokenCache
 from assay.service.server import NoDelayH11Protocol
@@ -47,6 +49,9 @@ class Server:
     backend: str
     tokens: TokenCache | None = None
     """The worker's run-token cache: clear it after editing a run's token row in SQL."""
+    settings: Settings | None = None
+    deployment: Deployment | None = None
+    """What the app's lifespan opened (the FHIR surface's external-server client, …)."""
 
     def client(self, token: str | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token or self.org_key}"} if token != "" else {}
@@ -109,7 +114,34 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         sftp_port=0,
     )
     for url, app in _serve(settings):
-        yield Server(url, app.state.database, BOOTSTRAP_KEY, request.param, app.state.tokens)
+        yield Server(
+            url,
+            app.state.database,
+            BOOTSTRAP_KEY,
+            request.param,
+            app.state.tokens,
+            settings,
+            app.state.deployment,
+        )
+
+
+@contextmanager
+def serving(base: Server, **changes: Any) -> Iterator[Server]:
+    """Another server on `base`'s database with its `Settings` changed (`fhir_url=…`,
+    `fhir_lenient=True`): a test that needs other settings builds an app with them instead of
+    changing the environment under the shared one. Without listeners (`base` runs them)."""
+    assert base.settings is not None
+    settings = replace(base.settings, listeners=False, **changes)
+    for url, app in _serve(settings):
+        yield Server(
+            url,
+            app.state.database,
+            base.org_key,
+            base.backend,
+            app.state.tokens,
+            settings,
+            app.state.deployment,
+        )
 
 
 @pytest.fixture

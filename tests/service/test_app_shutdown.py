@@ -5,25 +5,28 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
-
-from assay.sandboxes.fhir.external import ExternalBackend, configured_external_fhir
+from assay.sandboxes.fhir.external import ExternalBackend, TaggedFhir
+from assay.sandboxes.fhir.surface import external_of
 from assay.service.app import create_app
 from assay.service.settings import Settings
 
 
-def test_shutdown_closes_the_external_fhir_clients(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The httpx client pooled per `ASSAY_FHIR_URL` was never closed: a server that stops (or a
-    worker that restarts) left its connections to the external FHIR server open."""
-    monkeypatch.setenv("ASSAY_FHIR_URL", "http://127.0.0.1:9/fhir")
-    app = create_app(Settings(data_dir=tmp_path, mllp_port=0, sftp_port=0))
+def test_the_lifespan_owns_the_external_fhir_client(tmp_path: Path) -> None:
+    """The httpx client of an `ASSAY_FHIR_URL` server was pooled per process and never closed: a
+    server that stops (or a worker that restarts) left its connections open. Now each app's
+    lifespan opens its own from `Settings` and closes it at shutdown; a second app in the same
+    process (with other settings) has its own."""
+    settings = Settings(
+        data_dir=tmp_path, mllp_port=0, sftp_port=0, fhir_url="http://127.0.0.1:9/fhir/", listeners=False
+    )
+    first, embedded = create_app(settings), create_app(Settings(data_dir=tmp_path, listeners=False))
 
-    async def serve_once() -> ExternalBackend:
-        async with app.router.lifespan_context(app):  # start-up and shutdown, as uvicorn runs them
-            external = configured_external_fhir()
+    async def serve_once() -> tuple[ExternalBackend | None, ExternalBackend | None]:
+        async with first.router.lifespan_context(first), embedded.router.lifespan_context(embedded):
+            external = external_of(first.state.deployment)
             assert external is not None and not external.client.is_closed
-            return external
+            return external, external_of(embedded.state.deployment)
 
-    external = asyncio.run(serve_once())
-    assert external.client.is_closed
-    assert configured_external_fhir() is not external  # a later server gets a fresh one
+    external, other = asyncio.run(serve_once())
+    assert isinstance(external, TaggedFhir) and external.base_url == "http://127.0.0.1:9/fhir"
+    assert external.client.is_closed and other is None

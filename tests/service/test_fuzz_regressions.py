@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from .builders import error, make_benchmark, ok, start_run
-from .conftest import Server
+from .conftest import Server, serving
 
 
 @dataclass
@@ -36,15 +36,16 @@ def fhir(api: httpx.Client, server: Server) -> Iterator[Fhir]:
 
 
 @pytest.fixture
-def lenient_fhir(api: httpx.Client, server: Server, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fhir]:
-    """`fhir`, on a playground started with `ASSAY_FHIR_LENIENT=1` (writes checked structurally only)."""
-    monkeypatch.setenv("ASSAY_FHIR_LENIENT", "1")
-    catalog = make_benchmark(api, [[]])
-    run = start_run(api, catalog.benchmark_id)
-    task_run_id = run.task_runs[0]["id"]
+def lenient_fhir(server: Server) -> Iterator[Fhir]:
+    """`fhir`, on a playground started by a server with `fhir_lenient` (`ASSAY_FHIR_LENIENT=1`:
+    writes checked structurally only), then served by the shared one (recorded at start)."""
+    with serving(server, fhir_lenient=True) as lenient, lenient.client() as api:
+        catalog = make_benchmark(api, [[]])
+        run = start_run(api, catalog.benchmark_id)
+        task_run_id = run.task_runs[0]["id"]
+        with lenient.client(run.token) as client:
+            ok(client.post(f"/v1/task-runs/{task_run_id}/start"))
     with server.client(run.token) as client:
-        ok(client.post(f"/v1/task-runs/{task_run_id}/start"))
-        monkeypatch.delenv("ASSAY_FHIR_LENIENT")  # recorded at start, not read per request
         yield Fhir(client, f"/v1/task-runs/{task_run_id}/fhir")
 
 

@@ -5,12 +5,14 @@ here names a surface. `provision` creates a task run's playground (one sandbox p
 §1), `seed` loads its datasets and `run_scenario` its scenario steps, `describe` gives its
 endpoints and credentials (SPEC §5.2), `capture` pins its final state when the task run ends,
 `state_of` reads a capture as a `SandboxState`, and `materialize` writes it as a SPEC §6 snapshot.
-`listeners` runs the surfaces' servers (MLLP, SFTP) once per deployment.
+`listeners` runs the surfaces' servers (MLLP, SFTP) once per deployment; `lifetime` opens and
+closes what surfaces keep while the app runs.
 """
 
 from assay.sandboxes.capture import CapturedState, capture, materialize, state_of
 from assay.sandboxes.datasets import dataset_problems, seed, unsupported_dataset
 from assay.sandboxes.events import record_event
+from assay.sandboxes.lifetime import close_surfaces, open_surfaces
 from assay.sandboxes.listeners import Listeners, has_listeners
 from assay.sandboxes.provision import describe, provision, sandboxes_of, surface_endpoints, teardown
 from assay.sandboxes.registry import SURFACES
@@ -41,12 +43,14 @@ __all__ = [
     "SandboxHandle",
     "Surface",
     "capture",
+    "close_surfaces",
     "dataset_problems",
     "deployment_of",
     "describe",
     "has_listeners",
     "materialize",
     "open_deployment",
+    "open_surfaces",
     "provision",
     "record_event",
     "run_environment",

@@ -4,6 +4,8 @@ A surface (`fhir`, `hl7`, `voice`, …) is one package under `sandboxes/` plus o
 `registry.py`, the way a check is one module plus one line in `checks/__init__.py`. The lifecycle
 never names a surface; it loops over the registry:
 
+    deployment       open(deployment), close(deployment)   what it keeps while the app runs (an
+                                                       external server's client), in `runtime`
     dataset create   validate_dataset(data)            -> {"data.<key.path>": [message]} (422)
     start            check_settings(settings)          -> reason the environment cannot be honoured
                      provision(run)                    -> the sandbox row's `credentials` JSON
@@ -212,6 +214,15 @@ class Surface(Protocol):
         """The `SandboxState` methods its view fills (`hl7_outbound`)."""
         ...
 
+    def open(self, deployment: Deployment) -> None:
+        """Open what the surface keeps for the deployment's lifetime (from `deployment.options`)
+        into `deployment.runtime`; the app's lifespan calls it once at start-up."""
+        ...
+
+    def close(self, deployment: Deployment) -> None:
+        """Close what `open` opened; the app's lifespan calls it at shutdown."""
+        ...
+
     def validate_dataset(self, data: Any) -> dict[str, list[str]]: ...
 
     def check_settings(self, settings: Mapping[str, Any], deployment: Deployment) -> str | None: ...
@@ -250,6 +261,12 @@ class BaseSurface:
     dataset_type: str | None = None
     scenario_steps: Mapping[str, ScenarioStep] = MappingProxyType({})
     state_fields: frozenset[str] = frozenset()
+
+    def open(self, deployment: Deployment) -> None:
+        return None
+
+    def close(self, deployment: Deployment) -> None:
+        return None
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         return {}

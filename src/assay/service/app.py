@@ -2,9 +2,10 @@
 
 The lifespan opens the database, upgrades the schema (Alembic, under a lock, so several workers
 may start together), makes sure `ASSAY_BOOTSTRAP_API_KEY` exists, and runs the sweeper thread that
-times out task runs and expires run tokens (SPEC §1.1), and starts the surfaces' listeners (MLLP,
-SFTP) unless `ASSAY_LISTENERS=0` (a multi-worker `serve` runs them in its listener process); on
-shutdown it stops them and the sweeper and disposes of the engine.
+times out task runs and expires run tokens (SPEC §1.1), opens what the surfaces keep while the app
+runs (the FHIR surface's external-server client, from `Settings`), and starts the surfaces'
+listeners (MLLP, SFTP) unless `ASSAY_LISTENERS=0` (a multi-worker `serve` runs them in its
+listener process); on shutdown it stops and closes them and the sweeper and disposes of the engine.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from sqlalchemy.exc import IntegrityError
 
 from assay.checks import load_semantic_model
 from assay.judge import OpenAIJudge
-from assay.sandboxes import Deployment, Listeners, open_deployment
+from assay.sandboxes import Deployment, Listeners, close_surfaces, open_deployment, open_surfaces
 from assay.sandboxes.events import close_event_logs
-from assay.sandboxes.fhir.external import close_external_clients
 from assay.service.auth.cache import TokenCache
 from assay.service.catalog.routes import router as catalog_router
 from assay.service.catalog.task_routes import router as task_router
@@ -74,6 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
         )
         app.state.deployment = deployment
+        open_surfaces(deployment)  # e.g. the FHIR surface's client of an ASSAY_FHIR_URL server
         listeners = Listeners(deployment)
         if settings.listeners:
             await listeners.start()
@@ -94,7 +95,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if judge is not None:
                 judge.close()
             close_event_logs(database.engine)  # the events still queued (sandboxes/events.py)
-            close_external_clients()  # the pooled connections to an ASSAY_FHIR_URL server
+            close_surfaces(deployment)  # the pooled connections to an ASSAY_FHIR_URL server
             database.dispose()
 
     app = FastAPI(

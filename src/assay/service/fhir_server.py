@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from assay.sandboxes.fhir import FHIR_JSON, EmbeddedFhir, FhirError, FhirSurface, SurfaceEvent, fhir_router
 from assay.sandboxes.fhir.store import embedded_fhir
+from assay.sandboxes.fhir.validation import LENIENT_ENV
 from assay.service.errors import install_error_handlers
 from assay.store import Database, Invalid, NotFound, Unauthorized
 
@@ -109,9 +110,14 @@ def create_fhir_server(
     fhir: EmbeddedFhir | None = None,
     token: str | None = None,
     record: Callable[[SurfaceEvent], None] | None = None,
+    lenient: bool | None = None,
 ) -> FastAPI:
     """The app over `database_url` (migrated at start, disposed at shutdown), or over an existing
-    `fhir` store; `token` defaults to `ASSAY_FHIR_SERVER_TOKEN`; `record` sees every FHIR request."""
+    `fhir` store; `token` defaults to `ASSAY_FHIR_SERVER_TOKEN` and `lenient` (writes checked
+    structurally only) to `ASSAY_FHIR_LENIENT=1`, both read here, once; `record` sees every FHIR
+    request."""
+    if lenient is None:
+        lenient = os.environ.get(LENIENT_ENV, "").strip().lower() in ("1", "true", "yes")
     if (database_url is None) == (fhir is None):
         raise ValueError("create_fhir_server takes a database_url or a fhir store, not both or neither")
 
@@ -124,6 +130,7 @@ def create_fhir_server(
         database = Database(str(database_url))
         database.migrate()
         app.state.fhir = embedded_fhir(database.engine)
+        app.state.fhir.lenient = lenient
         try:
             yield
         finally:

@@ -1,4 +1,8 @@
-"""Service settings, read once from the environment (SPEC §7) and passed to `create_app`."""
+"""Service settings, read once from the environment (SPEC §7) and passed to `create_app`.
+
+Nothing below the service reads `ASSAY_*` at use time: the app's lifespan hands each surface its
+part (`surface_options`) through the `Deployment`, so two apps in one process (tests, the demo)
+may run with different settings."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.judge import JudgeSettings, voice_semantic_from_env
-from assay.sandboxes.fhir.external import external_fhir_settings
+from assay.sandboxes.fhir.external import ISOLATIONS, ExternalFhirSettings
 from assay.store import sqlite_url
 from assay.store.tokens import ORG_KEY_PREFIX
 
@@ -51,6 +55,23 @@ class Settings:
     """`ASSAY_STORAGE_OPTIONS`: a JSON object of fsspec filesystem options (an S3 `endpoint_url`)."""
     max_file_bytes: int = 25 * 1024 * 1024
     """`ASSAY_MAX_FILE_BYTES`: largest file an agent may upload or a dataset may hold (SPEC §5.1)."""
+    fhir_url: str | None = None
+    """`ASSAY_FHIR_URL`: an external FHIR R4 server the FHIR surface forwards to; None: embedded."""
+    fhir_isolation: str = "tag"
+    """`ASSAY_FHIR_ISOLATION`: how playgrounds are kept apart on that server (`external.ISOLATIONS`)."""
+    fhir_authorization: str | None = None
+    """`ASSAY_FHIR_AUTHORIZATION`: the `Authorization` header Assay sends that server."""
+    fhir_lenient: bool = False
+    """`ASSAY_FHIR_LENIENT=1`: agent FHIR writes get the structural checks only (recorded at `start`)."""
+    fhir_strict: bool = False
+    """`ASSAY_FHIR_STRICT=1` (issue 5): a `start` whose environment turns validation off still
+    fails when fhir.resources is missing."""
+
+    def __post_init__(self) -> None:
+        if self.fhir_isolation not in ISOLATIONS:
+            raise ValueError(
+                f"ASSAY_FHIR_ISOLATION must be one of {', '.join(ISOLATIONS)}, got {self.fhir_isolation!r}"
+            )
 
     @property
     def resolved_database_url(self) -> str:
@@ -62,9 +83,20 @@ class Settings:
         return {surface: getattr(self, field) for surface, field in LISTENER_PORTS.items()}
 
     @property
+    def external_fhir(self) -> ExternalFhirSettings | None:
+        """The external FHIR server's settings, or None for the embedded store."""
+        url = (self.fhir_url or "").strip().rstrip("/")
+        return ExternalFhirSettings(url, self.fhir_isolation, self.fhir_authorization) if url else None
+
+    @property
     def surface_options(self) -> dict[str, dict[str, Any]]:
         """What each surface reads through `Deployment.option(surface, key)`."""
         return {
+            "fhir": {
+                "external": self.external_fhir,
+                "lenient": self.fhir_lenient,
+                "strict": self.fhir_strict,
+            },
             "hl7": {"idle_timeout": self.mllp_idle_timeout},
             "files": {
                 "data_dir": str(self.data_dir.resolve()),
@@ -89,7 +121,6 @@ class Settings:
         key = values.get("bootstrap_api_key")
         if key and not key.startswith(ORG_KEY_PREFIX):
             raise ValueError(f"ASSAY_BOOTSTRAP_API_KEY must be an org key starting with {ORG_KEY_PREFIX}")
-        external_fhir_settings(env)  # an unknown ASSAY_FHIR_ISOLATION is refused here, by name
         values["voice_semantic"] = voice_semantic_from_env(env)
         values["judge"] = JudgeSettings.from_env(env)
         return cls(**values)
@@ -114,6 +145,11 @@ _FROM_ENV: dict[str, type[Any]] = {
     "listen_host": str,
     "mllp_idle_timeout": float,
     "listeners": bool,
+    "fhir_url": str,
+    "fhir_isolation": str,
+    "fhir_authorization": str,
+    "fhir_lenient": bool,
+    "fhir_strict": bool,
 }
 """Each setting read from `ASSAY_<FIELD>`, with its type."""
 

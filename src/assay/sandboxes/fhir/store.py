@@ -29,7 +29,7 @@ from assay.sandboxes.fhir.layers import LayerCache, LayerSource
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import next_version, stamp
 from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
-from assay.sandboxes.fhir.validation import server_lenient, validate_resource
+from assay.sandboxes.fhir.validation import validate_resource
 from assay.snapshot import is_file_name
 from assay.store.database import read_only
 from assay.store.ids import iso, utcnow
@@ -122,6 +122,9 @@ class EmbeddedFhir:
         self.layers = LayerCache(engine)
         self._indexes: OrderedDict[str, StoreIndex] = OrderedDict()
         self._lock = threading.Lock()
+        self.lenient = False
+        """Writes to a store without a playground row get the structural checks only (a
+        standalone `assay fhir-server` run with `ASSAY_FHIR_LENIENT=1` sets it)."""
 
     # -- provisioning --------------------------------------------------------------------------
 
@@ -178,7 +181,8 @@ class EmbeddedFhir:
         strict = is_strict(
             conn.execute(
                 select(Sandbox.credentials).where(Sandbox.playground_id == store_id, Sandbox.type == "fhir")
-            ).scalar()
+            ).scalar(),
+            self.lenient,
         )
         with self._lock:
             index = self._indexes.setdefault(store_id, StoreIndex(store_id, layer, strict))
@@ -363,12 +367,13 @@ STRICT_KEY = "strict_validation"
 needs, none of them secret) that says whether writes are validated, written by `provision`."""
 
 
-def is_strict(sandbox_settings: Any) -> bool:
+def is_strict(sandbox_settings: Any, lenient: bool = False) -> bool:
     """Whether writes are validated (issue 15: yes unless the playground's row says `false`, or,
-    for a store without one, unless the server runs with `ASSAY_FHIR_LENIENT=1`)."""
+    for a store without one, unless its server is `lenient`: `ASSAY_FHIR_LENIENT=1` on a
+    standalone `assay fhir-server`)."""
     if isinstance(sandbox_settings, dict) and isinstance(sandbox_settings.get(STRICT_KEY), bool):
         return bool(sandbox_settings[STRICT_KEY])
-    return not server_lenient()
+    return not lenient
 
 
 def _row_dict(row: VersionRow) -> dict[str, Any]:

@@ -3,12 +3,13 @@
 Embedded by default: `EmbeddedFhir` keyed by the playground id. With `ASSAY_FHIR_URL` the REST
 surface forwards to that server (`external/`), seeding goes there, and `complete` copies the
 playground's final state back into an embedded layer, so scoring never needs the server again.
+The settings come from the deployment (`Settings.surface_options["fhir"]`); the forwarder and its
+HTTP client are opened by the app's lifespan (`open`) and closed at its shutdown (`close`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,15 +21,18 @@ from assay.core.state import SearchParams, resource_digest
 from assay.formats.fhir import FhirStore
 from assay.sandboxes.fhir.external import (
     SPACE_KEY,
+    ExternalBackend,
     ExternalFhirFailed,
+    ExternalFhirSettings,
     IsolatedFhir,
-    configured_external_fhir,
+    TaggedFhir,
+    open_external_fhir,
     recorded_space,
 )
 from assay.sandboxes.fhir.layers import LayerNotLoadable, LayerSource, layer_key, seeded_resources
 from assay.sandboxes.fhir.routes import FhirSurface, SurfaceEvent, base_url_of, fhir_router
 from assay.sandboxes.fhir.store import embedded_fhir
-from assay.sandboxes.fhir.validation import server_lenient, strict_available
+from assay.sandboxes.fhir.validation import strict_available
 from assay.sandboxes.surface import (
     BaseSurface,
     Deployment,
@@ -43,7 +47,7 @@ from assay.store import iso, utcnow
 from assay.store.json_values import content_hash
 from assay.store.models import Sandbox
 
-__all__ = ["FhirSandbox", "FhirView", "check_fhir_dataset", "close_space", "seed_space", "server_strict"]
+__all__ = ["FhirSandbox", "FhirView", "check_fhir_dataset", "close_space", "external_of", "seed_space"]
 
 log = logging.getLogger("assay.sandboxes")
 
@@ -75,10 +79,19 @@ def _strict_setting(settings: Mapping[str, Any]) -> Any:
     return fhir.get("strict_validation", True) if isinstance(fhir, dict) else True
 
 
-def server_strict() -> bool:
-    """`ASSAY_FHIR_STRICT=1`: issue 5's server-wide opt-in; validation is the default now, so it
-    only makes a missing fhir.resources fail `start` (`ASSAY_FHIR_LENIENT=1` relaxes instead)."""
-    return os.environ.get("ASSAY_FHIR_STRICT", "").strip().lower() in ("1", "true", "yes")
+_EXTERNAL = "fhir.external"
+"""The key of the deployment's forwarder in `Deployment.runtime`."""
+
+
+def external_of(deployment: Deployment) -> ExternalBackend | None:
+    """The deployment's external FHIR server (`ASSAY_FHIR_URL`), opened by its lifespan, or None."""
+    found = deployment.runtime.get(_EXTERNAL)
+    return found if isinstance(found, TaggedFhir | IsolatedFhir) else None
+
+
+def _lenient(deployment: Deployment) -> bool:
+    """`ASSAY_FHIR_LENIENT=1`: every playground's writes get the structural checks only."""
+    return bool(deployment.option("fhir", "lenient", False))
 
 
 class FhirView(StateView):
@@ -110,6 +123,16 @@ class FhirSandbox(BaseSurface):
     dataset_type = "fhir"
     state_fields = frozenset({"fhir_search"})
 
+    def open(self, deployment: Deployment) -> None:
+        configured = deployment.option("fhir", "external")
+        if isinstance(configured, ExternalFhirSettings):
+            deployment.runtime[_EXTERNAL] = open_external_fhir(configured)
+
+    def close(self, deployment: Deployment) -> None:
+        external = deployment.runtime.pop(_EXTERNAL, None)
+        if isinstance(external, TaggedFhir | IsolatedFhir):
+            external.client.close()
+
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         return check_fhir_dataset(data)
 
@@ -117,7 +140,8 @@ class FhirSandbox(BaseSurface):
         strict = _strict_setting(settings)
         if not isinstance(strict, bool):
             return f"settings.fhir.strict_validation must be true or false, got {strict!r}"
-        if (strict or server_strict()) and not server_lenient() and not strict_available():
+        server_strict = bool(deployment.option("fhir", "strict", False))
+        if (strict or server_strict) and not _lenient(deployment) and not strict_available():
             return (
                 "settings.fhir.strict_validation needs the fhir.resources package, which is not "
                 "installed (install assay[strict])"
@@ -127,13 +151,15 @@ class FhirSandbox(BaseSurface):
     def provision(self, run: RunContext) -> dict[str, Any] | None:
         """The row keeps whether its REST surface validates writes (`store.STRICT_KEY`), decided
         once here: the environment's `strict_validation: false` or `ASSAY_FHIR_LENIENT=1` relax."""
-        return {"strict_validation": _strict_setting(run.settings) is not False and not server_lenient()}
+        return {
+            "strict_validation": _strict_setting(run.settings) is not False and not _lenient(run.deployment)
+        }
 
     def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None:
         """The store always exists (empty without `fhir` datasets), keyed by the playground id.
         With `ASSAY_FHIR_URL` the resources go to that server instead: into the playground's own
         space (`ASSAY_FHIR_ISOLATION` other than `tag`) or tagged and namespaced per playground."""
-        external = configured_external_fhir()
+        external = external_of(run.deployment)
         session, playground_id = run.session, run.playground_id
         if external is None:
             connection = session.connection()
@@ -172,7 +198,7 @@ class FhirSandbox(BaseSurface):
 
             fhir = embedded_fhir(handle.deployment.engine)
             return FhirSurface(
-                fhir, handle.playground_id, base_url_of(request), record, configured_external_fhir()
+                fhir, handle.playground_id, base_url_of(request), record, external_of(handle.deployment)
             )
 
         return fhir_router(surface)
@@ -189,7 +215,7 @@ class FhirSandbox(BaseSurface):
         seq = fhir.capture_if_present(playground_id, connection)
         if seq is not None:
             return {"store_id": playground_id, "seq": seq}
-        external = configured_external_fhir()
+        external = external_of(deployment)
         if external is None:
             return None
         try:
@@ -232,7 +258,7 @@ class FhirSandbox(BaseSurface):
         the transaction has committed — after the capture, which `complete` stored in the same
         transaction; a rolled-back `complete` leaves the space as it was."""
         embedded_fhir(session.connection().engine).forget(playground_id)
-        external = configured_external_fhir()
+        external = external_of(deployment)
         if isinstance(external, IsolatedFhir):
             _close_after_commit(session, external, playground_id)
 

@@ -18,7 +18,6 @@ error is one OperationOutcome issue whose `expression` is the element's FHIRPath
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 from collections.abc import Iterator, Sequence
 from functools import cache
@@ -31,7 +30,6 @@ __all__ = [
     "LENIENT_ENV",
     "MAX_ISSUES",
     "repeats",
-    "server_lenient",
     "strict_available",
     "validate_resource",
     "validate_strict",
@@ -41,7 +39,8 @@ __all__ = [
 MAX_ISSUES = 20
 """Issues reported per invalid resource (a broken bundle-sized resource would list thousands)."""
 LENIENT_ENV = "ASSAY_FHIR_LENIENT"
-"""`1` relaxes every playground's (and standalone store's) writes to the structural checks."""
+"""`1` relaxes every playground's (and standalone store's) writes to the structural checks; read
+once, by `service.settings` and by the standalone FHIR server's factory, never at use time."""
 
 _ID = r"[A-Za-z0-9\-.]{1,64}"
 _RELATIVE = re.compile(rf"^([A-Z][A-Za-z]+)/{_ID}(?:/_history/{_ID})?$")
@@ -49,11 +48,6 @@ _CONDITIONAL = re.compile(r"^([A-Z][A-Za-z]+)\?\S*$")
 _ABSOLUTE = re.compile(r"^[a-z][a-z0-9+.\-]*://\S+$")
 _URN = re.compile(r"^urn:(?:uuid:[0-9a-fA-F\-]{36}|oid:[0-2](?:\.(?:0|[1-9]\d*))+)$")
 _CONTAINED = re.compile(rf"^#(?:{_ID})?$")
-
-
-def server_lenient() -> bool:
-    """Whether `ASSAY_FHIR_LENIENT` relaxes writes server-wide."""
-    return os.environ.get(LENIENT_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
 @cache

@@ -19,9 +19,6 @@ where forwarded requests carry the playground project's own token. It is never s
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import httpx
@@ -59,9 +56,7 @@ __all__ = [
     "MedplumProjects",
     "Space",
     "TaggedFhir",
-    "close_external_clients",
-    "configured_external_fhir",
-    "external_fhir_settings",
+    "open_external_fhir",
     "recorded_space",
 ]
 
@@ -81,29 +76,17 @@ ISOLATIONS = ("tag", *_SPACES)
 
 @dataclass(frozen=True, slots=True)
 class ExternalFhirSettings:
+    """`ASSAY_FHIR_URL`, `ASSAY_FHIR_ISOLATION`, `ASSAY_FHIR_AUTHORIZATION`, as `service.settings`
+    read them."""
+
     url: str
     isolation: str
     authorization: str | None
 
 
-def external_fhir_settings(environ: Mapping[str, str] | None = None) -> ExternalFhirSettings | None:
-    """`ASSAY_FHIR_URL` and friends, or None for the embedded store; a `ValueError` naming the
-    variable for an isolation this build does not know (so `assay serve` exits 2 with it)."""
-    env = os.environ if environ is None else environ
-    url = env.get("ASSAY_FHIR_URL", "").strip()
-    isolation = env.get("ASSAY_FHIR_ISOLATION", "").strip() or "tag"
-    if isolation not in ISOLATIONS:
-        raise ValueError(f"ASSAY_FHIR_ISOLATION must be one of {', '.join(ISOLATIONS)}, got {isolation!r}")
-    if not url:
-        return None
-    return ExternalFhirSettings(url.rstrip("/"), isolation, env.get("ASSAY_FHIR_AUTHORIZATION") or None)
-
-
-_FORWARDERS: dict[ExternalFhirSettings, ExternalBackend] = {}
-_FORWARDERS_LOCK = threading.Lock()
-
-
-def _forwarder(settings: ExternalFhirSettings) -> ExternalBackend:
+def open_external_fhir(settings: ExternalFhirSettings) -> ExternalBackend:
+    """The forwarder for `settings`' server, with its own pooled HTTP client; whoever opens it
+    (the app's lifespan, through the FHIR surface's `open`) closes `.client` at shutdown."""
     headers = {"Accept": "application/fhir+json"}
     if settings.isolation == "tag":
         if settings.authorization:
@@ -111,23 +94,3 @@ def _forwarder(settings: ExternalFhirSettings) -> ExternalBackend:
         return TaggedFhir(settings.url, httpx.Client(timeout=60, headers=headers))
     client = httpx.Client(timeout=60, headers=headers)
     return IsolatedFhir(_SPACES[settings.isolation](settings.url, client, settings.authorization), client)
-
-
-def configured_external_fhir() -> ExternalBackend | None:
-    """The forwarder for the server `ASSAY_FHIR_URL` names (one per process), or None."""
-    settings = external_fhir_settings()
-    if settings is None:
-        return None
-    with _FORWARDERS_LOCK:
-        if settings not in _FORWARDERS:
-            _FORWARDERS[settings] = _forwarder(settings)
-        return _FORWARDERS[settings]
-
-
-def close_external_clients() -> None:
-    """Close the HTTP clients of every external server used so far (shutdown, tests)."""
-    with _FORWARDERS_LOCK:
-        forwarders = list(_FORWARDERS.values())
-        _FORWARDERS.clear()
-    for forwarder in forwarders:
-        forwarder.client.close()
