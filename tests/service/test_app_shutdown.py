@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from assay.sandboxes.fhir.external import ExternalBackend, TaggedFhir
 from assay.sandboxes.fhir.surface import external_of
 from assay.service.app import create_app
@@ -30,3 +32,23 @@ def test_the_lifespan_owns_the_external_fhir_client(tmp_path: Path) -> None:
     external, other = asyncio.run(serve_once())
     assert isinstance(external, TaggedFhir) and external.base_url == "http://127.0.0.1:9/fhir"
     assert external.client.is_closed and other is None
+
+
+def test_the_fhir_settings_are_read_once_from_the_environment() -> None:
+    """`ASSAY_FHIR_*` become `Settings` fields and reach the FHIR surface as its deployment options;
+    a value that is not valid names its variable (`serve` exits 2 with it)."""
+    settings = Settings.from_env(
+        {
+            "ASSAY_FHIR_URL": " http://fhir.test/fhir/ ",
+            "ASSAY_FHIR_ISOLATION": "assay-store",
+            "ASSAY_FHIR_LENIENT": "1",
+        }
+    )
+    fhir = settings.surface_options["fhir"]
+    assert fhir["lenient"] is True and fhir["strict"] is False
+    assert (fhir["external"].url, fhir["external"].isolation) == ("http://fhir.test/fhir", "assay-store")
+    assert Settings.from_env({}).surface_options["fhir"]["external"] is None
+    with pytest.raises(ValueError, match="ASSAY_FHIR_LENIENT must be 1 or 0"):
+        Settings.from_env({"ASSAY_FHIR_LENIENT": "maybe"})
+    with pytest.raises(ValueError, match="ASSAY_FHIR_ISOLATION must be one of"):
+        Settings(fhir_isolation="per-tenant")
