@@ -10,7 +10,7 @@ logged as an event before its `AA` goes back.
 
 Peer: a bare asyncio MLLP server on the same machine that answers every frame with a constant ACK
 (no parsing, no routing, no database) — the floor of the framing and socket round trip, so the
-ratio shows what the HL7 work and the two commits per message cost.
+ratio shows what the HL7 work and the one commit per message (the message and its event) cost.
 
 Targets (issue 10): ≥ 1,000 ACKs/s, p50 < 5 ms.
 """
