@@ -17,6 +17,7 @@ criterion runs. Bounded waits only; nothing is timed.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 import uuid
 from collections import Counter
@@ -32,7 +33,7 @@ from sqlalchemy import create_engine, text
 from assay.store import sqlite_url
 
 from .builders import PASSES, ok
-from .processes import Served, start_serve, stop
+from .processes import Served, free_port, start_serve, stop
 
 Json = dict[str, Any]
 RUNS = 6
@@ -313,3 +314,38 @@ def _recover(served: Served, runs: list[Json], check_url: str) -> dict[str, int]
             if completed["status"] == "completed":
                 assert [c["passed"] for c in completed["checks"]] == [True, True], completed
     return _check_database(check_url)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_killing_serve_alone_stops_its_workers_and_listener_process(tmp_path: Path) -> None:
+    """`kill -9` of the `serve` process only (not its group): its workers and its listener process
+    stop by themselves (`service/orphans.py`), so the API and listener ports are free again and a
+    restart on the same ports comes up. Before, the orphans kept serving and holding the ports."""
+    key = "vk_orphans_" + uuid.uuid4().hex
+    ports = {"ASSAY_MLLP_PORT": str(free_port()), "ASSAY_SFTP_PORT": str(free_port())}
+    served = start_serve(tmp_path / "data", database_url=None, key=key, workers=2, env=ports)
+    try:
+        served.process.kill()  # SIGKILL to the supervisor alone
+        served.process.wait(timeout=30)
+        watched = [served.port, *map(int, ports.values())]
+        for _ in range(600):  # the orphans look at their parent every second; bounded
+            still = [port for port in watched if _listening(port)]
+            if not still:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"ports still served after the supervisor died: {still}")
+        again = start_serve(
+            tmp_path / "data", database_url=None, key=key, workers=2, env=ports, port=served.port
+        )
+        try:
+            assert httpx.get(f"{again.url}/healthz", timeout=30).status_code == 200
+        finally:
+            stop(again)
+    finally:
+        stop(served, hard=True)

@@ -23,6 +23,7 @@ from typing import Any, cast
 from sqlalchemy import Engine
 
 from assay.sandboxes import Deployment, Listeners, has_listeners, open_deployment
+from assay.service.orphans import exit_with_parent
 from assay.service.settings import LISTENER_PORTS, Settings
 from assay.store import Database
 
@@ -44,6 +45,7 @@ def run_listeners(settings: Settings, report: Connection) -> None:
     """The listener process: migrate, start every listener, report `{surface: port}` on `report`,
     then serve until SIGTERM/SIGINT."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    exit_with_parent()  # `serve` killed: free the listener ports (service/orphans.py)
     database = Database(settings.resolved_database_url)
     database.migrate()
     deployment = open_deployment(

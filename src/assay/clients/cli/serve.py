@@ -94,8 +94,10 @@ def _serve_workers(settings: Settings, *, host: str, port: int, workers: int) ->
     """N API workers plus, when a surface has a listener, one supervised listener process whose
     bound ports the workers are told (SPEC §5.2: listeners run once per deployment)."""
     from assay.service.listeners import ListenerSupervisor, needs_listener_process
+    from assay.service.orphans import PARENT_PID
     from assay.service.server import run
 
+    os.environ[PARENT_PID] = str(os.getpid())  # the workers and the listener process watch for us
     # `ASSAY_LISTENERS=0` on every instance but one of a scaled-out deployment (docs/deployment.md):
     # this instance starts no listener process; its credentials still name the configured ports.
     wanted = settings.listeners and needs_listener_process(settings)
