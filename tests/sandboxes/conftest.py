@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI
@@ -17,10 +18,11 @@ from sqlalchemy import Engine
 
 from assay.sandboxes.fhir import EmbeddedFhir, SurfaceEvent
 from assay.service.fhir_server import create_fhir_server
+from assay.service.settings import Settings
 from assay.store.database import Database
 
 # The whole service (run lifecycle + surfaces), on SQLite and, with ASSAY_TEST_POSTGRES_URL, PostgreSQL.
-from tests.service.conftest import _postgres_database, api, server  # noqa: F401
+from tests.service.conftest import BOOTSTRAP_KEY, _postgres_database, _serve, api, server  # noqa: F401
 
 
 @dataclass
@@ -110,3 +112,56 @@ def new_store(fhir_server: FhirServer) -> str:
     store_id = "pg_" + uuid.uuid4().hex[:20]
     fhir_server.fhir.provision(store_id)
     return fhir_server.base(store_id)
+
+
+@pytest.fixture(scope="session")
+def run_service(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The whole service (run tokens, `start`, the FHIR surface) on the same database as
+    `fhir_server`; its URL."""
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("run-service"),
+        database_url=engine.url.render_as_string(hide_password=False),
+        bootstrap_api_key=BOOTSTRAP_KEY, mllp_port=0, sftp_port=0,
+    )  # fmt: skip
+    for url, _ in _serve(settings):
+        yield url
+
+
+def _started_run(service: str) -> tuple[str, str]:
+    """A benchmark run of one task over an environment without datasets, started with its run
+    token: (the FHIR base URL the agent is shown, the run token)."""
+    with httpx.Client(
+        base_url=service, headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}, timeout=60
+    ) as admin:
+        name = uuid.uuid4().hex[:8]
+        environment = admin.post("/environments", json={"name": f"env {name}", "dataset_ids": []})
+        assert environment.status_code == 201, environment.text
+        benchmark = admin.post(
+            "/benchmarks", json={"name": f"fhir {name}", "environment_id": environment.json()["id"]}
+        )
+        assert benchmark.status_code == 201, benchmark.text
+        task = admin.post("/tasks", json={"benchmark_id": benchmark.json()["id"], "name": "agent"})
+        assert task.status_code == 201, task.text
+        run = admin.post("/v1/benchmark-runs", json={"benchmark_id": benchmark.json()["id"]}).json()
+    token = run["bearer_token"]
+    [task_run] = run["task_runs"]
+    started = httpx.post(
+        service + task_run["start_url"], headers={"Authorization": f"Bearer {token}"}, timeout=60
+    )
+    assert started.status_code == 200, started.text
+    return service + started.json()["endpoints"]["fhir"], token
+
+
+@pytest.fixture(params=["store", "run"])
+def agent_fhir(request: pytest.FixtureRequest, engine: Engine) -> Iterator[httpx.Client]:
+    """An httpx client on a fresh, empty FHIR playground, reached two ways: an `assay fhir-server`
+    store (`new_store`) and a started task run's surface with its run token (the agent's path);
+    both on `engine` (SQLite, and PostgreSQL with ASSAY_TEST_POSTGRES_URL)."""
+    headers = {"Content-Type": "application/fhir+json"}
+    if request.param == "store":
+        base = request.getfixturevalue("new_store")
+    else:
+        base, token = _started_run(request.getfixturevalue("run_service"))
+        headers["Authorization"] = f"Bearer {token}"
+    with httpx.Client(base_url=base, headers=headers, timeout=60) as client:
+        yield client

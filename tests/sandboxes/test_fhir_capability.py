@@ -11,6 +11,7 @@ import pytest
 
 from assay.formats.fhir import UnknownSearchParameter, parse_search
 from assay.formats.fhir._composites import COMPOSITES
+from assay.formats.fhir.compartments import COMPARTMENTS
 from assay.sandboxes.fhir import actions
 from assay.sandboxes.fhir.capability import capability_statement
 from assay.sandboxes.fhir.operations import OPERATIONS
@@ -87,3 +88,28 @@ def test_the_live_server_answers_the_claims(statement: dict[str, Any], http: htt
             body = {"resourceType": kind} if method == "POST" else None
             response = http.request(method, path, json=body)
             assert response.status_code == 200, (path, response.text)
+
+
+def test_every_claimed_compartment_is_searchable(statement: dict[str, Any], http: httpx.Client) -> None:
+    """`rest.compartment` lists R4's CompartmentDefinitions this server searches; for each, every
+    member type (from the same table) answers `[Compartment]/[id]/[type]` for an existing owner, and
+    a type outside it is refused."""
+    claimed = statement["rest"][0]["compartment"]
+    assert claimed == [
+        f"http://hl7.org/fhir/CompartmentDefinition/{name}"
+        for name in ("patient", "encounter", "relatedPerson", "practitioner", "device")
+    ]
+    owners = {
+        "Patient": {"resourceType": "Patient"},
+        "Encounter": {"resourceType": "Encounter", "status": "planned", "class": {"code": "AMB"}},
+        "RelatedPerson": {"resourceType": "RelatedPerson", "patient": {"reference": "Patient/x"}},
+        "Practitioner": {"resourceType": "Practitioner"},
+        "Device": {"resourceType": "Device"},
+    }
+    for code, members in COMPARTMENTS.items():
+        owner = http.post(f"/{code}", json=owners[code])
+        assert owner.status_code == 201, owner.text
+        for kind in members:
+            response = http.get(f"/{code}/{owner.json()['id']}/{kind}")
+            assert response.status_code == 200, (code, kind, response.text)
+        assert http.get(f"/{code}/{owner.json()['id']}/CodeSystem").status_code == 400

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from assay.formats.fhir.compartments import DEFINITION
 from assay.formats.fhir.dates import DateRange, date_range, micros, now_micros
 from assay.formats.fhir.extract import compile_extractor
 from assay.formats.fhir.index import ParamIndex
@@ -156,7 +157,8 @@ class FhirStore:
     ) -> list[dict[str, Any]]:
         """Every match of `GET [base]/{resource_type}?{params}`, all pages, in recency or `_sort`
         order, capped by `_count` (SPEC §3.2); within a compartment when given (`("Patient/1",
-        ("subject", "performer"))`: resources whose one of those reference parameters points there).
+        ("subject", "performer"))`: resources whose one of those reference parameters points there;
+        `compartments.DEFINITION` is the compartment's own resource).
 
         Raises:
             UnknownSearchParameter: unknown or special parameters, unsupported modifiers.
@@ -169,6 +171,11 @@ class FhirStore:
                 local, codes = compartment
                 within = set()
                 for code in codes:
+                    if code == DEFINITION:  # the compartment's own resource (`Encounter/e1/Encounter`)
+                        kind, _, rid = local.partition("/")
+                        if kind == resource_type and rid in self._by_type.get(kind, {}):
+                            within.add(rid)
+                        continue
                     parameter = search_parameter(resource_type, code)
                     if parameter is not None and parameter.type == "reference":
                         within |= self._index(resource_type, parameter).referring(local)

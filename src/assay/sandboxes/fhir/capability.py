@@ -3,8 +3,9 @@
 Everything here is read from the code that does it, so the statement cannot claim more or less
 than works: the parameters are the ones `formats/fhir` parses (`parse_search_key`, composites
 included), includes and revincludes are every reference parameter, the operations are
-`operations.OPERATIONS`, the modifiers the query parser's table. `tests/sandboxes/
-test_fhir_capability.py` replays the claims against a live server.
+`operations.OPERATIONS`, the modifiers the query parser's table, the compartments
+`compartments.COMPARTMENTS`. `tests/sandboxes/test_fhir_capability.py` replays the claims
+against a live server.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from assay.formats.fhir import UnknownSearchParameter
 from assay.formats.fhir._search_parameters import SEARCH_PARAMETERS
+from assay.formats.fhir.compartments import COMPARTMENTS
 from assay.formats.fhir.parameters import reference_parameters, resource_types
 from assay.formats.fhir.query import MODIFIERS, parse_search_key
 from assay.sandboxes.fhir.operations import OPERATIONS
@@ -35,7 +37,8 @@ _DOCUMENTATION = (
     "(true, text, data, count, false) and _elements mark results SUBSETTED. Prefer: return="
     "minimal|representation|OperationOutcome on writes, handling=lenient|strict on search. PATCH "
     "takes JSON Patch or FHIRPath Patch, also conditionally (PATCH [type]?criteria); POST [type]?"
-    "criteria is a conditional create. Compartment search: Patient/[id]/[type]."
+    "criteria is a conditional create. Compartment search ([Compartment]/[id]/[type]) in the R4 "
+    "compartments {compartments}."
 )
 
 
@@ -43,7 +46,12 @@ def _documentation() -> str:
     modifiers = "; ".join(
         f"{kind}: {', '.join(sorted(names))}" for kind, names in sorted(MODIFIERS.items()) if names
     )
-    return _DOCUMENTATION.format(modifiers=modifiers)
+    return _DOCUMENTATION.format(modifiers=modifiers, compartments=", ".join(COMPARTMENTS))
+
+
+def _compartment_url(code: str) -> str:
+    # the base CompartmentDefinitions' ids are the code with a lower-case first letter (relatedPerson)
+    return f"http://hl7.org/fhir/CompartmentDefinition/{code[0].lower()}{code[1:]}"
 
 
 def _params(kind: str) -> list[dict[str, str]]:
@@ -108,6 +116,7 @@ def capability_statement(base: str) -> dict[str, Any]:
                 "documentation": _documentation(),
                 "resource": _resources(),
                 "interaction": [{"code": "transaction"}, {"code": "batch"}, {"code": "history-system"}],
+                "compartment": [_compartment_url(code) for code in COMPARTMENTS],
             }
         ],
     }

@@ -1,9 +1,9 @@
-"""FHIR R4 operations and the Patient compartment (issue 15): `GET Patient/[id]/[type]`,
+"""FHIR R4 operations and compartments (issue 15): `GET [Compartment]/[id]/[type]`,
 `Patient/[id]/$everything`, `Observation/$lastn`, `[type]/$validate`.
 
-- **Compartment search** (search.html §3.1.1.1.1): the type's search, restricted to resources that
-  one of the compartment's parameters (`formats/fhir/compartments.py`) points at the patient
-  with. Only the Patient compartment is served (the one agents use; HAPI's default too).
+- **Compartment search** (search.html §3.1.1.1.1): `[Compartment]/[id]/[type]`, the type's
+  search restricted to resources that one of the compartment's parameters
+  (`formats/fhir/compartments.py`, R4's five CompartmentDefinitions) points at the owner with.
 - **$everything** (patient-operation-everything.html): the patient, every resource in its
   compartment, and the resources those refer to (practitioners, organizations, locations,
   medications…), as HAPI returns them; `_type` (comma list), `_since`, `_count` and `_offset`
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from assay.formats.fhir.compartments import PATIENT_COMPARTMENT
+from assay.formats.fhir.compartments import COMPARTMENTS, PATIENT_COMPARTMENT
 from assay.formats.fhir.parameters import resource_types
 from assay.sandboxes.fhir.actions import (
     DEFAULT_COUNT,
@@ -57,12 +57,12 @@ OPERATIONS: dict[str, tuple[frozenset[str], str, str]] = {
 CapabilityStatement lists (`capability.py`)."""
 
 
-def _patient(index: Any, patient_id: str) -> dict[str, Any]:
-    current = index.current(("Patient", patient_id))
+def _owner(index: Any, kind: str, owner_id: str) -> dict[str, Any]:
+    current = index.current((kind, owner_id))
     if current is None:
-        raise FhirError(404, f"Patient/{patient_id} is not known")
+        raise FhirError(404, f"{kind}/{owner_id} is not known")
     if current.resource is None:
-        raise FhirError(410, f"Patient/{patient_id} was deleted")
+        raise FhirError(410, f"{kind}/{owner_id} was deleted")
     resource: dict[str, Any] = current.resource
     return resource
 
@@ -76,21 +76,30 @@ def compartment_search(
     resource_type: str,
     pairs: Sequence[tuple[str, str]],
 ) -> FhirResult:
-    """`GET Patient/[id]/[type]?…`: the type's search within the patient's compartment."""
+    """`GET [Compartment]/[id]/[type]?…`: the type's search within that compartment (any of R4's
+    five: Patient, Encounter, RelatedPerson, Practitioner, Device)."""
     check_type(compartment)
     check_type(resource_type)
-    if compartment != "Patient":
-        raise FhirError(400, f"only the Patient compartment is supported, not {compartment}", "not-supported")
-    codes = PATIENT_COMPARTMENT.get(resource_type)
+    members = COMPARTMENTS.get(compartment)
+    if members is None:
+        raise FhirError(
+            400,
+            f"{compartment} is not an R4 compartment (those are {', '.join(COMPARTMENTS)})",
+            "not-supported",
+        )
+    codes = members.get(resource_type)
     if codes is None:
         raise FhirError(
-            400, f"{resource_type} is never in a Patient compartment (R4 compartmentdefinition-patient)"
+            400,
+            f"{resource_type} is never in a {compartment} compartment "
+            f"(R4 compartmentdefinition-{compartment.lower()})",
         )
     with fhir.reading(store_id) as index:
-        _patient(index, owner_id)
+        _owner(index, compartment, owner_id)
     return search(
         fhir, store_id, base, resource_type, pairs,
-        compartment=(f"Patient/{owner_id}", codes), path=f"{base}/Patient/{owner_id}/{resource_type}",
+        compartment=(f"{compartment}/{owner_id}", codes),
+        path=f"{base}/{compartment}/{owner_id}/{resource_type}",
     )  # fmt: skip
 
 
@@ -118,7 +127,7 @@ def everything(
             for kind in types:
                 check_type(kind)
     with fhir.reading(store_id) as index:
-        patient = _patient(index, patient_id)
+        patient = _owner(index, "Patient", patient_id)
         store = index.search_index
         local = f"Patient/{patient_id}"
         found: dict[tuple[str, str], dict[str, Any]] = {("Patient", patient_id): patient}
