@@ -152,14 +152,17 @@ def _started_run(service: str) -> tuple[str, str]:
     return service + started.json()["endpoints"]["fhir"], token
 
 
-@pytest.fixture(params=["store", "run"])
-def agent_fhir(request: pytest.FixtureRequest, engine: Engine) -> Iterator[httpx.Client]:
-    """An httpx client on a fresh, empty FHIR playground, reached two ways: an `assay fhir-server`
-    store (`new_store`) and a started task run's surface with its run token (the agent's path);
-    both on `engine` (SQLite, and PostgreSQL with ASSAY_TEST_POSTGRES_URL)."""
+@pytest.fixture(scope="module", params=["store", "run"])
+def agent_fhir(request: pytest.FixtureRequest, fhir_server: FhirServer) -> Iterator[httpx.Client]:
+    """An httpx client on a FHIR playground, reached two ways: a fresh `assay fhir-server` store
+    and a started task run's surface with its run token (the agent's path); both on `engine`
+    (SQLite, and PostgreSQL with ASSAY_TEST_POSTGRES_URL). One per module: tests that share it
+    work on resources of their own."""
     headers = {"Content-Type": "application/fhir+json"}
     if request.param == "store":
-        base = request.getfixturevalue("new_store")
+        store_id = "pg_" + uuid.uuid4().hex[:20]
+        fhir_server.fhir.provision(store_id)
+        base = fhir_server.base(store_id)
     else:
         base, token = _started_run(request.getfixturevalue("run_service"))
         headers["Authorization"] = f"Bearer {token}"

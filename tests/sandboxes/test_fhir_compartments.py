@@ -51,7 +51,7 @@ def _observation(code: str, **elements: object) -> dict[str, object]:
     }  # fmt: skip
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def care(agent_fhir: httpx.Client) -> Care:
     http = agent_fhir
     doctor = _create(http, {"resourceType": "Practitioner", "name": [{"family": "Rivera"}]})
@@ -82,7 +82,17 @@ def care(agent_fhir: httpx.Client) -> Care:
         "asserter": _ref("Practitioner", doctor), "code": {"text": "Diabetes"},
     })  # fmt: skip
     return Care(
-        http, patient, doctor, relative, device, visit, other_visit, by_doctor, by_relative, of_device, condition
+        http,
+        patient,
+        doctor,
+        relative,
+        device,
+        visit,
+        other_visit,
+        by_doctor,
+        by_relative,
+        of_device,
+        condition,
     )
 
 

@@ -19,6 +19,7 @@ __all__ = [
     "DEFINITION",
     "DEVICE_COMPARTMENT",
     "ENCOUNTER_COMPARTMENT",
+    "PATIENT_CARE_DATES",
     "PATIENT_COMPARTMENT",
     "PRACTITIONER_COMPARTMENT",
     "RELATED_PERSON_COMPARTMENT",
@@ -389,3 +390,39 @@ COMPARTMENTS: dict[str, dict[str, tuple[str, ...]]] = {
     "Device": DEVICE_COMPARTMENT,
 }
 """Compartment type → {member resource type → the parameters that put it in}."""
+
+PATIENT_CARE_DATES: dict[str, str] = {
+    # R4's `clinical-date` common parameter (code `date`): the types it is defined on
+    **dict.fromkeys(
+        (
+            "AllergyIntolerance", "CarePlan", "CareTeam", "ClinicalImpression", "Composition", "Consent",
+            "DiagnosticReport", "Encounter", "EpisodeOfCare", "FamilyMemberHistory", "Flag",
+            "Immunization", "List", "Observation", "Procedure", "RiskAssessment", "SupplyRequest",
+        ),
+        "date",
+    ),
+    # types whose own `date` parameter is when the care happened
+    **dict.fromkeys(
+        (
+            "AdverseEvent", "Appointment", "DocumentReference", "ImmunizationEvaluation",
+            "ImmunizationRecommendation", "Invoice", "MeasureReport", "ResearchSubject",
+        ),
+        "date",
+    ),
+    # the rest: the date parameter of the event, order or record the resource stands for
+    "Basic": "created", "ChargeItem": "occurrence", "Claim": "created", "ClaimResponse": "created",
+    "Communication": "sent", "CommunicationRequest": "authored", "Condition": "onset-date",
+    "CoverageEligibilityRequest": "created", "CoverageEligibilityResponse": "created",
+    "DetectedIssue": "identified", "DeviceRequest": "authored-on", "DocumentManifest": "created",
+    "ExplanationOfBenefit": "created", "Goal": "start-date", "ImagingStudy": "started",
+    "Media": "created", "MedicationAdministration": "effective-time",
+    "MedicationDispense": "whenhandedover", "MedicationRequest": "authoredon",
+    "MedicationStatement": "effective", "NutritionOrder": "datetime", "Provenance": "recorded",
+    "QuestionnaireResponse": "authored", "RequestGroup": "authored", "ServiceRequest": "authored",
+    "Specimen": "collected", "VisionPrescription": "datewritten",
+}  # fmt: skip
+"""Patient-compartment type → the date search parameter that is its care date, which
+`Patient/[id]/$everything?start=&end=` filters on (patient-operation-everything.html: "The date
+range relates to care dates, not record currency dates"). R4 names no element per type; this
+table is ours (docs/decisions.md). Types not listed (Coverage, Group, Person, …) have no care date
+and are never filtered out by it; neither is a resource whose care date is absent."""

@@ -132,6 +132,15 @@ class FhirStore:
     def has_type(self, resource_type: str) -> bool:
         return bool(self._by_type.get(resource_type))
 
+    def dates(self, resource_type: str, code: str, rid: str) -> tuple[DateRange, ...]:
+        """The ranges the date parameter `code` indexes for one resource (none when it has no such
+        value): what `$everything`'s care-date filter compares."""
+        parameter = search_parameter(resource_type, code)
+        if parameter is None or parameter.type != "date":
+            raise ValueError(f"{resource_type} has no date parameter {code}")
+        with self._lock:
+            return tuple(self._index(resource_type, parameter).values.get(rid, ()))
+
     def outgoing(self, keys: Iterable[tuple[str, str]]) -> list[str]:
         """`Type/id` of every resource that the resources `keys` refer to through a reference
         search parameter (what `$everything` adds), each once, in first-seen order."""

@@ -6,8 +6,10 @@
   (`formats/fhir/compartments.py`, R4's five CompartmentDefinitions) points at the owner with.
 - **$everything** (patient-operation-everything.html): the patient, every resource in its
   compartment, and the resources those refer to (practitioners, organizations, locations,
-  medications…), as HAPI returns them; `_type` (comma list), `_since`, `_count` and `_offset`
-  (paging, `next` links). `start`/`end` (care dates) are refused with 400 rather than ignored.
+  medications…), as HAPI returns them; `start`/`end` keep the compartment resources whose care
+  date (`compartments.PATIENT_CARE_DATES`) overlaps the range, or that have none, and what those
+  refer to; `_since` keeps resources written at or after it; `_type` (0..*, comma lists) the listed
+  types; `_count` and `_offset` page (`next` links). The patient is always in, bar `_type`.
 - **$lastn** (observation-operation-lastn.html): the Observation search given, grouped by code, the
   `max` (default 1) most recent per group by effective time (then `issued`).
 - **$validate** (resource-operation-validate.html): the body (a resource, or a Parameters with a
@@ -18,11 +20,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from assay.formats.fhir.compartments import COMPARTMENTS, PATIENT_COMPARTMENT
-from assay.formats.fhir.parameters import resource_types
+from assay.formats.fhir.compartments import COMPARTMENTS, PATIENT_CARE_DATES, PATIENT_COMPARTMENT
+from assay.formats.fhir.dates import NEG_INF, POS_INF, date_range
+from assay.formats.fhir.parameters import is_resource_type, resource_types
 from assay.sandboxes.fhir.actions import (
     DEFAULT_COUNT,
     MAX_COUNT,
@@ -104,18 +108,36 @@ def compartment_search(
 
 
 _EVERYTHING_PARAMETERS = frozenset(
-    {"_count", "_offset", "_getpagesoffset", "_type", "_since", "_format", "_pretty"}
+    {"start", "end", "_count", "_offset", "_getpagesoffset", "_type", "_since", "_format", "_pretty"}
 )
 
 
-def everything(
-    fhir: EmbeddedFhir, store_id: str, base: str, patient_id: str, pairs: Sequence[tuple[str, str]]
-) -> FhirResult:
-    """`Patient/[id]/$everything`: the patient, its compartment and what they refer to, paged."""
-    count, offset, since, types = DEFAULT_COUNT, 0, None, None
+@dataclass(frozen=True)
+class _Everything:
+    """The parsed parameters of one `$everything` request."""
+
+    count: int = DEFAULT_COUNT
+    offset: int = 0
+    since: datetime | None = None
+    types: frozenset[str] | None = None
+    care: tuple[int, int] | None = None
+    """`[start, end]` as `[low, high)` microseconds (`start`'s first instant, `end`'s last): care
+    that overlaps it is in."""
+
+
+def _everything_parameters(pairs: Sequence[tuple[str, str]]) -> _Everything:
+    count, offset, since = DEFAULT_COUNT, 0, None
+    types: set[str] | None = None
+    care = [NEG_INF, POS_INF]
+    seen: set[str] = set()
     for name, value in pairs:
         if name not in _EVERYTHING_PARAMETERS:
-            raise FhirError(400, f"$everything takes _count, _offset, _type and _since, not {name!r}")
+            raise FhirError(
+                400, f"$everything takes start, end, _since, _type, _count and _offset, not {name!r}"
+            )
+        if name in seen and name != "_type":  # _type is 0..*, the others 0..1
+            raise FhirError(400, f"$everything takes {name} at most once")
+        seen.add(name)
         if name == "_count":
             count = min(nonnegative(name, value), MAX_COUNT)
         elif name in ("_offset", "_getpagesoffset"):
@@ -123,9 +145,45 @@ def everything(
         elif name == "_since":
             since = to_instant(name, value)
         elif name == "_type":
-            types = {t.strip() for t in value.split(",") if t.strip()}
-            for kind in types:
-                check_type(kind)
+            listed = {t.strip() for t in value.split(",") if t.strip()}
+            for kind in listed:
+                if not is_resource_type(kind):
+                    raise FhirError(400, f"$everything _type: {kind!r} is not an R4 resource type")
+            types = (types or set()) | listed
+        elif name in ("start", "end"):
+            moment = date_range(value)
+            if moment is None:
+                raise FhirError(400, f"$everything {name} must be a FHIR date, got {value!r}")
+            care[name == "end"] = moment.low if name == "start" else moment.high
+    return _Everything(
+        count, offset, since, frozenset(types) if types is not None else None,
+        (care[0], care[1]) if {"start", "end"} & seen else None,
+    )  # fmt: skip
+
+
+def _members(
+    store: Any, kind: str, local: str, codes: Sequence[str], care: tuple[int, int] | None
+) -> list[Any]:
+    """The resources of `kind` in the compartment; with `care`, those whose care date
+    (`PATIENT_CARE_DATES`) overlaps it, and those without one."""
+    members = store.search(kind, {}, compartment=(local, codes))
+    code = PATIENT_CARE_DATES.get(kind)
+    if care is None or code is None:
+        return list(members)
+    low, high = care
+    return [
+        r for r in members
+        if not (ranges := store.dates(kind, code, r["id"])) or any(d.low < high and d.high > low for d in ranges)
+    ]  # fmt: skip
+
+
+def everything(
+    fhir: EmbeddedFhir, store_id: str, base: str, patient_id: str, pairs: Sequence[tuple[str, str]]
+) -> FhirResult:
+    """`Patient/[id]/$everything`: the patient, its compartment and what they refer to, paged;
+    `start`/`end` keep the compartment's resources whose care falls in the range (the patient
+    is always in), `_since` those written since, `_type` the listed types."""
+    asked = _everything_parameters(pairs)
     with fhir.reading(store_id) as index:
         patient = _owner(index, "Patient", patient_id)
         store = index.search_index
@@ -133,7 +191,7 @@ def everything(
         found: dict[tuple[str, str], dict[str, Any]] = {("Patient", patient_id): patient}
         for kind, codes in PATIENT_COMPARTMENT.items():
             if store.has_type(kind):
-                for resource in store.search(kind, {}, compartment=(local, codes)):
+                for resource in _members(store, kind, local, codes, asked.care):
                     found.setdefault((kind, resource["id"]), resource)
         for target in store.outgoing(list(found)):
             kind, _, rid = target.partition("/")
@@ -141,14 +199,20 @@ def everything(
                 current = index.current((kind, rid))
                 if current is not None and current.resource is not None:
                     found[(kind, rid)] = current.resource
-    resources = [r for (kind, _), r in found.items() if (types is None or kind in types) and _since(r, since)]
-    page = resources[offset : offset + count]
+    resources = [
+        r
+        for (kind, rid), r in found.items()
+        if (asked.types is None or kind in asked.types)
+        and ((kind, rid) == ("Patient", patient_id) or _since(r, asked.since))
+    ]
+    page = resources[asked.offset : asked.offset + asked.count]
     return FhirResult(
         200,
         entries_bundle(
-            f"{base}/Patient/{patient_id}/$everything", pairs, base, page, len(resources), count, offset
+            f"{base}/Patient/{patient_id}/$everything", pairs, base, page, len(resources),
+            asked.count, asked.offset,
         ),
-    )
+    )  # fmt: skip
 
 
 def _since(resource: dict[str, Any], since: datetime | None) -> bool:
