@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from assay.formats.fhir.compartments import COMPARTMENTS, DEFINITION, PATIENT_COMPARTMENT
+from assay.formats.fhir.compartments import COMPARTMENTS, DEFINITION, PATIENT_CARE_DATES, PATIENT_COMPARTMENT
 from assay.formats.fhir.parameters import is_resource_type, search_parameter
 
 
@@ -40,3 +40,10 @@ def test_the_five_r4_compartments() -> None:
 def test_the_clinical_types_agents_read_are_in_it() -> None:
     for kind in ("Condition", "Observation", "Encounter", "MedicationRequest", "Appointment", "Procedure"):
         assert kind in PATIENT_COMPARTMENT
+
+
+def test_every_care_date_is_a_date_parameter_of_a_patient_compartment_type() -> None:
+    for kind, code in PATIENT_CARE_DATES.items():
+        assert kind in PATIENT_COMPARTMENT, kind
+        parameter = search_parameter(kind, code)
+        assert parameter is not None and parameter.type == "date", (kind, code)
