@@ -19,6 +19,7 @@ from antlr4.error.ErrorListener import ErrorListener  # type: ignore[import-unty
 from antlr4.tree.Tree import ParseTreeWalker  # type: ignore[import-untyped]
 from fhirpathpy import apply_parsed_path
 from fhirpathpy.engine import base_invocation_registry
+from fhirpathpy.engine.nodes import ResourceNode
 from fhirpathpy.engine.util import set_paths
 from fhirpathpy.models import models
 from fhirpathpy.parser.ASTPathListener import ASTPathListener
@@ -27,7 +28,7 @@ from fhirpathpy.parser.generated.FHIRPathParser import FHIRPathParser
 
 from assay.formats.fhir.errors import FhirPathError
 
-__all__ = ["CompiledFhirPath", "compile_fhirpath", "evaluate_fhirpath"]
+__all__ = ["CompiledFhirPath", "compile_fhirpath", "evaluate_fhirpath", "locate_fhirpath"]
 
 CompiledFhirPath = Callable[[Any], list[Any]]
 
@@ -85,8 +86,7 @@ _LONG_NUMBER = re.compile(r"\d{31,}")
 
 
 @lru_cache(maxsize=1024)
-def compile_fhirpath(expression: str) -> CompiledFhirPath:
-    """Compile once (cached); raise `FhirPathError` for a syntax error or an unknown function."""
+def _checked_ast(expression: str) -> dict[str, Any]:
     if not expression.strip():
         raise FhirPathError("empty FHIRPath expression")
     if _LONG_NUMBER.search(_STRING_LITERAL.sub("''", expression)):
@@ -100,7 +100,13 @@ def compile_fhirpath(expression: str) -> CompiledFhirPath:
     except Exception as exc:  # ANTLR and the AST builder raise assorted errors on bad input
         raise FhirPathError(f"FHIRPath syntax error: {exc}") from None
     _check_functions(ast)
-    compiled = set_paths(apply_parsed_path, parsedPath=ast, model=_R4)
+    return ast
+
+
+@lru_cache(maxsize=1024)
+def compile_fhirpath(expression: str) -> CompiledFhirPath:
+    """Compile once (cached); raise `FhirPathError` for a syntax error or an unknown function."""
+    compiled = set_paths(apply_parsed_path, parsedPath=_checked_ast(expression), model=_R4)
 
     def run(resource: Any) -> list[Any]:
         try:
@@ -112,6 +118,31 @@ def compile_fhirpath(expression: str) -> CompiledFhirPath:
         return result if isinstance(result, list) else [result]
 
     return run
+
+
+def locate_fhirpath(expression: str, resource: dict[str, Any]) -> list[str | None]:
+    """Where each item `expression` selects lives in `resource`: its concrete path from the root
+    (`Patient.name[0].given[1]`; the resource itself is its type, `Patient`; a choice element is
+    named without its type suffix, `Observation.value`), or None for an item that is no element
+    of it (a literal, a computed value). What FHIRPath Patch needs to change the selected nodes.
+
+    fhirpathpy's raw results are its `ResourceNode`s, which carry that path (`propName`)."""
+    ast = _checked_ast(expression)
+    try:
+        found = apply_parsed_path(resource, parsedPath=ast, model=_R4, options={"returnRawData": True})
+    except RecursionError:
+        raise FhirPathError("FHIRPath expression is too deeply nested") from None
+    except Exception as exc:  # fhirpathpy raises bare Exception at run time
+        raise FhirPathError(f"FHIRPath evaluation failed: {exc}") from None
+    located: list[str | None] = []
+    for item in found if isinstance(found, list) else [found]:
+        if isinstance(item, ResourceNode) and item.propName:
+            located.append(item.propName)
+        elif isinstance(item, ResourceNode) and item.data is resource:
+            located.append(str(resource.get("resourceType")))
+        else:
+            located.append(None)
+    return located
 
 
 def evaluate_fhirpath(expression: str, resource: Any) -> list[Any]:

@@ -134,7 +134,7 @@ class ParamIndex:
             for value in criterion.values:
                 assert isinstance(value, TokenQuery | ReferenceQuery | UriQuery)
                 hits |= self._lookup.get(self._key(value), set())
-                if isinstance(value, TokenQuery) and _implied_system(value):
+                if isinstance(value, TokenQuery) and value.system and _implied_system(value):
                     hits |= self._lookup.get(("p", value.code), set())
             if criterion.modifier == "not":
                 return {rid for rid in among if rid not in hits}

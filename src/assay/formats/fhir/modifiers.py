@@ -38,14 +38,10 @@ from assay.formats.fhir.query import (
 )
 from assay.formats.fhir.values import INDEXERS, QuantityValue, normalize_text
 
-__all__ = ["is_scanned", "matcher"]
+__all__ = ["matcher"]
 
 _OF_TYPE = re.compile(r"^(\w+)\.ofType\((\w+)\)$")
 _PRIMITIVE_CHOICES = frozenset({"string", "dateTime", "boolean", "integer", "decimal", "date", "time"})
-
-
-def is_scanned(criterion: Criterion) -> bool:
-    return criterion.parameter.type == "composite" or criterion.modifier in ("text", "of-type", "identifier")
 
 
 def matcher(resource_type: str, criterion: Criterion) -> Callable[[dict[str, Any]], bool]:

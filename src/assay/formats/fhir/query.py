@@ -235,6 +235,12 @@ class Criterion:
     """As written: `name:exact`."""
     modifier: str | None
     values: tuple[QueryValue, ...]
+    scanned: bool = False
+    """Answered by reading each candidate resource (`modifiers.py`: composites, `:text`,
+    `:of-type`, `:identifier`) rather than from the parameter's index; set once, at parse time."""
+
+
+SCANNED_MODIFIERS = frozenset({"text", "of-type", "identifier"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,15 +342,23 @@ def _link(resource_type: str, key: str, values: list[str]) -> Chain | Has:
 def parse_search_key(resource_type: str, key: str) -> tuple[SearchParameter, str | None]:
     """The parameter and modifier a (non-chained) key names; `UnknownSearchParameter` when
     unsupported."""
-    name, _, modifier = key.partition(":")
     if _is_link(key) or not is_resource_type(resource_type):
         raise UnknownSearchParameter(key)
+    return _parameter_and_modifier(resource_type, key)
+
+
+def _parameter_and_modifier(resource_type: str, key: str) -> tuple[SearchParameter, str | None]:
+    """`parse_search_key` once the type is known and the key is no chain (`parse_search` checked
+    both already, once per search rather than once per key)."""
+    name, _, modifier = key.partition(":")
     parameter = search_parameter(resource_type, name)
-    if parameter is not None and parameter.type == "composite" and name in COMPOSITES.get(resource_type, {}):
+    if parameter is None:
+        raise UnknownSearchParameter(key)
+    if parameter.type == "composite" and name in COMPOSITES.get(resource_type, {}):
         if modifier:
             raise UnknownSearchParameter(key)
         return parameter, None
-    if parameter is None or not parameter.supported:
+    if not parameter.supported:
         raise UnknownSearchParameter(key)
     if not modifier:
         return parameter, None
@@ -419,6 +433,21 @@ def _composite(parameter: SearchParameter, key: str, raw: str) -> CompositeQuery
     return CompositeQuery(tuple(parsed))
 
 
+def _scanned_value(key: str, modifier: str, raw: str) -> QueryValue:
+    """The value of a `:text`, `:of-type` or `:identifier` criterion."""
+    if modifier == "text":
+        text = _unescape(raw)
+        return StringQuery(text, normalize_text(text))
+    pieces = _split_pipe(raw)
+    if modifier == "of-type":
+        if len(pieces) != 3 or not pieces[1] or not pieces[2]:
+            raise InvalidSearch(f"{key}={raw!r}: :of-type takes system|code|value")
+        return OfTypeQuery(_unescape(pieces[0]) or None, _unescape(pieces[1]), _unescape(pieces[2]))
+    if len(pieces) == 1:
+        return TokenQuery(_unescape(raw))
+    return TokenQuery(_unescape("|".join(pieces[1:])) or None, _unescape(pieces[0]) or None, True)
+
+
 def _parse_value(parameter: SearchParameter, key: str, modifier: str | None, raw: str) -> QueryValue:
     kind = parameter.type
     if modifier == "missing":
@@ -427,19 +456,8 @@ def _parse_value(parameter: SearchParameter, key: str, modifier: str | None, raw
         return MissingQuery(raw == "true")
     if kind == "composite":
         return _composite(parameter, key, raw)
-    if modifier == "text":
-        text = _unescape(raw)
-        return StringQuery(text, normalize_text(text))
-    if modifier == "of-type":
-        pieces = [_unescape(p) for p in _split_pipe(raw)]
-        if len(pieces) != 3 or not pieces[1] or not pieces[2]:
-            raise InvalidSearch(f"{key}={raw!r}: :of-type takes system|code|value")
-        return OfTypeQuery(pieces[0] or None, pieces[1], pieces[2])
-    if modifier == "identifier":
-        pieces = _split_pipe(raw)
-        if len(pieces) == 1:
-            return TokenQuery(_unescape(raw))
-        return TokenQuery(_unescape("|".join(pieces[1:])) or None, _unescape(pieces[0]) or None, True)
+    if modifier in SCANNED_MODIFIERS:
+        return _scanned_value(key, modifier, raw)
     if kind in _PREFIXED:
         prefix, rest = _prefixed(key, raw)
         if kind == "date":
@@ -559,13 +577,14 @@ def parse_search(resource_type: str, params: Mapping[str, str | Sequence[str]]) 
         if key == "_sort":
             sort = _sort(resource_type, values)
             continue
-        if _is_link(key):
+        if "." in key or key.startswith("_has:"):  # `_is_link`, inline: this loop is per search
             links.extend(_link(resource_type, key, [value]) for value in values if value != "")
             continue
-        parameter, modifier = parse_search_key(resource_type, key)
+        parameter, modifier = _parameter_and_modifier(resource_type, key)
+        scanned = parameter.type == "composite" or modifier in SCANNED_MODIFIERS
         for value in values:
             ors = [v for v in _split_or(value) if v != ""]
             if ors:
                 parsed = tuple(_parse_value(parameter, key, modifier, v) for v in ors)
-                criteria.append(Criterion(parameter, key, modifier, parsed))
+                criteria.append(Criterion(parameter, key, modifier, parsed, scanned))
     return ParsedSearch(resource_type, tuple(criteria), sort, count, tuple(includes), ignored, tuple(links))

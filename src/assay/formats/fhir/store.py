@@ -21,7 +21,7 @@ from assay.formats.fhir.compartments import DEFINITION
 from assay.formats.fhir.dates import DateRange, date_range, micros, now_micros
 from assay.formats.fhir.extract import compile_extractor
 from assay.formats.fhir.index import ParamIndex
-from assay.formats.fhir.modifiers import is_scanned, matcher
+from assay.formats.fhir.modifiers import matcher
 from assay.formats.fhir.parameters import SearchParameter, reference_parameters, search_parameter
 from assay.formats.fhir.query import Chain, Has, ParsedSearch, parse_search
 
@@ -217,8 +217,7 @@ class FhirStore:
         kind = search.resource_type
         entries = self._by_type.get(kind, {})
         candidates: set[str] | None = None
-        scanned = [c for c in search.criteria if is_scanned(c)]
-        indexed = [(c, self._index(kind, c.parameter)) for c in search.criteria if not is_scanned(c)]
+        indexed = [(c, self._index(kind, c.parameter)) for c in search.criteria if not c.scanned]
         indexed.sort(key=lambda pair: not pair[1].is_lookup(pair[0]))
         for criterion, index in indexed:
             among = candidates if candidates is not None else entries.keys()
@@ -231,10 +230,12 @@ class FhirStore:
             candidates = hits if candidates is None else candidates & hits
             if not candidates:
                 return candidates
-        for criterion in scanned:
-            test = matcher(kind, criterion)
-            among = candidates if candidates is not None else entries.keys()
-            candidates = {rid for rid in among if test(entries[rid].resource)}
+        if len(indexed) < len(search.criteria):
+            for criterion in search.criteria:
+                if criterion.scanned:
+                    test = matcher(kind, criterion)
+                    among = candidates if candidates is not None else entries.keys()
+                    candidates = {rid for rid in among if test(entries[rid].resource)}
         return candidates
 
     def _linked(self, resource_type: str, link: Chain | Has) -> set[str]:

@@ -2,11 +2,17 @@
 insert, delete, replace, move), `path` (FHIRPath), and `name` / `value` / `index` / `source` /
 `destination` as the type needs.
 
-Paths are the simple FHIRPath agents write: `Type.element`, `[n]`, `.first()`, `.last()` and
-`.where(field = 'literal')` steps (a path using anything else is 422, naming the operation).
-`add` appends to a list element that exists; for an absent element, whether it is a list comes
-from the R4B model (the one `validation.py` uses). R4: `delete` of nothing is not an error; every
-other path must select exactly one element (else 422).
+Paths are any FHIRPath that selects elements of the resource (`where(...)`, indexers, `first()`,
+`last()`, nested elements, choice elements): fhirpathpy evaluates them and says where each
+selected node lives (`formats/fhir/fhirpath.py::locate_fhirpath`), and the operation changes
+those nodes. R4's rules: "The FHIRPath statement must return a single element" (for `insert` and
+`move`, the items of one list); "Except for the delete operation, it is an error if no element
+matches the specified path"; delete removes "a single element", nothing if none is found; values
+must fit where they go (the patched resource is validated like any write). A path that does not
+parse, or names an unknown function, is a malformed patch (400); a path that selects nothing, more
+than one element, or something that is not an element of the resource (a computed value, another
+resource) cannot be applied (422, RFC 5789 §2.2, which R4 http.html refers PATCH to). `add` to an
+absent element makes a list when the R4B model says it repeats.
 """
 
 from __future__ import annotations
@@ -17,21 +23,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from assay.formats.fhir.errors import FhirPathError
+from assay.formats.fhir.fhirpath import locate_fhirpath
 from assay.sandboxes.fhir.outcomes import FhirError
 
 __all__ = ["apply_fhirpath_patch", "is_fhirpath_patch"]
 
-_STEP = re.compile(r"\.(?P<name>[A-Za-z][A-Za-z0-9_]*)(?P<call>\((?P<argument>[^()]*)\))?|\[(?P<index>\d+)\]")
-_WHERE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*=\s*'([^']*)'\s*$")
+_STEP = re.compile(r"\.([A-Za-z][A-Za-z0-9]*)(?:\[(\d+)\])?")
 
 
 @dataclass
 class _Slot:
-    """Where one selected element lives: `parent[key]`, or `parent[key][index]` in a list."""
+    """Where one selected element lives: `parent[key]`, or `parent[key][index]` in a list; `path`
+    is its concrete FHIRPath (`Patient.name[0]`)."""
 
     parent: dict[str, Any]
     key: str
     index: int | None
+    path: str
 
     def get(self) -> Any:
         value = self.parent[self.key]
@@ -42,51 +51,50 @@ def is_fhirpath_patch(body: Any) -> bool:
     return isinstance(body, dict) and body.get("resourceType") == "Parameters"
 
 
-def _select(resource: dict[str, Any], path: str, label: str) -> list[Any]:
-    kind = resource.get("resourceType")
-    if not isinstance(path, str) or not path.startswith(f"{kind}"):
-        raise FhirError(422, f"{label}: path {path!r} must start with {kind}")
-    rest = path[len(str(kind)) :]
-    nodes: list[Any] = [resource]
+def _member_key(container: dict[str, Any], name: str) -> str | None:
+    """The JSON key of element `name`: itself, or a choice element's typed key (`value` →
+    `valueQuantity`)."""
+    if name in container:
+        return name
+    for key in container:
+        if key.startswith(name) and key[len(name) : len(name) + 1].isupper():
+            return key
+    return None
+
+
+def _slot(resource: dict[str, Any], located: str, label: str) -> _Slot | dict[str, Any]:
+    """The slot a concrete path (`Patient.contact[0].name`) names in `resource`; the resource
+    itself for its bare type."""
+    kind = str(resource.get("resourceType"))
+    if not located.startswith(kind):
+        raise FhirError(422, f"{label}: {located!r} is not an element of this {kind}")
+    rest = located[len(kind) :]
+    node: Any = resource
+    slot: _Slot | dict[str, Any] = resource
     at = 0
     while at < len(rest):
         step = _STEP.match(rest, at)
-        if step is None:
-            raise FhirError(422, f"{label}: unsupported FHIRPath {path!r} (at {rest[at:]!r})")
+        key = _member_key(node, step[1]) if step and isinstance(node, dict) else None
+        if step is None or key is None:
+            raise FhirError(422, f"{label}: {located!r} is not an element of this {kind}")
         at = step.end()
-        if step["index"] is not None:
-            position = int(step["index"])
-            nodes = nodes[position : position + 1]
-        elif step["call"] is not None:
-            nodes = _call(nodes, step["name"], step["argument"] or "", label, path)
-        else:
-            nodes = _member(nodes, step["name"])
-    return nodes
+        slot = _Slot(node, key, int(step[2]) if step[2] is not None else None, f"{kind}{rest[:at]}")
+        node = slot.get()
+    return slot
 
 
-def _member(nodes: list[Any], name: str) -> list[Any]:
-    found: list[Any] = []
-    for node in nodes:
-        container = node.get() if isinstance(node, _Slot) else node
-        if isinstance(container, dict) and name in container:
-            value = container[name]
-            if isinstance(value, list):
-                found.extend(_Slot(container, name, i) for i in range(len(value)))
-            else:
-                found.append(_Slot(container, name, None))
-    return found
-
-
-def _call(nodes: list[Any], name: str, argument: str, label: str, path: str) -> list[Any]:
-    if name == "first":
-        return nodes[:1]
-    if name == "last":
-        return nodes[-1:]
-    where = _WHERE.match(argument)
-    if name == "where" and where:
-        field, literal = where.groups()
-        return [n for n in nodes if isinstance(v := _value_of(n), dict) and v.get(field) == literal]
-    raise FhirError(422, f"{label}: unsupported FHIRPath function {name}({argument}) in {path!r}")
+def _select(resource: dict[str, Any], path: Any, label: str) -> list[_Slot | dict[str, Any]]:
+    if not isinstance(path, str) or not path.strip():
+        raise FhirError(400, f"{label}: an operation needs a path (a FHIRPath expression)")
+    try:
+        located = locate_fhirpath(path, resource)
+    except FhirPathError as error:
+        raise FhirError(400, f"{label}: path {path!r}: {error}") from None
+    if None in located:
+        raise FhirError(
+            422, f"{label}: path {path!r} selects a value that is not an element of this resource"
+        )
+    return [_slot(resource, p, label) for p in located if p is not None]
 
 
 def _value_of(node: Any) -> Any:
@@ -123,6 +131,8 @@ def _parts(operation: dict[str, Any]) -> dict[str, Any]:
 
 
 def _one(nodes: list[Any], label: str, path: str) -> Any:
+    if not nodes:
+        raise FhirError(422, f"{label}: no element matches the path {path!r}")
     if len(nodes) != 1:
         raise FhirError(422, f"{label}: path {path!r} selects {len(nodes)} elements; it must select one")
     return nodes[0]
@@ -133,7 +143,7 @@ def apply_fhirpath_patch(
 ) -> dict[str, Any]:
     """`resource` (a copy) with the FHIRPath Patch `body` applied; 400 for a malformed patch,
     422 for one that cannot be applied. `is_list(resource, path, name)` tells whether an absent
-    element `name` under `path` repeats."""
+    element `name` under the element at the concrete `path` repeats."""
     operations = [
         p for p in body.get("parameter") or [] if isinstance(p, dict) and p.get("name") == "operation"
     ]
@@ -144,30 +154,59 @@ def apply_fhirpath_patch(
         parts = _parts(operation)
         kind, path = parts.get("type"), parts.get("path")
         label = f"FHIRPath Patch operation {number} ({kind})"
-        if kind not in ("add", "insert", "delete", "replace", "move") or not isinstance(path, str):
+        if kind not in ("add", "insert", "delete", "replace", "move"):
             raise FhirError(
                 400, f"{label}: an operation needs a type (add, insert, delete, replace, move) and a path"
             )
         nodes = _select(patched, path, label)
         if kind == "delete":
-            for node in reversed(nodes):  # list items from the end, so indexes stay valid
-                if isinstance(node, _Slot):
-                    _remove(node)
+            if len(nodes) > 1:
+                raise FhirError(
+                    422, f"{label}: path {path!r} selects {len(nodes)} elements; only one can be deleted"
+                )
+            for node in nodes:
+                if not isinstance(node, _Slot):
+                    raise FhirError(422, f"{label}: cannot delete the resource itself")
+                _remove(node)
             continue
         if kind in ("insert", "move"):
-            lists = {(id(n.parent), n.key) for n in nodes if isinstance(n, _Slot)}
-            if len(lists) != 1:
-                raise FhirError(422, f"{label}: path {path!r} must select one list")
-            _reorder(nodes[0], kind, parts, label)
+            slots = [n for n in nodes if isinstance(n, _Slot) and n.index is not None]
+            if not nodes and kind == "insert":
+                slots = [_empty_list(patched, str(path), label)]
+            elif not nodes:
+                raise FhirError(422, f"{label}: no element matches the path {path!r}")
+            elif len(slots) != len(nodes) or len({(id(n.parent), n.key) for n in slots}) != 1:
+                raise FhirError(422, f"{label}: path {path!r} must select the items of one list")
+            elif len(slots) != len(_items(slots[0])):
+                raise FhirError(422, f"{label}: path {path!r} selects only some items of a list")
+            _reorder(slots[0], kind, parts, label)
             continue
-        target = _one(nodes, label, path)
+        target = _one(nodes, label, str(path))
         if kind == "replace":
             if not isinstance(target, _Slot):
                 raise FhirError(422, f"{label}: cannot replace the resource itself")
             _put(target, parts.get("value"))
         else:
-            _add(patched, target, path, parts, label, is_list)
+            _add(patched, target, str(path), parts, label, is_list)
     return patched
+
+
+def _empty_list(resource: dict[str, Any], path: str, label: str) -> _Slot:
+    """`insert` into a list that has no items yet: `Parent.path.name` whose parent is one element
+    (HAPI reads insert paths as the parent plus the list's name too)."""
+    parent, dot, name = path.rpartition(".")
+    if not dot or not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", name):
+        raise FhirError(422, f"{label}: no element matches the path {path!r}")
+    container = _value_of(_one(_select(resource, parent, label), label, parent))
+    if not isinstance(container, dict) or container.get(name) not in (None, []):
+        raise FhirError(422, f"{label}: no element matches the path {path!r}")
+    container[name] = []
+    return _Slot(container, name, 0, path)
+
+
+def _items(node: Any) -> list[Any]:
+    items = node.parent.get(node.key) if isinstance(node, _Slot) else None
+    return items if isinstance(items, list) else []
 
 
 def _remove(slot: _Slot) -> None:
@@ -193,7 +232,7 @@ def _add(
 ) -> None:  # fmt: skip
     name, value = parts.get("name"), parts.get("value")
     container = _value_of(target)
-    if not isinstance(name, str) or not isinstance(container, dict):
+    if not isinstance(name, str) or not name or not isinstance(container, dict):
         raise FhirError(422, f"{label}: add needs a name and a path that selects an element")
     existing = container.get(name)
     if isinstance(existing, list):
@@ -201,17 +240,17 @@ def _add(
     elif existing is not None:
         raise FhirError(422, f"{label}: {path}.{name} already has a value (use replace)")
     else:
-        container[name] = [value] if is_list(resource, path, name) else value
+        where = target.path if isinstance(target, _Slot) else str(resource.get("resourceType"))
+        container[name] = [value] if is_list(resource, where, name) else value
 
 
-def _reorder(target: Any, kind: str, parts: dict[str, Any], label: str) -> None:
+def _reorder(target: _Slot, kind: str, parts: dict[str, Any], label: str) -> None:
     """`insert` (value at `index`) and `move` (`source` to `destination`) within a list."""
-    if not isinstance(target, _Slot):
-        raise FhirError(422, f"{label}: {kind} needs a path that selects a list element")
-    items = target.parent.get(target.key)
-    if not isinstance(items, list):
-        items = target.parent[target.key] = [items]
+    items = target.parent[target.key]
     try:
+        if not items and kind == "insert" and parts.get("index") not in (0, "0"):
+            del target.parent[target.key]  # the list made for it stays absent
+            raise ValueError(parts.get("index"))
         if kind == "insert":
             index = int(parts.get("index"))  # type: ignore[arg-type]
             if not 0 <= index <= len(items):
