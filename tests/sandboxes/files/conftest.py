@@ -11,15 +11,19 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import paramiko
 import pytest
 
@@ -231,3 +235,55 @@ def moto_s3() -> Iterator[MotoS3]:
 @pytest.fixture
 def s3_storage(moto_s3: MotoS3, tmp_path: Path) -> FileStorage:
     return open_storage(f"s3://{moto_s3.new_bucket()}/assay", tmp_path / "data", moto_s3.options)
+
+
+@dataclass
+class Served:
+    """`assay serve` in a process of its own (what a crash can kill), and its bootstrap key."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    key: str
+    log: Path
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {token or self.key}"}, timeout=60
+        )
+
+
+@contextlib.contextmanager
+def assay_serve(data_dir: Path, *options: str, database_url: str | None = None) -> Iterator[Served]:
+    """`assay serve --data-dir … --sftp-port 0 --mllp-port 0 *options`, ready for requests; stopped
+    with SIGINT on the way out unless the test killed it."""
+    key, port = "vk_files_" + uuid.uuid4().hex, free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_")}
+    env.update(ASSAY_BOOTSTRAP_API_KEY=key, PYTHONUNBUFFERED="1")
+    if database_url:
+        env["ASSAY_DATABASE_URL"] = database_url
+    command = [str(Path(sys.executable).parent / "assay"), "serve", "--data-dir", str(data_dir)]
+    command += ["--port", str(port), "--sftp-port", "0", "--mllp-port", "0", *options]
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log = data_dir / f"serve-{port}.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=output, env=env)
+    served = Served(process, f"http://127.0.0.1:{port}", key, log)
+    try:
+        with served.client() as api:
+            for _ in range(3000):  # workers spawn, import and migrate: a minute on a loaded machine
+                try:
+                    if api.get("/benchmarks").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert process.poll() is None, log.read_text()
+                time.sleep(0.1)
+        yield served
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)

@@ -120,7 +120,7 @@ def test_an_upload_over_the_limit_fails_and_leaves_nothing(harness: Harness, sto
     handle.close()
     client.putfo(io.BytesIO(b"z" * SMALL_LIMIT), "exact.bin")
     assert [r.path for r in run.access.files.records()] == ["exact.bin"]
-    assert not list(Path(storage.key(".partial")).iterdir())
+    assert not _files_in(Path(storage.key(".partial")))
     assert [(e.type, e.status) for e in run.events] == [("file_upload", 4)] * 2 + [("file_upload", 0)]
     client.close()
 
@@ -133,7 +133,7 @@ def test_an_abandoned_upload_leaves_nothing(harness: Harness, storage) -> None: 
     handle.flush()
     client.get_channel().get_transport().close()  # type: ignore[union-attr]
     check = harness.paramiko(run)
-    _wait_until(lambda: not list(Path(storage.key(".partial")).iterdir()), "the aside file to go")
+    _wait_until(lambda: not _files_in(Path(storage.key(".partial"))), "the aside file to go")
     assert entries(check) == [] and run.access.files.records() == []
     check.close()
 
@@ -149,7 +149,7 @@ def test_an_upload_racing_the_end_of_the_run_is_refused_whole(harness: Harness, 
     assert run.access.files.records() == []
     # Refused at the close (status 4), or dropped whole when the watcher closed the session first.
     assert [(e.type, e.status) for e in run.events] in ([("file_upload", 4)], [])
-    _wait_until(lambda: not list(Path(storage.key(".partial")).iterdir()), "the aside file to go")
+    _wait_until(lambda: not _files_in(Path(storage.key(".partial"))), "the aside file to go")
 
 
 def test_sessions_are_closed_when_the_run_ends_and_its_password_stops_working(harness: Harness) -> None:
@@ -208,3 +208,8 @@ def test_openssh_sftp_batch_mode(harness: Harness, tmp_path: Path) -> None:
     refused = harness.sftp_batch(run, "put referral.json ../../escape.json\n", work)
     assert refused.returncode != 0
     assert [r.path for r in run.access.files.records()] == ["outbox/r.json"]
+
+
+def _files_in(folder: Path) -> list[Path]:
+    """The files set aside under `folder` (its subfolders stay: the SFTP listener's is one)."""
+    return [path for path in folder.rglob("*") if path.is_file()]

@@ -137,4 +137,4 @@ def test_sftp_over_s3_writes_the_tree_into_the_bucket(
     assert sidecar["outbox/referral.txt"]["sha256"] == hashlib.sha256(b"referral").hexdigest()
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
     assert not [key for key in keys if "/.partial/" in key]
-    assert not list((tmp_path / "data" / "tmp" / "files").iterdir())
+    assert not [p for p in (tmp_path / "data" / "tmp" / "files").rglob("*") if p.is_file()]

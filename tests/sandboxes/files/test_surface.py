@@ -42,29 +42,42 @@ ORDER_SEEN = {"assert": "sftp-file-present", "path": "inbox/order.txt", "include
 Json = dict[str, Any]
 
 
-def _benchmark(api: httpx.Client) -> str:
+def _benchmark(api: httpx.Client, tasks: int = 1) -> str:
+    """A benchmark of `tasks` identical referral tasks (their runs may be started side by side)."""
     dataset = make_dataset(api, "files", {"files": [{"path": "inbox/order.txt", "content": "order 42\n"}]})
     environment = ok(
         api.post("/environments", json={"name": unique("env"), "dataset_ids": [dataset["id"]]}), 201
     )
     benchmark = ok(
-        api.post("/benchmarks", json={"name": unique("referral"), "environment_id": environment["id"]}), 201
-    )
-    task = ok(
         api.post(
-            "/tasks",
-            json={
-                "benchmark_id": benchmark["id"],
-                "name": "send the referral",
-                "scenario": [
-                    {"step": "drop_file_inbox", "path": "inbox/request.json", "content": json.dumps(REFERRAL)}
-                ],
-            },
+            "/benchmarks",
+            json={"name": unique("referral"), "environment_id": environment["id"], "concurrency": tasks},
         ),
         201,
     )
-    for body in (criterion(UPLOADED, label="referral uploaded"), criterion(ORDER_SEEN, label="order seeded")):
-        ok(api.post("/criteria", json={"task_id": task["id"], **body}), 201)
+    for n in range(tasks):
+        task = ok(
+            api.post(
+                "/tasks",
+                json={
+                    "benchmark_id": benchmark["id"],
+                    "name": f"send the referral {n}",
+                    "scenario": [
+                        {
+                            "step": "drop_file_inbox",
+                            "path": "inbox/request.json",
+                            "content": json.dumps(REFERRAL),
+                        }
+                    ],
+                },
+            ),
+            201,
+        )
+        for body in (
+            criterion(UPLOADED, label="referral uploaded"),
+            criterion(ORDER_SEEN, label="order seeded"),
+        ):
+            ok(api.post("/criteria", json={"task_id": task["id"], **body}), 201)
     return str(benchmark["id"])
 
 
@@ -109,7 +122,7 @@ def _run(server: Server, api: httpx.Client, upload_to: str) -> tuple[Json, Json,
     return started, completed, task_run
 
 
-def _agree(server: Server, api: httpx.Client, task_run_id: str, completed: Json, tmp_path: Path) -> None:
+def _agree(api: httpx.Client, task_run_id: str, completed: Json, tmp_path: Path) -> None:
     """`rescore`, the state tar.gz and `assay verify` say what `complete` said."""
     rescored = ok(api.post(f"/task-runs/{task_run_id}/rescore"))
     assert (rescored["score"], rescored["verdict"]) == (completed["score"], completed["verdict"])
@@ -141,7 +154,7 @@ def test_an_agent_uploads_the_referral_and_passes(server: Server, api: httpx.Cli
     uploads = [e for e in events if e["type"] == "file_upload"]
     assert [(e["method"], e["path"], e["status"]) for e in uploads] == [("SFTP", "/outbox/referral.json", 0)]
     assert len(uploads[0]["request"]["sha256"]) == 64
-    _agree(server, api, task_run["id"], completed, tmp_path)
+    _agree(api, task_run["id"], completed, tmp_path)
 
 
 def test_a_wrong_upload_path_fails_naming_the_path(server: Server, api: httpx.Client, tmp_path: Path) -> None:
@@ -151,7 +164,7 @@ def test_a_wrong_upload_path_fails_naming_the_path(server: Server, api: httpx.Cl
     assert uploaded["passed"] is False and uploaded["score"] == 0
     assert "outbox/referral.json" in uploaded["details"]
     assert uploaded["evidence"]["matchedPaths"] == []
-    _agree(server, api, task_run["id"], completed, tmp_path)
+    _agree(api, task_run["id"], completed, tmp_path)
 
 
 @needs_sftp
@@ -194,7 +207,7 @@ def test_the_same_flow_on_s3(s3_server: Server, moto_s3: MotoS3, tmp_path: Path)
     with s3_server.client() as api:
         started, completed, task_run = _run(s3_server, api, "outbox/referral.json")
         assert completed["verdict"] == "pass", completed
-        _agree(s3_server, api, task_run["id"], completed, tmp_path)
+        _agree(api, task_run["id"], completed, tmp_path)
     s3 = moto_s3.client()
     keys = [
         obj["Key"]

@@ -226,7 +226,7 @@ class _Session(asyncssh.SFTPServer):
                 raise AlreadyExists(f"/{clean} already exists")
             if not exists and not pflags & asyncssh.FXF_CREAT:
                 raise FileMissing(f"no file at /{clean}")
-        aside = self.files.storage.aside()
+        aside = self.files.storage.aside(self.files.prefix, listener=True)
         writer = aside.open("w+b")
         handle = _Handle(clean, writing=True, aside=aside, writer=writer)
         handle.append = bool(pflags & asyncssh.FXF_APPEND)

@@ -14,13 +14,21 @@ caches are off: the tree is read from the sidecar (`tree.py`), and every read se
 Writes never land half-done: content is set aside first (`aside`), under `.partial/` beside the
 playground prefixes (local storage: the same filesystem, so the final move is a rename) or in a
 local scratch folder then uploaded there (object stores: the final move is a server-side copy).
+Set-aside content is never part of a tree (the sidecar is the tree), so it is never listed to an
+agent nor captured; a writer that dies before it commits or discards leaves it behind, and
+`sweep_partials` removes that: the SFTP listener's (under `sftp/`, named by playground) all at once
+when the listener starts — only one runs per deployment, so any there belong to one that crashed —
+and the others (API uploads, seeds, sidecar writes, each aside for milliseconds) once older than
+`PARTIAL_GRACE_SECONDS`, read from the ULID in their name.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,11 +40,27 @@ from ulid import ULID
 if TYPE_CHECKING:
     from assay.sandboxes.files.tree import PlaygroundFiles
 
-__all__ = ["FileStorage", "Staged", "StorageError", "open_storage", "storage_settings"]
+__all__ = [
+    "PARTIAL_GRACE_SECONDS",
+    "FileStorage",
+    "Staged",
+    "StorageError",
+    "open_storage",
+    "storage_settings",
+]
+
+log = logging.getLogger("assay.files")
 
 _PACKAGES = {"s3": ("s3fs", "s3"), "gs": ("gcsfs", "gcs")}
 _ALIASES = {"s3a": "s3", "gcs": "gs", "local": "file"}
 _CHUNK = 1024 * 1024
+_PARTIAL = ".partial"
+_LISTENER = "sftp"
+"""The SFTP listener's set-aside area, inside `.partial/` (and the scratch folder)."""
+
+PARTIAL_GRACE_SECONDS = 600.0
+"""How old set-aside content of a writer other than the SFTP listener must be before a sweep
+takes it for abandoned: those writers hold it for one request, far below this."""
 
 
 class StorageError(RuntimeError):
@@ -71,12 +95,19 @@ class FileStorage:
 
         return PlaygroundFiles(self, prefix)
 
-    def aside(self) -> Path:
-        """A fresh local path to write content to before it is staged."""
-        name = str(ULID())
-        folder = Path(self.key(".partial")) if self.is_local else self.scratch
+    def aside(self, owner: str = "", *, listener: bool = False) -> Path:
+        """A fresh local path to write content to before it is staged, named `<owner>.<ULID>`
+        (`owner`: the playground, for whoever finds it abandoned). `listener`: the SFTP
+        listener's, which `sweep_partials(listener_gone=True)` removes whatever its age."""
+        name = f"{owner}.{ULID()}" if owner else str(ULID())
+        folder = self._local_partials()
+        if listener:
+            folder = folder / _LISTENER
         folder.mkdir(parents=True, exist_ok=True)
         return folder / name
+
+    def _local_partials(self) -> Path:
+        return Path(self.key(_PARTIAL)) if self.is_local else self.scratch
 
     def stage(self, local: Path) -> Staged:
         """Hash the content at `local` and make it a staged object of this storage; `local` is gone
@@ -89,7 +120,7 @@ class FileStorage:
                 size += len(chunk)
         if self.is_local:
             return Staged(str(local), size, digest.hexdigest())
-        key = self.key(".partial", local.name)
+        key = self.key(_PARTIAL, *local.relative_to(self.scratch).parts)
         try:
             self.fs.put_file(str(local), key)
         finally:
@@ -98,7 +129,7 @@ class FileStorage:
 
     def stage_bytes(self, data: bytes) -> Staged:
         if not self.is_local:
-            key = self.key(".partial", str(ULID()))
+            key = self.key(_PARTIAL, str(ULID()))
             self.fs.pipe_file(key, data)
             return Staged(key, len(data), hashlib.sha256(data).hexdigest())
         local = self.aside()
@@ -114,6 +145,43 @@ class FileStorage:
                 self.fs.rm_file(staged.key)
         except (OSError, FileNotFoundError):
             pass
+
+    def sweep_partials(self, *, listener_gone: bool = False, older_than: float | None = None) -> list[str]:
+        """Remove abandoned set-aside content; the paths and keys removed. Never raises (a store
+        that refuses is logged: a sweep must not stop a start-up).
+
+        `listener_gone`: everything the SFTP listener set aside (call it as the listener starts).
+        `older_than`: everything else set aside more than that many seconds ago."""
+        cutoff = None if older_than is None else time.time() - older_than
+
+        def abandoned(relative: tuple[str, ...]) -> bool:
+            if listener_gone and len(relative) > 1 and relative[0] == _LISTENER:
+                return True
+            born = _born(relative[-1])
+            return cutoff is not None and (born is None or born < cutoff)
+
+        removed: list[str] = []
+        area = self._local_partials()
+        try:
+            found = [path for path in area.rglob("*") if path.is_file()] if area.is_dir() else []
+            for path in found:
+                if abandoned(path.relative_to(area).parts):
+                    path.unlink(missing_ok=True)
+                    removed.append(str(path))
+        except OSError as exc:
+            log.warning("could not sweep set-aside uploads in %s: %s", area, exc)
+        if self.is_local:
+            return removed
+        root = self.key(_PARTIAL)
+        try:
+            keys = [str(key) for key in self.fs.find(root)]
+            for key in keys:
+                if key.startswith(root + "/") and abandoned(tuple(key[len(root) + 1 :].split("/"))):
+                    self.fs.rm_file(key)
+                    removed.append(key)
+        except (OSError, FileNotFoundError) as exc:
+            log.warning("could not sweep set-aside uploads under %s/%s: %s", self.url, _PARTIAL, exc)
+        return removed
 
     def move(self, source: str, target: str) -> None:
         """Move one object within the storage: a rename on local disk, copy + delete elsewhere."""
@@ -153,6 +221,15 @@ class FileStorage:
             raise
         except Exception as exc:
             raise StorageError(f"storage {self.url} is not usable: {type(exc).__name__}: {exc}") from None
+
+
+def _born(name: str) -> float | None:
+    """When content set aside as `name` (`[<owner>.]<ULID>`) was, in epoch seconds; None if the
+    name is not one of ours."""
+    try:
+        return float(ULID.from_str(name.rpartition(".")[2]).timestamp)
+    except ValueError:
+        return None
 
 
 def storage_settings(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import os
 import secrets
 import threading
@@ -37,7 +38,12 @@ from assay.sandboxes.files.paths import clean_path
 from assay.sandboxes.files.routes import files_router
 from assay.sandboxes.files.runs import access_for, lock_for_capture, login
 from assay.sandboxes.files.sftp import SftpListener
-from assay.sandboxes.files.storage import FileStorage, open_storage, storage_settings
+from assay.sandboxes.files.storage import (
+    PARTIAL_GRACE_SECONDS,
+    FileStorage,
+    open_storage,
+    storage_settings,
+)
 from assay.sandboxes.files.tree import PlaygroundFiles
 from assay.sandboxes.surface import (
     BaseSurface,
@@ -57,6 +63,8 @@ __all__ = ["DEFAULT_MAX_FILE_BYTES", "FilesSandbox", "FilesView", "max_file_byte
 
 DEFAULT_MAX_FILE_BYTES = 25 * 1024 * 1024
 """SPEC §5.1: a file is at most 25 MB (`ASSAY_MAX_FILE_BYTES`)."""
+
+log = logging.getLogger("assay.files")
 
 _STORAGE_KEY = "files.storage"
 _OPENED: dict[str, FileStorage] = {}
@@ -232,6 +240,17 @@ class FilesView(StateView):
             raise FileNotFoundError(path) from None
 
 
+def _prepare(deployment: Deployment) -> FileStorage:
+    """Open the storage as the SFTP listener starts, and remove what writers that died left set
+    aside: all of the previous listener's (one listener per deployment: it is gone), the rest
+    once older than `PARTIAL_GRACE_SECONDS` (an API worker may be mid-upload right now)."""
+    storage = storage_of(deployment)
+    removed = storage.sweep_partials(listener_gone=True, older_than=PARTIAL_GRACE_SECONDS)
+    if removed:
+        log.info("removed %d abandoned partial upload(s) from %s", len(removed), storage.url)
+    return storage
+
+
 class FilesSandbox(BaseSurface):
     name = "files"
     dataset_type = "files"
@@ -306,7 +325,7 @@ class FilesSandbox(BaseSurface):
             host=deployment.host,
             port=deployment.port("files", 2222),
             watch_interval=float(deployment.option("files", "watch_interval", 1.0)),
-            prepare=lambda: storage_of(deployment),
+            prepare=lambda: _prepare(deployment),
         )
 
     def capture(self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment) -> Any:
