@@ -9,7 +9,7 @@ import pytest
 
 from assay.core.assertions import parse_assertion
 from assay.core.errors import AssertionInvalid
-from assay.core.state import resource_digest
+from assay.core.state import PortalRow, portal_digests, resource_digest
 from assay.snapshot import SnapshotFile, SnapshotWriter, open_snapshot
 from assay.verify import CriterionSpec, verify_task
 
@@ -125,3 +125,122 @@ def test_bad_allow_entries_are_rejected() -> None:
     assert any("allow.0" in key for key in caught.value.errors)
     with pytest.raises(AssertionInvalid):
         parse_assertion({"assert": "no-unexpected-changes", "surfaces": ["voice"]})
+
+
+def _adt(control: str, mrn: str, trigger: str = "A08") -> str:
+    return (
+        f"MSH|^~\\&|AGENT|CLINIC|LAB|HOSP|20260301120500||ADT^{trigger}^ADT_A01|{control}|P|2.5.1\r"
+        f"EVN|{trigger}|20260301120500\r"
+        f"PID|1||{mrn}^^^HOSP^MR||SMITH^JOHN||19800101|M\r"
+    )
+
+
+def _hl7_snapshot(tmp_path: Path, messages: list[str], *, baseline: bool = True) -> Path:
+    writer = SnapshotWriter(tmp_path / "hl7")
+    for message in messages:
+        writer.add_hl7(message)
+    if baseline:
+        writer.add_baseline("hl7", {})
+    return writer.close()
+
+
+def test_hl7_messages_are_allowed_by_type_trigger_and_fields(tmp_path: Path) -> None:
+    root = _hl7_snapshot(tmp_path, [_adt("C1", "MRN1"), _adt("C2", "MRN2"), _adt("C3", "MRN1", "A03")])
+    allow = [{"message_type": "ADT^A08", "where": {"PID.3.1": "MRN1"}}]
+    run = verify(root, surfaces=["hl7"], allow=allow)
+    assert run["passed"] is False and run["status"] == "ok"
+    assert run["evidence"]["unexpected"] == [
+        {"surface": "hl7", "key": "outbound/2", "change": "created", "allowed": None,
+         "message_type": "ADT^A08", "control_id": "C2"},
+        {"surface": "hl7", "key": "outbound/3", "change": "created", "allowed": None,
+         "message_type": "ADT^A03", "control_id": "C3"},
+    ]  # fmt: skip
+    assert "created HL7 ADT^A08 outbound/2" in run["details"]
+    # `ADT` alone covers any trigger; aliases work as in hl7-structural's correlate_by
+    assert verify(root, allow=[{"message_type": "ADT"}])["passed"] is True
+    by_alias = verify(root, allow=[{"message_type": "ADT", "where": {"control_id": "C2"}}])
+    assert [c["key"] for c in by_alias["evidence"]["unexpected"]] == ["outbound/1", "outbound/3"]
+
+
+def test_max_catches_a_duplicate_order(tmp_path: Path) -> None:
+    root = _hl7_snapshot(tmp_path, [_adt("C1", "MRN1"), _adt("C1", "MRN1")])
+    run = verify(root, allow=[{"message_type": "ADT^A08", "max": 1}])
+    assert [c["allowed"] for c in run["evidence"]["changes"]] == [0, None]
+    assert run["passed"] is False
+    fhir = snapshot(tmp_path / "f", [ALICE, BOB, appointment("a1", "alice"), appointment("a2", "alice")])
+    twice = verify(fhir, allow=[{"resourceType": "Appointment", "change": "created", "max": 1}])
+    assert [c["key"] for c in twice["evidence"]["unexpected"]] == ["Appointment/a2"]
+
+
+def _portal_snapshot(tmp_path: Path, final: list[PortalRow], seeded: list[PortalRow] | None) -> Path:
+    writer = SnapshotWriter(tmp_path / "portal")
+    for row in final:
+        writer.add_portal_row(row)
+    if seeded is not None:
+        writer.add_baseline("portal", portal_digests(seeded))
+    return writer.close()
+
+
+PATIENTS = [
+    PortalRow(0, "patients", {"member_id": "M1", "name": "Ann Lee"}),
+    PortalRow(1, "patients", {"member_id": "M2", "name": "Bo Diaz"}),
+]
+
+
+def test_portal_rows_created_and_updated_against_the_seeded_rows(tmp_path: Path) -> None:
+    request = PortalRow(0, "prior_auth_requests", {"request_id": "PA1", "patient": {"member_id": "M1"}})
+    wrong = PortalRow(1, "patients", {"member_id": "M2", "name": "Bo Diaz", "phone": "555"})
+    aetna = PortalRow(0, "patients", {"member_id": "M9"}, "aetna")
+    root = _portal_snapshot(tmp_path, [PATIENTS[0], wrong, request, aetna], PATIENTS)
+    allow = [
+        {"resource": "prior_auth_requests", "change": "created", "where": {"patient.member_id": "M1"}},
+        {"resource": "patients", "where": {"member_id": "M1"}},
+    ]
+    run = verify(root, surfaces=["portal"], allow=allow)
+    assert run["passed"] is False
+    assert run["evidence"]["unexpected"] == [
+        {"surface": "portal", "key": "aetna/patients/0", "change": "created", "allowed": None,
+         "resource": "patients", "portal": "aetna"},
+        {"surface": "portal", "key": "patients/1", "change": "updated", "allowed": None,
+         "resource": "patients", "portal": None},
+    ]  # fmt: skip
+    allowed = {c["key"]: c["allowed"] for c in run["evidence"]["changes"]}
+    assert allowed["prior_auth_requests/0"] == 0
+    other = [{"resource": "prior_auth_requests", "where": {"patient.member_id": "M2"}}]
+    assert "prior_auth_requests/0" in [c["key"] for c in verify(root, allow=other)["evidence"]["unexpected"]]
+    fine = [
+        *allow,
+        {"resource": "patients", "portal": "aetna"},
+        {"resource": "patients", "change": "updated"},
+    ]
+    assert verify(root, allow=fine)["passed"] is True
+
+
+def test_files_change_kind_and_a_missing_portal_baseline(tmp_path: Path) -> None:
+    import hashlib
+
+    seeded = SnapshotFile("inbound/referral.pdf", b"%PDF-1.4 seeded", seeded=True)
+    baseline = {seeded.path: hashlib.sha256(seeded.content).hexdigest()}
+    root = snapshot(tmp_path, SEEDED, files=[SnapshotFile("outbound/a.pdf", b"a")], seeded_files=baseline)
+    created_only = verify(root, surfaces=["files"], allow=[{"path": "*", "change": "created"}])
+    assert [(c["key"], c["change"]) for c in created_only["evidence"]["unexpected"]] == [
+        ("inbound/referral.pdf", "deleted")
+    ]
+    asked = verify(root, surfaces=["files", "portal"])
+    assert asked["status"] == "error" and "portal" in asked["details"]
+
+
+def test_allow_entries_of_each_surface_are_validated() -> None:
+    bad = [
+        ({"message_type": "ADT A08"}, "allow.0.message_type"),
+        ({"message_type": "ADT", "where": {"PID..3": "x"}}, "allow.0.where"),
+        ({"resource": "a/b"}, "allow.0.resource"),
+        ({"resource": "patients", "where": {"a..b": 1}}, "allow.0.where"),
+        ({"path": "x", "max": 0}, "allow.0.max"),
+        ({"path": "x", "resource": "patients"}, "allow.0"),
+        ({"nothing": 1}, "allow.0"),
+    ]
+    for entry, key in bad:
+        with pytest.raises(AssertionInvalid) as caught:
+            parse_assertion({"assert": "no-unexpected-changes", "allow": [entry]})
+        assert list(caught.value.errors) == [key], (entry, caught.value.errors)

@@ -1,9 +1,13 @@
-"""`no-unexpected-changes` end to end over HTTP: a seeded FHIR dataset, the agent's REST writes,
-`complete`, `rescore`, and `GET /task-runs/{id}/state` scored offline by `assay verify` (issue 14)."""
+"""`no-unexpected-changes` end to end (issue 14): seeded datasets and scenario steps on FHIR, files,
+HL7 and the portal, the agent's writes through the real surfaces (FHIR REST, SFTP with paramiko,
+HL7 over HTTP, portal REST), `complete`, `rescore`, and `GET /task-runs/{id}/state` scored offline
+by `assay verify` — the wrong patient and the stray file are caught live and from the tarball."""
 
 from __future__ import annotations
 
+import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +15,8 @@ import httpx
 from typer.testing import CliRunner
 
 from assay.clients.cli.app import app as cli
+from tests.sandboxes.files.conftest import sftp_client
+from tests.sandboxes.portal.world import PAYER, SUBMISSION
 
 from .builders import criterion, make_dataset, ok, start_run, unique
 from .conftest import Server
@@ -58,10 +64,7 @@ def _book(fhir: httpx.Client, base: str) -> None:
 def _run(
     server: Server, api: httpx.Client, benchmark_id: str, tmp_path: Path, *, edit_bob: bool
 ) -> dict[str, Any]:
-    run = start_run(api, benchmark_id)
-    [task_run] = run.task_runs
-    with server.client(run.token) as agent:
-        started = ok(agent.post(task_run["start_url"]))
+    def act(agent: httpx.Client, started: dict[str, Any]) -> None:
         base = started["endpoints"]["fhir"]
         _book(agent, base)
         if edit_bob:
@@ -69,6 +72,24 @@ def _run(
             bob["name"] = [{"family": "Brown-Edited"}]
             edited = agent.put(f"{base}/Patient/bob", content=json.dumps(bob), headers={"content-type": FHIR})
             assert edited.status_code == 200, edited.text
+
+    return _judged(server, api, benchmark_id, tmp_path, act)
+
+
+def _judged(
+    server: Server,
+    api: httpx.Client,
+    benchmark_id: str,
+    tmp_path: Path,
+    act: Callable[[httpx.Client, dict[str, Any]], None],
+) -> dict[str, Any]:
+    """Start, let `act` play the agent, complete; then rescore and `assay verify` on the tarball,
+    which must agree with `complete` on the score, the verdict and the unexpected changes."""
+    run = start_run(api, benchmark_id)
+    [task_run] = run.task_runs
+    with server.client(run.token) as agent:
+        started = ok(agent.post(task_run["start_url"]))
+        act(agent, started)
         completed = ok(agent.post(task_run["complete_url"]))
     [live] = completed["checks"]
     rescored = ok(api.post(f"/task-runs/{task_run['id']}/rescore", json={}))
@@ -89,6 +110,7 @@ def _run(
     assert offline["score"] == completed["score"] == rescored["score"]
     assert offline_run["passed"] == live["passed"]
     assert offline_run["evidence"]["unexpected"] == record["evidence"]["unexpected"]
+    assert offline_run["evidence"]["changes"] == record["evidence"]["changes"]
     return {"live": live, "record": record, "offline": offline_run, "exit": result.exit_code}
 
 
@@ -109,3 +131,145 @@ def test_wrong_patient_fails_and_allowed_create_passes(
     assert right["live"]["passed"] is True and right["offline"]["passed"] is True, right
     assert right["exit"] == 0
     assert [c["change"] for c in right["record"]["evidence"]["changes"]] == ["created"]
+
+
+def _task(api: httpx.Client, datasets: list[dict[str, Any]], assertion: dict[str, Any], **task: Any) -> str:
+    environment = ok(
+        api.post("/environments", json={"name": unique("env"), "dataset_ids": [d["id"] for d in datasets]}),
+        201,
+    )
+    benchmark = ok(
+        api.post("/benchmarks", json={"name": unique("changes"), "environment_id": environment["id"]}), 201
+    )
+    made = ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "changes", **task}), 201)
+    ok(api.post("/criteria", json={"task_id": made["id"], **criterion(assertion)}), 201)
+    return str(benchmark["id"])
+
+
+def test_a_stray_sftp_file_is_caught_live_and_from_the_tarball(
+    server: Server, api: httpx.Client, tmp_path: Path
+) -> None:
+    seeded = make_dataset(api, "files", {"files": [{"path": "inbox/order.txt", "content": "order 42\n"}]})
+    drop = {"step": "drop_file_inbox", "path": "inbox/request.json", "content": "{}"}
+    only_outbox = {
+        "assert": "no-unexpected-changes",
+        "surfaces": ["files"],
+        "allow": [{"path": "outbox/*.pdf"}],
+    }
+    benchmark_id = _task(api, [seeded], only_outbox, scenario=[drop])
+
+    def upload(*stray: str) -> Callable[[httpx.Client, dict[str, Any]], None]:
+        def act(agent: httpx.Client, started: dict[str, Any]) -> None:
+            client = sftp_client(started["credentials"]["sftp"])
+            try:
+                client.mkdir("outbox")
+                client.putfo(io.BytesIO(b"%PDF-1.4 summary"), "outbox/summary.pdf")
+                for path in stray:
+                    client.putfo(io.BytesIO(b"scratch"), path)
+            finally:
+                client.close()
+
+        return act
+
+    stray = _judged(server, api, benchmark_id, tmp_path, upload("outbox/notes.txt", "inbox/order.txt"))
+    assert stray["live"]["passed"] is False and stray["offline"]["passed"] is False
+    assert [(c["key"], c["change"]) for c in stray["record"]["evidence"]["unexpected"]] == [
+        ("inbox/order.txt", "updated"),
+        ("outbox/notes.txt", "created"),
+    ]
+    clean = _judged(server, api, benchmark_id, tmp_path, upload())
+    # the dataset's file and the scenario's drop are the baseline, not the agent's changes
+    assert clean["live"]["passed"] is True and clean["offline"]["passed"] is True and clean["exit"] == 0
+    assert [c["key"] for c in clean["record"]["evidence"]["changes"]] == ["outbox/summary.pdf"]
+
+
+def _adt(facility: str, control: str, mrn: str) -> str:
+    return (
+        f"MSH|^~\\&|AGENT|CLINIC|LAB|{facility}|20260301120500||ADT^A08^ADT_A01|{control}|P|2.5.1\r"
+        "EVN|A08|20260301120500\r"
+        f"PID|1||{mrn}^^^HOSP^MR||SMITH^JOHN||19800101|M\r"
+    )
+
+
+def test_an_hl7_message_about_the_wrong_patient_is_caught(
+    server: Server, api: httpx.Client, tmp_path: Path
+) -> None:
+    inbox = make_dataset(
+        api, "hl7", {"inbox": ["MSH|^~\\&|REG|HOSP|AGENT|CLINIC|20260301120000||ADT^A04|IN-1|P|2.5.1\r"]}
+    )
+    allow = {
+        "assert": "no-unexpected-changes",
+        "surfaces": ["hl7"],
+        "allow": [{"message_type": "ADT^A08", "where": {"PID.3.1": "MRN123"}, "max": 1}],
+    }
+    benchmark_id = _task(api, [inbox], allow)
+
+    def send(*mrns: str) -> Callable[[httpx.Client, dict[str, Any]], None]:
+        def act(agent: httpx.Client, started: dict[str, Any]) -> None:
+            facility = started["credentials"]["hl7"]["receiving_facility"]
+            for i, mrn in enumerate(mrns):
+                sent = agent.post(
+                    started["endpoints"]["hl7_outbound"],
+                    content=_adt(facility, f"OUT-{i}", mrn),
+                    headers={"Content-Type": "x-application/hl7-v2+er7"},
+                )
+                assert "MSA|AA" in sent.text, sent.text
+
+        return act
+
+    wrong = _judged(server, api, benchmark_id, tmp_path, send("MRN123", "MRN999", "MRN123"))
+    assert wrong["live"]["passed"] is False
+    assert [(c["key"], c["control_id"]) for c in wrong["record"]["evidence"]["unexpected"]] == [
+        ("outbound/2", "OUT-1"),  # the wrong patient
+        ("outbound/3", "OUT-2"),  # the duplicate, beyond max
+    ]
+    right = _judged(server, api, benchmark_id, tmp_path, send("MRN123"))
+    assert right["live"]["passed"] is True and right["exit"] == 0
+
+
+def test_a_portal_edit_of_the_wrong_patient_is_caught(
+    server: Server, api: httpx.Client, tmp_path: Path
+) -> None:
+    portal = make_dataset(
+        api,
+        "portal",
+        {
+            "payer": PAYER,
+            "resources": {
+                "patients": {"rows": [{"member_id": "M1001", "name": "Ann Lee", "birth_date": "1980-04-02"}]},
+                "providers": {"rows": [{"npi": "1234567893", "name": "Dr. Rivera"}]},
+            },
+        },
+    )
+    second = {
+        "step": "set_portal_row",
+        "resource": "patients",
+        "row": {"member_id": "M1002", "name": "Bo Diaz"},
+    }
+    allow = {
+        "assert": "no-unexpected-changes",
+        "surfaces": ["portal"],
+        "allow": [
+            {"resource": "prior_auth_requests", "change": "created", "where": {"patient.member_id": "M1001"}},
+            {"resource": "patients", "change": "updated", "where": {"member_id": "M1001"}},
+        ],
+    }
+    benchmark_id = _task(api, [portal], allow, scenario=[second])
+
+    def edit(member: str) -> Callable[[httpx.Client, dict[str, Any]], None]:
+        def act(agent: httpx.Client, started: dict[str, Any]) -> None:
+            base = f"/v1/task-runs/{started['task_run_id']}/portal"
+            ok(agent.post(f"{base}/prior_auth_requests", json=SUBMISSION), 201)
+            ok(agent.patch(f"{base}/patients/{member}", json={"phone": "555-0100"}))
+
+        return act
+
+    wrong = _judged(server, api, benchmark_id, tmp_path, edit("M1002"))
+    assert wrong["live"]["passed"] is False and wrong["offline"]["passed"] is False
+    assert wrong["record"]["evidence"]["unexpected"] == [
+        {"surface": "portal", "key": "patients/1", "change": "updated", "allowed": None,
+         "resource": "patients", "portal": None},
+    ]  # fmt: skip
+    right = _judged(server, api, benchmark_id, tmp_path, edit("M1001"))
+    assert right["live"]["passed"] is True and right["offline"]["passed"] is True
+    assert [c["allowed"] for c in right["record"]["evidence"]["changes"]] == [1, 0]

@@ -1,10 +1,12 @@
 """`no-unexpected-changes` (issue 14): every change the agent made on a surface is allowed.
 
-Changes are keys (`Patient/p1`, a file path) whose digest differs between the seeded baseline and
-the final state: created, updated (content other than `meta`), deleted. Each change is matched
-against `allow`; the criterion passes when none is left over, and the evidence lists every change
-with whether it was allowed. A surface asked for without a recorded baseline (an older snapshot,
-an external FHIR server) is `error`: the check cannot tell what the agent changed.
+Changes are keys whose digest differs between the seeded baseline and the final state: FHIR
+`Patient/p1`, a file path, an outbound HL7 message (`outbound/1`, nothing outbound is seeded) and a
+portal row (`prior_auth_requests/0`, its place in insertion order) — created, updated (FHIR: content
+other than `meta`) or deleted. Each change is matched against `allow`, in order (an entry with `max`
+covers that many at most); the criterion passes when none is left over, and the evidence lists
+every change with whether it was allowed. A surface asked for without a recorded baseline (an older
+snapshot, an external FHIR server) is `error`: the check cannot tell what the agent changed.
 """
 
 from __future__ import annotations
@@ -12,17 +14,34 @@ from __future__ import annotations
 from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 from assay.checks._context import CheckContext
-from assay.core.assertions import AllowPath, AllowResource, NoUnexpectedChanges
+from assay.core.assertions import AllowMessage, AllowPath, AllowResource, AllowRow, NoUnexpectedChanges
+from assay.core.operators import values_equal
 from assay.core.results import CriterionResult
-from assay.core.state import BaselineState, SandboxState
+from assay.core.state import BaselineState, Hl7Record, PortalRow, SandboxState, hl7_key, portal_key
+from assay.core.values import read_dotted
 from assay.formats.fhir import InvalidSearch, UnknownSearchParameter
+from assay.formats.hl7 import Hl7Message, Hl7ParseError, Hl7Path, Hl7PathError, parse_messages
 
 __all__ = ["SURFACES", "check"]
 
-SURFACES = ("fhir", "files")
+SURFACES = ("fhir", "files", "hl7", "portal")
+
+_HL7_ALIASES = {
+    "message_type": lambda message: message.message_type.value,
+    "trigger_event": lambda message: message.trigger_event.value,
+    "control_id": lambda message: message.control_id.value,
+}
+
+
+class _Unjudgeable(Exception):
+    """An allow entry that cannot be evaluated: the criterion's result instead of a verdict."""
+
+    def __init__(self, result: CriterionResult):
+        self.result = result
 
 
 def check(assertion: NoUnexpectedChanges, state: SandboxState, context: CheckContext) -> CriterionResult:
@@ -39,19 +58,20 @@ def check(assertion: NoUnexpectedChanges, state: SandboxState, context: CheckCon
     compared = {name: found for name, found in baselines.items() if found is not None}
     if not compared:
         return CriterionResult.error("no seeded baseline recorded for any surface; changes cannot be judged")
+    final = _Final(state)
     changes: list[dict[str, Any]] = []
     for name, baseline in compared.items():
-        changes.extend(_changes(name, baseline, state.digests(name)))
-    matched: dict[tuple[str, int], set[str]] = {}
-    for change in changes:
-        allowed = _allowed_by(assertion, change, state, matched)
-        if isinstance(allowed, CriterionResult):
-            return allowed
-        change["allowed"] = allowed
+        changes.extend(_changes(name, baseline, state.digests(name), final))
+    used = [0] * len(assertion.allow)
+    try:
+        for change in changes:
+            change["allowed"] = _allowed_by(assertion, change, final, used)
+    except _Unjudgeable as exc:
+        return exc.result
     unexpected = [change for change in changes if change["allowed"] is None]
     evidence = {"surfaces": sorted(compared), "changes": changes, "unexpected": unexpected}
     if unexpected:
-        listed = ", ".join(f"{c['change']} {c['key']}" for c in unexpected[:10])
+        listed = ", ".join(f"{c['change']} {_named(c)}" for c in unexpected[:10])
         more = f" and {len(unexpected) - 10} more" if len(unexpected) > 10 else ""
         return CriterionResult(
             Fraction(0), f"{len(unexpected)} unexpected change(s): {listed}{more}.", evidence
@@ -61,45 +81,158 @@ def check(assertion: NoUnexpectedChanges, state: SandboxState, context: CheckCon
     )
 
 
-def _changes(surface: str, baseline: Mapping[str, str], final: Mapping[str, str]) -> list[dict[str, Any]]:
+def _named(change: Mapping[str, Any]) -> str:
+    """How `details` names a change: `Patient/bob`, `HL7 ADT^A08 outbound/2`, `portal patients/0`."""
+    if change["surface"] == "hl7":
+        return f"HL7 {change.get('message_type') or 'message'} {change['key']}"
+    if change["surface"] in ("portal", "files"):
+        return f"{change['surface']} {change['key']}"
+    return str(change["key"])
+
+
+class _Final:
+    """The final state's HL7 messages and portal rows by change key, read once per check."""
+
+    def __init__(self, state: SandboxState):
+        self.state = state
+        self.fhir_matches: dict[int, set[str]] = {}
+
+    @cached_property
+    def messages(self) -> dict[str, tuple[Hl7Record, tuple[Hl7Message, ...]]]:
+        found = {}
+        for i, record in enumerate(self.state.hl7_outbound(), 1):
+            try:
+                parsed = tuple(parse_messages(record.message))
+            except Hl7ParseError:
+                parsed = ()
+            found[hl7_key(i)] = (record, parsed)
+        return found
+
+    def row(self, key: str) -> PortalRow | None:
+        *slug, resource, _ = key.split("/")
+        portal = slug[0] if slug else None
+        for row in self.state.portal_rows(resource, portal):
+            if row.portal == portal and portal_key(row) == key:
+                return row
+        return None
+
+
+def _changes(
+    surface: str, baseline: Mapping[str, str], final: Mapping[str, str], state: _Final
+) -> list[dict[str, Any]]:
     found = []
-    for key in sorted(set(baseline) | set(final)):
+    for key in sorted(set(baseline) | set(final), key=lambda k: _order(surface, k)):
         before, after = baseline.get(key), final.get(key)
         if before == after:
             continue
         kind = "created" if before is None else "deleted" if after is None else "updated"
-        found.append({"surface": surface, "key": key, "change": kind})
+        change: dict[str, Any] = {"surface": surface, "key": key, "change": kind}
+        if surface == "hl7":
+            _record, messages = state.messages.get(key, (None, ()))
+            change["message_type"] = ",".join(str(m.message_type.value) for m in messages) or None
+            change["control_id"] = messages[0].control_id.value if messages else None
+        elif surface == "portal":
+            *slug, resource, _ = key.split("/")
+            change["resource"], change["portal"] = resource, slug[0] if slug else None
+        found.append(change)
     return found
 
 
+def _order(surface: str, key: str) -> tuple[Any, ...]:
+    """Keys in a reader's order: HL7 messages and portal rows by number, the rest by text."""
+    head, _, tail = key.rpartition("/")
+    if surface in ("hl7", "portal") and tail.isdigit():
+        return (head, int(tail))
+    return (key, 0)
+
+
 def _allowed_by(
-    assertion: NoUnexpectedChanges,
-    change: dict[str, Any],
-    state: SandboxState,
-    matched: dict[tuple[str, int], set[str]],
-) -> int | CriterionResult | None:
-    """The index of the first allow entry covering `change`, None when none does."""
+    assertion: NoUnexpectedChanges, change: dict[str, Any], final: _Final, used: list[int]
+) -> int | None:
+    """The index of the first allow entry covering `change` (and not yet full), None when none does."""
     for i, entry in enumerate(assertion.allow):
-        if change["surface"] == "files" and isinstance(entry, AllowPath):
-            if fnmatchcase(change["key"], entry.path.lstrip("/")):
-                return i
-        elif change["surface"] == "fhir" and isinstance(entry, AllowResource):
-            kind, _, rid = change["key"].partition("/")
-            if kind != entry.resource_type or entry.change not in (None, change["change"]):
-                continue
-            if entry.search is None:
-                return i
-            if change["change"] == "deleted":
-                continue
-            ids = matched.get(("fhir", i))
-            if ids is None:
-                try:
-                    found = state.fhir_search(entry.resource_type, entry.search)
-                except UnknownSearchParameter as exc:
-                    return CriterionResult.unsupported(str(exc))
-                except InvalidSearch as exc:
-                    return CriterionResult.failed(f"Invalid search in allow.{i}: {exc}.")
-                ids = matched[("fhir", i)] = {str(resource.get("id")) for resource in found}
-            if rid in ids:
-                return i
+        if entry.max is not None and used[i] >= entry.max:
+            continue
+        if _covers(i, entry, change, final):
+            used[i] += 1
+            return i
     return None
+
+
+def _covers(i: int, entry: Any, change: dict[str, Any], final: _Final) -> bool:
+    surface = change["surface"]
+    if isinstance(entry, AllowPath):
+        return (
+            surface == "files"
+            and entry.change in (None, change["change"])
+            and fnmatchcase(change["key"], entry.path.lstrip("/"))
+        )
+    if isinstance(entry, AllowResource):
+        return surface == "fhir" and _covers_resource(i, entry, change, final)
+    if isinstance(entry, AllowMessage):
+        return surface == "hl7" and _covers_message(entry, change, final)
+    if isinstance(entry, AllowRow):
+        return surface == "portal" and _covers_row(entry, change, final)
+    return False
+
+
+def _covers_resource(i: int, entry: AllowResource, change: dict[str, Any], final: _Final) -> bool:
+    kind, _, rid = change["key"].partition("/")
+    if kind != entry.resource_type or entry.change not in (None, change["change"]):
+        return False
+    if entry.search is None:
+        return True
+    if change["change"] == "deleted":
+        return False
+    ids = final.fhir_matches.get(i)
+    if ids is None:
+        try:
+            found = final.state.fhir_search(entry.resource_type, entry.search)
+        except UnknownSearchParameter as exc:
+            raise _Unjudgeable(CriterionResult.unsupported(str(exc))) from None
+        except InvalidSearch as exc:
+            raise _Unjudgeable(CriterionResult.failed(f"Invalid search in allow.{i}: {exc}.")) from None
+        ids = final.fhir_matches[i] = {str(resource.get("id")) for resource in found}
+    return rid in ids
+
+
+def _covers_message(entry: AllowMessage, change: dict[str, Any], final: _Final) -> bool:
+    """Every message of the record (one, or each of a batch) has the type and the `where` values."""
+    _record, messages = final.messages.get(change["key"], (None, ()))
+    return bool(messages) and all(_message_fits(entry, message) for message in messages)
+
+
+def _message_fits(entry: AllowMessage, message: Hl7Message) -> bool:
+    kind = str(message.message_type.value or "")
+    if kind != entry.message_type and kind.split("^")[0] != entry.message_type:
+        return False
+    for key, expected in entry.where.items():
+        alias = _HL7_ALIASES.get(key)
+        try:
+            found = alias(message) if alias else message.read(Hl7Path.parse(key)).value
+        except Hl7PathError:
+            return False
+        if not values_equal(found, expected):
+            return False
+    return True
+
+
+def _covers_row(entry: AllowRow, change: dict[str, Any], final: _Final) -> bool:
+    if change["resource"] != entry.resource or entry.portal not in (None, change["portal"]):
+        return False
+    if entry.change not in (None, change["change"]):
+        return False
+    if not entry.where:
+        return True
+    row = final.row(change["key"])  # a deleted row is gone: only an entry without `where` covers it
+    if row is None:
+        return False
+    for path, expected in entry.where.items():
+        reading = read_dotted(row.row, path)
+        if not reading.found:
+            return False
+        if not (
+            values_equal(reading.actual, expected) or any(values_equal(v, expected) for v in reading.values)
+        ):
+            return False
+    return True

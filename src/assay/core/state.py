@@ -27,6 +27,10 @@ __all__ = [
     "SearchParams",
     "VoiceTurn",
     "X12Record",
+    "hl7_digests",
+    "hl7_key",
+    "portal_digests",
+    "portal_key",
     "resource_digest",
 ]
 
@@ -139,9 +143,39 @@ class SandboxState(Protocol):
 def resource_digest(resource: Mapping[str, Any]) -> str:
     """A FHIR resource's content digest, `meta` left out: a server rewrites `meta.versionId` and
     `meta.lastUpdated` on every write, and a change is a change of content (`no-unexpected-changes`)."""
-    body = {key: value for key, value in resource.items() if key != "meta"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _json_digest({key: value for key, value in resource.items() if key != "meta"})
+
+
+def _json_digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def hl7_key(position: int) -> str:
+    """The `no-unexpected-changes` key of the `position`-th (from 1) outbound message: its place
+    in arrival order, which the live store and a snapshot (renumbered from 1) agree on."""
+    return f"outbound/{position}"
+
+
+def hl7_digests(records: Sequence[Hl7Record]) -> dict[str, str]:
+    """Digest by key of the outbound messages; every one was sent by the agent (the seeded inbox
+    is not outbound), so the baseline of this surface is empty."""
+    return {
+        hl7_key(i): hashlib.sha256(record.message.encode("utf-8")).hexdigest()
+        for i, record in enumerate(records, 1)
+    }
+
+
+def portal_key(row: PortalRow) -> str:
+    """`<resource>/<n>` (the default portal) or `<slug>/<resource>/<n>`: the row's place in its
+    resource's insertion order, which an update keeps and rows are never removed from — the
+    same numbering as `portal/[<slug>/]<resource>.json` in a snapshot."""
+    where = f"{row.resource}/{row.seq}"
+    return f"{row.portal}/{where}" if row.portal else where
+
+
+def portal_digests(rows: Sequence[PortalRow]) -> dict[str, str]:
+    return {portal_key(row): _json_digest(row.row) for row in rows}
 
 
 @runtime_checkable

@@ -31,6 +31,8 @@ from assay.core.state import (
     SearchParams,
     VoiceTurn,
     X12Record,
+    hl7_digests,
+    portal_digests,
     resource_digest,
 )
 from assay.formats.fhir import FhirStore
@@ -115,6 +117,10 @@ class SnapshotState:
             }
         if surface == "files":
             return {record.path: record.sha256 for record in self._files}
+        if surface == "hl7":
+            return hl7_digests(self._hl7)
+        if surface == "portal":
+            return portal_digests(self._portal)
         return {}
 
     @cached_property

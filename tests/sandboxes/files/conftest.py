@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,6 +188,15 @@ needs_sftp = pytest.mark.skipif(
     SFTP_BINARY is None and not os.environ.get("CI"),  # CI installs it (.ci/run): there it must run
     reason="OpenSSH's sftp client is not installed (apt-get install openssh-client)",
 )
+
+
+def sftp_client(credentials: Mapping[str, Any]) -> paramiko.SFTPClient:
+    """A paramiko SFTP session with a task run's `credentials.sftp` (`{host, port, username, password}`)."""
+    transport = paramiko.Transport((credentials["host"], credentials["port"]))
+    transport.connect(username=credentials["username"], password=credentials["password"])
+    client = paramiko.SFTPClient.from_transport(transport)
+    assert client is not None
+    return client
 
 
 def entries(client: Any, folder: str = "/") -> list[str]:

@@ -22,7 +22,7 @@ from assay.clients.cli.app import app as cli
 from assay.sandboxes.files import StorageError
 from assay.service.app import create_app
 from assay.service.settings import Settings
-from tests.sandboxes.files.conftest import MotoS3, needs_sftp, sftp_batch
+from tests.sandboxes.files.conftest import MotoS3, needs_sftp, sftp_batch, sftp_client
 from tests.service.builders import criterion, make_dataset, ok, start_run, unique
 from tests.service.conftest import BOOTSTRAP_KEY, Server, _serve
 
@@ -81,14 +81,6 @@ def _benchmark(api: httpx.Client, tasks: int = 1) -> str:
     return str(benchmark["id"])
 
 
-def _sftp(credentials: Json) -> paramiko.SFTPClient:
-    transport = paramiko.Transport((credentials["host"], credentials["port"]))
-    transport.connect(username=credentials["username"], password=credentials["password"])
-    client = paramiko.SFTPClient.from_transport(transport)
-    assert client is not None
-    return client
-
-
 def _run(server: Server, api: httpx.Client, upload_to: str) -> tuple[Json, Json, Json]:
     """Start, let a scripted agent read its inbox and upload the referral, complete."""
     run = start_run(api, _benchmark(api))
@@ -97,7 +89,7 @@ def _run(server: Server, api: httpx.Client, upload_to: str) -> tuple[Json, Json,
         started = ok(agent.post(task_run["start_url"]))
         sftp = started["credentials"]["sftp"]
         assert sftp["port"] > 0 and sftp["username"].startswith("tr-")
-        client = _sftp(sftp)
+        client = sftp_client(sftp)
         assert sorted(client.listdir("inbox")) == ["order.txt", "request.json"]
         request = json.loads(client.open("inbox/request.json").read())
         client.mkdir("outbox")
@@ -116,7 +108,7 @@ def _run(server: Server, api: httpx.Client, upload_to: str) -> tuple[Json, Json,
             time.sleep(0.02)
         assert not transport.is_active(), "the SFTP session outlived its task run"
         with pytest.raises(paramiko.AuthenticationException):
-            _sftp(sftp)
+            sftp_client(sftp)
         late = agent.put(f"{started['endpoints']['files']}/outbox/late.txt", content=b"late")
         assert late.status_code == 409, late.text
     return started, completed, task_run
@@ -243,7 +235,7 @@ def test_uploads_racing_complete_land_whole_or_not_at_all(
     [task_run] = run.task_runs
     with server.client(run.token) as agent:
         sftp = ok(agent.post(task_run["start_url"]))["credentials"]["sftp"]
-        client = _sftp(sftp)
+        client = sftp_client(sftp)
         client.mkdir("outbox")
         accepted: list[str] = []
         payload = b"x" * 50_000

@@ -15,15 +15,7 @@ from assay.clients.cli.app import app as cli
 from tests.service.builders import error, ok
 from tests.service.conftest import Server
 
-from .world import MRI_APPROVED, PORTAL, Started, complete, dataset, start_portal_task
-
-SUBMISSION = {
-    "patient": {"member_id": "M1001", "birth_date": "1980-04-02"},
-    "provider": {"npi": "1234567893", "name": "Dr. Rivera"},
-    "procedure_code": "70551",
-    "diagnosis_codes": ["G43.909"],
-    "service_date": "2026-12-01",
-}
+from .world import MRI_APPROVED, PORTAL, SUBMISSION, Started, complete, dataset, start_portal_task
 
 
 def test_seeded_rows_filters_and_keys(server: Server, api: httpx.Client) -> None:

@@ -54,6 +54,15 @@ PORTAL: Json = {
     },
 }
 
+SUBMISSION: Json = {
+    "patient": {"member_id": "M1001", "birth_date": "1980-04-02"},
+    "provider": {"npi": "1234567893", "name": "Dr. Rivera"},
+    "procedure_code": "70551",
+    "diagnosis_codes": ["G43.909"],
+    "service_date": "2026-12-01",
+}
+"""A prior authorization request for the seeded member M1001 that the payer's rules approve."""
+
 MRI_APPROVED = {
     "assert": "portal-state-match",
     "correlate_by": {"resource": "prior_auth_requests", "key": "patient.member_id", "value": "M1001"},

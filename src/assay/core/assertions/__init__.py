@@ -11,7 +11,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from assay.core.assertions._base import AT_VERIFY, FieldAssertion, MatchMode, TaggedAssertion
-from assay.core.assertions.changes import AllowPath, AllowResource, NoUnexpectedChanges
+from assay.core.assertions.changes import (
+    ALLOW_TAGS,
+    AllowMessage,
+    AllowPath,
+    AllowResource,
+    AllowRow,
+    NoUnexpectedChanges,
+)
 from assay.core.assertions.fhir import FhirField, FhirResourceState
 from assay.core.assertions.hl7 import Hl7Field, Hl7Structural
 from assay.core.assertions.natural_language import NaturalLanguage
@@ -23,8 +30,10 @@ from assay.core.errors import AssertionInvalid
 
 __all__ = [
     "ASSERTION_MODELS",
+    "AllowMessage",
     "AllowPath",
     "AllowResource",
+    "AllowRow",
     "AssertionModel",
     "FhirField",
     "FhirResourceState",
@@ -97,7 +106,7 @@ _EXPECTED_ERRORS = frozenset({"list_expected", "invalid_pattern"})
 def _errors_by_key(exc: ValidationError) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
     for error in exc.errors(include_url=False):
-        loc = [str(part) for part in error["loc"]]
+        loc = _without_union_tags([str(part) for part in error["loc"]])
         if error["type"] in _EXPECTED_ERRORS:
             loc.append("expected")
         message = error["msg"]
@@ -107,6 +116,18 @@ def _errors_by_key(exc: ValidationError) -> dict[str, list[str]]:
             message = f"missing required key {loc[-1]!r}"
         errors.setdefault(".".join(loc), []).append(message.removeprefix("Value error, "))
     return errors
+
+
+_TAGS = frozenset(ALLOW_TAGS.values())
+
+
+def _without_union_tags(loc: list[str]) -> list[str]:
+    """Drop the tag pydantic puts after `allow.<i>` (`allow.0.hl7.where`): it names no key."""
+    return [
+        part
+        for i, part in enumerate(loc)
+        if not (part in _TAGS and i >= 2 and loc[i - 2] == "allow" and loc[i - 1].isdigit())
+    ]
 
 
 def _kind(value: Any) -> str:

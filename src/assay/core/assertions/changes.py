@@ -1,25 +1,52 @@
 """`no-unexpected-changes` (issue 14): the agent's writes compared with the seeded baseline.
 
-An allow entry names what the agent may change: `{resourceType, change?, search?}` for FHIR (the
-changed resource must be among the final state's search results; a deleted resource can only be
-allowed without `search`, since it is no longer there to match), `{path}` (a glob) for files.
+An allow entry names what the agent may change; the key it carries says which surface it is for:
+
+- `{resourceType, change?, search?}` — FHIR: the changed resource must be among the final state's
+  search results (a deleted resource can only be allowed without `search`, it is no longer there);
+- `{path, change?}` — files: a glob over the SFTP tree's relative paths;
+- `{message_type, where?}` — HL7: an outbound message whose MSH-9 is `ADT^A08` (or whose MSH-9.1
+  is `ADT` when no trigger is given) and whose `where` paths (HL7 paths or the `hl7-structural`
+  aliases) hold the values given;
+- `{resource, portal?, change?, where?}` — portal: a row of that resource (of that portal) whose
+  dotted `where` paths hold the values given (read from the final row).
+
+Every entry may say `max`: how many changes it covers at most (a duplicate order is one too many).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Discriminator, Field, JsonValue, PositiveInt, Tag, field_validator
 
 from assay.core.assertions._base import StrictModel, TaggedAssertion
 from assay.core.assertions.fhir import known_resource_type, search_as_text
+from assay.core.assertions.hl7 import CORRELATION_ALIASES
+from assay.formats.hl7 import Hl7Path
 
-__all__ = ["AllowPath", "AllowResource", "NoUnexpectedChanges"]
+__all__ = [
+    "ALLOW_TAGS",
+    "AllowMessage",
+    "AllowPath",
+    "AllowResource",
+    "AllowRow",
+    "NoUnexpectedChanges",
+]
+
+_MESSAGE_TYPE = re.compile(r"[A-Z0-9]{3}(\^[A-Z0-9]{3})?")
 
 Change = Literal["created", "updated", "deleted"]
+Surface = Literal["fhir", "files", "hl7", "portal"]
 
 
-class AllowResource(StrictModel):
+class _Allow(StrictModel):
+    max: PositiveInt | None = None
+    """How many changes this entry covers at most; the rest go on to later entries."""
+
+
+class AllowResource(_Allow):
     resource_type: str = Field(alias="resourceType")
     change: Change | None = None
     search: dict[str, str | list[str]] | None = None
@@ -30,13 +57,95 @@ class AllowResource(StrictModel):
     )
 
 
-class AllowPath(StrictModel):
-    path: str
+class AllowPath(_Allow):
+    path: str = Field(min_length=1)
     """A glob over the SFTP tree's relative paths (`outbound/*.pdf`)."""
+    change: Change | None = None
+
+
+class AllowMessage(_Allow):
+    message_type: str
+    """`ADT^A08` (MSH-9.1^MSH-9.2), or `ADT` for any trigger event."""
+    where: dict[str, str] = Field(default_factory=dict)
+    """HL7 paths (`PID.3.1`) or aliases (`trigger_event`, `control_id`) → the value they hold."""
+
+    @field_validator("message_type")
+    @classmethod
+    def _type_and_trigger(cls, value: str) -> str:
+        if not _MESSAGE_TYPE.fullmatch(value):
+            raise ValueError(f"{value!r} is not a message type: `ADT^A08` (MSH-9.1^MSH-9.2) or `ADT`")
+        return value
+
+    @field_validator("where")
+    @classmethod
+    def _keys_are_paths_or_aliases(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if key in CORRELATION_ALIASES:
+                continue
+            try:
+                Hl7Path.parse(key)
+            except ValueError as exc:
+                reason = getattr(exc, "reason", str(exc))
+                aliases = ", ".join(CORRELATION_ALIASES)
+                raise ValueError(
+                    f"where key {key!r} is neither an alias ({aliases}) nor an HL7 path: {reason}"
+                ) from None
+        return value
+
+
+class AllowRow(_Allow):
+    resource: str = Field(pattern=r"^[^/\\\x00]+$", max_length=128)
+    """A portal resource (`prior_auth_requests`)."""
+    portal: str | None = Field(default=None, pattern=r"^[^/\\\x00]+$", max_length=128)
+    """A portal slug; None: the resource of any portal."""
+    change: Change | None = None
+    where: dict[str, JsonValue] = Field(default_factory=dict)
+    """Dotted paths into the final row (`member_id`, `decision.status`) → the value they hold."""
+
+    @field_validator("where")
+    @classmethod
+    def _paths_are_dotted(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        for path in value:
+            if not path or "" in path.split("."):
+                raise ValueError(f"where key {path!r} is not a dotted path (`member_id`, `decision.status`)")
+        return value
+
+
+ALLOW_TAGS = {"resourceType": "fhir", "path": "files", "message_type": "hl7", "resource": "portal"}
+"""The key that makes an allow entry one surface's; the tag is its surface."""
+
+
+def _allow_tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        found = [tag for key, tag in ALLOW_TAGS.items() if key in value]
+        return found[0] if len(found) == 1 else None
+    if isinstance(value, StrictModel):
+        return {AllowResource: "fhir", AllowPath: "files", AllowMessage: "hl7", AllowRow: "portal"}.get(
+            type(value)
+        )
+    return None
+
+
+Allow = Annotated[
+    Annotated[AllowResource, Tag("fhir")]
+    | Annotated[AllowPath, Tag("files")]
+    | Annotated[AllowMessage, Tag("hl7")]
+    | Annotated[AllowRow, Tag("portal")],
+    Discriminator(
+        _allow_tag,
+        custom_error_type="allow_entry",
+        custom_error_message=(
+            "an allow entry has exactly one of resourceType (FHIR), path (files), "
+            "message_type (HL7) and resource (portal)"
+        ),
+    ),
+]
 
 
 class NoUnexpectedChanges(TaggedAssertion):
     assert_: Literal["no-unexpected-changes"] = Field(alias="assert")
-    surfaces: list[Literal["fhir", "files"]] | None = None
+    surfaces: list[Surface] | None = None
     """Surfaces compared; None means every surface the state has a baseline for."""
-    allow: list[AllowResource | AllowPath] = Field(default_factory=list)
+    allow: list[Allow] = Field(default_factory=list)
+    start_ms: int | None = None
+    end_ms: int | None = None

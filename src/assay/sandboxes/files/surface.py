@@ -196,6 +196,7 @@ def _drop_file_inbox(run: RunContext, sandbox: Sandbox, step: Mapping[str, Any])
         files.seed(path, data)
     except FilesError as exc:
         raise ProvisionFailed(f"scenario step drop_file_inbox: {exc}") from None
+    files.record_baseline()
 
 
 def _dataset_file(files: PlaygroundFiles, source: Any) -> bytes:
@@ -230,6 +231,14 @@ class FilesView(StateView):
         if self._records is None:
             self._records = self.tree.records() if self.tree is not None else []
         return self._records
+
+    def baseline(self) -> dict[str, str] | None:
+        """What `start` seeded, digest by path; None without a tree or for one seeded before the
+        baseline was recorded (`no-unexpected-changes` then says `error`)."""
+        return None if self.tree is None else self.tree.baseline()
+
+    def digests(self) -> dict[str, str]:
+        return {record.path: record.sha256 for record in self.files()}
 
     def read_file(self, path: str) -> bytes:
         if self.tree is None:
@@ -279,6 +288,7 @@ class FilesSandbox(BaseSurface):
                     files.seed(path, content)
                 except FilesError as exc:
                     raise ProvisionFailed(f"files dataset {dataset.get('id')}: {exc}") from None
+        files.record_baseline()
 
     def endpoints(self, base: str) -> dict[str, str]:
         return {"files": f"{base}/files"}
@@ -341,6 +351,9 @@ class FilesSandbox(BaseSurface):
     def snapshot(self, view: StateView, writer: SnapshotWriter) -> None:
         if not isinstance(view, FilesView):
             return
+        baseline = view.baseline()
+        if baseline is not None:
+            writer.add_baseline(self.name, baseline)
         for record in view.files():
             writer.add_file(
                 SnapshotFile(

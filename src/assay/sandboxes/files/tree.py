@@ -5,6 +5,7 @@ Layout under the storage root (the same names as a snapshot, so capture is a cop
     <playground>/files/<path...>      the content, byte for byte
     <playground>/files.meta.json      {path: {size, content_type, sha256, uploaded_at, seeded, metadata}}
     <playground>/files.dirs.json      [folder, ...]  folders made by mkdir (object stores have none)
+    <playground>/files.baseline.json  {path: sha256}  what `start` seeded (`no-unexpected-changes`)
 
 The sidecar is the tree: listings, `stat` and the `sftp-file-present` check read it (one object,
 whatever the backend), never a directory listing of the store. A folder exists when it was made
@@ -92,6 +93,7 @@ class PlaygroundFiles:
         self.prefix = prefix
         self._meta_key = storage.key(prefix, "files.meta.json")
         self._dirs_key = storage.key(prefix, "files.dirs.json")
+        self._baseline_key = storage.key(prefix, "files.baseline.json")
 
     def object_key(self, path: str) -> str:
         return self.storage.key(self.prefix, "files", path)
@@ -116,6 +118,13 @@ class PlaygroundFiles:
         """Every file, in recency order (SPEC §2: `uploaded_at`, then path)."""
         records = [record_of(path, entry) for path, entry in self.sidecar().items()]
         return sorted(records, key=lambda record: (record.uploaded_at or "", record.path))
+
+    def baseline(self) -> dict[str, str] | None:
+        """Digest by path of what `start` seeded; None for a tree seeded before it was recorded."""
+        loaded = self.storage.read_json(self._baseline_key)
+        if not isinstance(loaded, dict):
+            return None
+        return {str(path): str(digest) for path, digest in loaded.items()}
 
     def read(self, path: str) -> bytes:
         if path not in self.sidecar():
@@ -237,6 +246,12 @@ class PlaygroundFiles:
     def seed(self, path: str, data: bytes) -> FileRecord:
         """Write a dataset's or scenario's file (`seeded: true`), folders made as needed."""
         return self.commit(self.storage.stage_bytes(data), path, seeded=True)
+
+    def record_baseline(self) -> None:
+        """Remember the tree as seeded (`no-unexpected-changes`): called once the datasets are in,
+        and again after each scenario step that drops a file, while only `start` has written."""
+        digests = {path: str(entry.get("sha256") or "") for path, entry in self.sidecar().items()}
+        self.storage.write_json(self._baseline_key, digests)
 
     def _made_folders(self) -> set[str]:
         made = self.storage.read_json(self._dirs_key)

@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter
 from sqlalchemy.orm import Session
 
-from assay.core.state import Hl7Record
+from assay.core.state import Hl7Record, hl7_digests
 from assay.formats.hl7 import Hl7ParseError, parse_messages
 from assay.sandboxes.hl7.ack import MAX_MESSAGE_BYTES
 from assay.sandboxes.hl7.mllp import DEFAULT_IDLE_TIMEOUT, MllpListener
@@ -57,11 +57,20 @@ def _normalised(message: str) -> str:
 
 
 class Hl7View(StateView):
-    def __init__(self, records: Sequence[Hl7Record]):
+    def __init__(self, records: Sequence[Hl7Record], *, captured: bool = True):
         self.records = list(records)
+        self.captured = captured
+        """Whether a sandbox was captured; without one there is no baseline to compare with."""
 
     def hl7_outbound(self) -> Sequence[Hl7Record]:
         return self.records
+
+    def baseline(self) -> dict[str, str] | None:
+        """Nothing is outbound before the agent acts (`seed` and `seed_hl7_inbox` fill the inbox)."""
+        return {} if self.captured else None
+
+    def digests(self) -> dict[str, str]:
+        return hl7_digests(self.records)
 
 
 def _seed_inbox(run: RunContext, sandbox: Sandbox, step: Mapping[str, Any]) -> None:
@@ -130,10 +139,13 @@ class Hl7Sandbox(BaseSurface):
 
     def read(self, pointer: Any, session: Session | None) -> Hl7View:
         if session is None or not isinstance(pointer, dict):
-            return Hl7View(())
+            return Hl7View((), captured=False)
         return Hl7View(outbound_until(session, str(pointer["sandbox_id"]), int(pointer["seq"])))
 
     def snapshot(self, view: StateView, writer: SnapshotWriter) -> None:
         if isinstance(view, Hl7View):
             for record in view.records:
                 writer.add_hl7(record)
+            baseline = view.baseline()
+            if baseline is not None:
+                writer.add_baseline(self.name, baseline)

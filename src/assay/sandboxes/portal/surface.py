@@ -17,7 +17,7 @@ from fastapi import APIRouter, Depends, Request
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from assay.core.state import PortalRow
+from assay.core.state import PortalRow, portal_digests
 from assay.sandboxes.portal import actions
 from assay.sandboxes.portal.access import PortalSurface
 from assay.sandboxes.portal.datasets import check_portal_dataset
@@ -46,10 +46,18 @@ def web_path(task_run_id: str) -> str:
 
 
 class PortalView(StateView):
-    """The captured rows, in insertion order (SPEC §2)."""
+    """The captured rows, in insertion order (SPEC §2), and the rows `start` seeded when known."""
 
-    def __init__(self, rows: Sequence[PortalRow] = ()):
+    def __init__(self, rows: Sequence[PortalRow] = (), seeded: Sequence[PortalRow] | None = None):
         self.rows = list(rows)
+        self.seeded = None if seeded is None else list(seeded)
+
+    def baseline(self) -> dict[str, str] | None:
+        """Digest by row key of what `start` seeded; None for a capture made before it was kept."""
+        return None if self.seeded is None else portal_digests(self.seeded)
+
+    def digests(self) -> dict[str, str]:
+        return portal_digests(self.rows)
 
     def portal_rows(self, resource: str, portal: str | None = None) -> Sequence[PortalRow]:
         return [
@@ -68,6 +76,17 @@ def _set_portal_row(run: RunContext, sandbox: Sandbox, step: Mapping[str, Any]) 
         )
     except DomainError as exc:
         raise ProvisionFailed(f"set_portal_row {resource}: {exc.message}") from None
+    _mark_seeded(run, sandbox)
+
+
+_SEEDED_SEQ = "seeded_seq"
+"""Kept in the portal sandbox row: the store's last sequence number written by `start` (datasets
+and `set_portal_row` steps), the seeded baseline `no-unexpected-changes` compares with."""
+
+
+def _mark_seeded(run: RunContext, sandbox: Sandbox) -> None:
+    seq = capture_seq(run.session.connection(), run.playground_id)
+    sandbox.credentials = {**(sandbox.credentials or {}), _SEEDED_SEQ: seq}
 
 
 def _web_target(request: Request) -> PortalSurface:
@@ -117,6 +136,7 @@ class PortalSandbox(BaseSurface):
 
     def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None:
         actions.seed_portal(run.session.connection(), run.playground_id, datasets)
+        _mark_seeded(run, sandbox)
 
     def credentials(self, sandbox: Sandbox, host: str, deployment: Deployment) -> dict[str, Any]:
         saved = sandbox.credentials or {}
@@ -144,15 +164,29 @@ class PortalSandbox(BaseSurface):
         return router
 
     def capture(self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment) -> Any:
-        seq = capture_seq(session.connection(), playground_id)
-        return None if seq is None else {"playground_id": playground_id, "seq": seq}
+        connection = session.connection()
+        seq = capture_seq(connection, playground_id)
+        if seq is None:
+            return None
+        pointer = {"playground_id": playground_id, "seq": seq}
+        saved = connection.execute(select(Sandbox.credentials).where(Sandbox.id == sandbox_id)).scalar()
+        seeded = saved.get(_SEEDED_SEQ) if isinstance(saved, dict) else None
+        if isinstance(seeded, int):
+            pointer[_SEEDED_SEQ] = seeded
+        return pointer
 
     def read(self, pointer: Any, session: Session | None) -> PortalView:
         if session is None or not isinstance(pointer, dict):
             return PortalView()
-        return PortalView(rows_at(session.connection(), str(pointer["playground_id"]), int(pointer["seq"])))
+        connection, playground_id = session.connection(), str(pointer["playground_id"])
+        seeded_seq = pointer.get(_SEEDED_SEQ)
+        seeded = rows_at(connection, playground_id, seeded_seq) if isinstance(seeded_seq, int) else None
+        return PortalView(rows_at(connection, playground_id, int(pointer["seq"])), seeded)
 
     def snapshot(self, view: StateView, writer: SnapshotWriter) -> None:
         if isinstance(view, PortalView):
             for row in view.rows:
                 writer.add_portal_row(row)
+            baseline = view.baseline()
+            if baseline is not None:
+                writer.add_baseline(self.name, baseline)
