@@ -85,3 +85,20 @@ def test_required_criterion_gates_the_task() -> None:
     assert result.gated_by.ungated_score == Fraction(3, 4)
     errored = [ScoredCriterion(Fraction(1), Fraction(1), errored=True, required=True, label="e")]
     assert score_task(errored).gated_by is not None
+
+
+def test_interval_matches_the_normal_approximation_on_a_large_sample() -> None:
+    # Known answer: 100 values, half 0 and half 1 — mean 0.5, standard error sqrt(0.25 / 100) = 0.05,
+    # so the 95% interval is about 0.5 ± 1.96 * 0.05 = [0.402, 0.598]; the bootstrap (seeded, 2,000
+    # resamples, steps of 0.01) lands within a step or two of it.
+    interval = bootstrap_interval([0.0] * 50 + [1.0] * 50)
+    assert interval.low == pytest.approx(0.402, abs=0.02) and interval.high == pytest.approx(0.598, abs=0.02)
+
+
+def test_a_gap_beyond_the_noise_by_hand() -> None:
+    # Every task one point better in `a`: the paired differences are all 1, a zero-width interval.
+    better = {"a": trials(True), "b": trials(True), "c": trials(True)}
+    worse = {"a": trials(False), "b": trials(False), "c": trials(False)}
+    comparison = compare_paired(better, worse)
+    assert comparison.mean_difference == 1 and comparison.exceeds_noise is True
+    assert (comparison.interval.low, comparison.interval.high) == (1.0, 1.0)

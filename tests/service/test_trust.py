@@ -148,3 +148,21 @@ def test_overrides_need_an_org_key_of_the_same_org(server: Server, api: httpx.Cl
     )
     assert "reason" in problem
     assert ok(api.get(f"/criterion-runs/{crun}"))["override"] is None
+
+
+def test_trials_get_their_own_playgrounds_and_honour_concurrency(server: Server, api: httpx.Client) -> None:
+    catalog = make_benchmark(api, [[criterion(PASSES)]], concurrency=1)
+    created = ok(
+        api.post("/v1/benchmark-runs", json={"benchmark_id": catalog.benchmark_id, "trials": 2}), 201
+    )
+    first, second = created["task_runs"]
+    assert first["task_id"] == second["task_id"] and first["id"] != second["id"]
+    with server.client(created["bearer_token"]) as agent:
+        started = ok(agent.post(first["start_url"]))
+        details = error(agent.post(second["start_url"]), 409, "CONFLICT")
+        assert details["started_task_run_ids"] == [first["id"]]
+        ok(agent.post(first["complete_url"]))
+        again = ok(agent.post(second["start_url"]))
+        ok(agent.post(second["complete_url"]))
+    assert started["playground_id"] != again["playground_id"]
+    assert started["credentials"] != again["credentials"]
