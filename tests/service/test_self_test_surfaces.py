@@ -1,5 +1,6 @@
 """Task self-tests end to end on the HL7, X12, files and portal surfaces (issue 14: "an idle agent
-is flagged on exactly the criteria it passes; a reference solution passes").
+is flagged on exactly the criteria it passes; a reference solution passes; `publish` refuses and
+then accepts with the fix; a failed required criterion zeroes the task with `gated_by`").
 
 Each task is what an author would plausibly write: a real criterion the agent must earn, plus ones
 that a do-nothing agent passes (a seeded row or file that is already there, a "changed nothing it
@@ -21,7 +22,7 @@ from tests.sandboxes.portal.world import MRI_APPROVED, PORTAL, SUBMISSION
 from tests.sandboxes.x12.requests import eligibility_270, interchange, subscriber_270
 
 from ..sandboxes.payer.samples import PAYER
-from .builders import criterion, make_dataset, ok, unique
+from .builders import criterion, error, make_dataset, ok, unique
 
 Json = dict[str, Any]
 
@@ -161,7 +162,7 @@ SURFACES = {
 }
 
 
-def _task(api: httpx.Client, surface: Surface) -> tuple[str, dict[str, str]]:
+def _task(api: httpx.Client, surface: Surface) -> tuple[str, str, dict[str, str]]:
     dataset = make_dataset(api, surface.kind, surface.data)
     benchmark = ok(api.post("/benchmarks", json={"name": unique(f"self-test {surface.kind}")}), 201)
     body: Json = {
@@ -179,18 +180,22 @@ def _task(api: httpx.Client, surface: Surface) -> tuple[str, dict[str, str]]:
             api.post("/criteria", json={"task_id": task["id"], **criterion(assertion, label=label)}), 201
         )
         ids[label] = made["id"]
-    return str(task["id"]), ids
+    return str(benchmark["id"]), str(task["id"]), ids
 
 
 @pytest.mark.parametrize("name", list(SURFACES))
 def test_idle_is_flagged_exactly_idle_ok_honoured_reference_passes(api: httpx.Client, name: str) -> None:
     surface = SURFACES[name]
-    task_id, ids = _task(api, surface)
+    benchmark_id, task_id, ids = _task(api, surface)
+    slug = unique(f"trust-{name}").replace(" ", "-")
 
-    first = ok(api.post(f"/tasks/{task_id}/self-test"))
+    # publish runs the self-test and refuses, the report listing each flagged criterion's evidence
+    refused = error(api.post(f"/benchmarks/{benchmark_id}/publish", json={"slug": slug}), 409, "CONFLICT")
+    first = refused["self_tests"][task_id]
     idle_passed = [check["label"] for check in first["idle"]["checks"] if check["passed"]]
-    flagged = [p["criterion"]["label"] for p in first["problems"] if p["kind"] == "passes_idle"]
-    assert idle_passed == flagged == surface.idle_passes, first["problems"]
+    flagged = [p["criterion"] for p in first["problems"] if p["kind"] == "passes_idle"]
+    assert idle_passed == [c["label"] for c in flagged] == surface.idle_passes, first["problems"]
+    assert all(c["passed"] is True and c["evidence"] is not None for c in flagged)
     assert [p["kind"] for p in first["problems"]] == ["passes_idle"] * len(flagged) + ["idle_score"]
     assert first["idle"]["score"] == len(flagged) / len(surface.criteria)
     reference = first["reference"]
@@ -203,5 +208,12 @@ def test_idle_is_flagged_exactly_idle_ok_honoured_reference_passes(api: httpx.Cl
     fixed = ok(api.post(f"/tasks/{task_id}/self-test"))
     assert fixed["ok"] is True and fixed["problems"] == [], fixed["problems"]
     assert fixed["idle"]["score"] == 0 and fixed["reference"]["score"] == 1
-    # the idle trial still passes those criteria; idle_ok only stops them being flagged
+    # the idle trial still passes those criteria; idle_ok only stops them being flagged, and the
+    # failed required criterion zeroes the idle task run, naming itself
     assert [c["label"] for c in fixed["idle"]["checks"] if c["passed"]] == surface.idle_passes
+    idle_run = ok(api.get(f"/task-runs/{fixed['idle']['task_run_id']}"))
+    assert idle_run["score"] == 0 and idle_run["verdict"] == "fail"
+    assert idle_run["gated_by"]["label"] == surface.gate
+    assert idle_run["gated_by"]["ungated_score"] == len(flagged) / len(surface.criteria)
+    published = ok(api.post(f"/benchmarks/{benchmark_id}/publish", json={"slug": slug}))
+    assert published["slug"] == slug and published["version"] == 1

@@ -143,6 +143,9 @@ def test_overrides_need_an_org_key_of_the_same_org(server: Server, api: httpx.Cl
     body = {"passed": True, "reason": "x"}
     with server.client(server.new_org_key()) as stranger:
         error(stranger.post(f"/criterion-runs/{crun}/override", json=body), 404, "NOT_FOUND")
+    agent_run = ok(api.post("/v1/benchmark-runs", json={"benchmark_id": catalog.benchmark_id}), 201)
+    with server.client(agent_run["bearer_token"]) as agent:  # an agent's run token is no org key
+        error(agent.post(f"/criterion-runs/{crun}/override", json=body), 403, "FORBIDDEN")
     problem = error(
         api.post(f"/criterion-runs/{crun}/override", json={"passed": True}), 422, "VALIDATION_ERROR"
     )
@@ -166,3 +169,26 @@ def test_trials_get_their_own_playgrounds_and_honour_concurrency(server: Server,
         ok(agent.post(second["complete_url"]))
     assert started["playground_id"] != again["playground_id"]
     assert started["credentials"] != again["credentials"]
+
+
+def test_a_second_override_keeps_the_first_in_its_history(server: Server, api: httpx.Client) -> None:
+    catalog = make_benchmark(api, [[criterion(FAILS)]])
+    run = _run(server, api, catalog.benchmark_id)
+    crun = ok(api.get(f"/task-runs/{run['task_runs'][0]['id']}"))["criterion_runs"][0]["id"]
+    colleague = ok(api.post("/api-keys", json={"name": "reviewer"}), 201)
+    with server.client(colleague["key"]) as reviewer:
+        first = ok(
+            reviewer.post(f"/criterion-runs/{crun}/override", json={"passed": True, "reason": "said it"})
+        )
+    assert first["override"]["by"] == colleague["id"]
+    second = ok(
+        api.post(f"/criterion-runs/{crun}/override", json={"passed": False, "reason": "on review, no"})
+    )
+    record = second["override"]
+    assert record["by"] != colleague["id"] and record["reason"] == "on review, no"
+    assert [(h["by"], h["reason"], h["passed"]) for h in record["history"]] == [
+        (colleague["id"], "said it", True)
+    ]
+    # what the check itself judged is kept from before the first override
+    assert record["judged"] == first["override"]["judged"] and record["judged"]["passed"] is False
+    assert ok(api.get(f"/benchmark-runs/{run['id']}"))["score"] == 0
