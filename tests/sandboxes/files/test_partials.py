@@ -15,8 +15,8 @@ from ulid import ULID
 
 from assay.sandboxes.files import FileStorage, open_storage
 from assay.sandboxes.files.storage import PARTIAL_GRACE_SECONDS
-from tests.sandboxes.files.conftest import assay_serve
-from tests.sandboxes.files.test_surface import _benchmark, _sftp
+from tests.sandboxes.files.conftest import assay_serve, sftp_client
+from tests.sandboxes.files.test_surface import _benchmark
 from tests.service.builders import ok, start_run
 
 
@@ -80,7 +80,7 @@ def test_an_upload_cut_by_a_crash_is_never_seen_and_is_removed_at_restart(tmp_pa
         [task_run] = run.task_runs
         with first.client(run.token) as agent:
             started = ok(agent.post(task_run["start_url"]))
-            client = _sftp(started["credentials"]["sftp"])
+            client = sftp_client(started["credentials"]["sftp"])
             client.mkdir("outbox")
             client.putfo(io.BytesIO(b"{}"), "outbox/draft.json")
             handle = client.open("outbox/referral.json", "wb")

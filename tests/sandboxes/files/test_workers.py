@@ -13,8 +13,8 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from tests.sandboxes.files.conftest import Served, assay_serve
-from tests.sandboxes.files.test_surface import REFERRAL, _agree, _benchmark, _sftp
+from tests.sandboxes.files.conftest import Served, assay_serve, sftp_client
+from tests.sandboxes.files.test_surface import REFERRAL, _agree, _benchmark
 from tests.service.builders import ok, start_run
 from tests.service.conftest import POSTGRES_URL
 
@@ -44,7 +44,7 @@ def test_two_workers_route_each_sftp_upload_to_its_playground(workers: Served, t
             logins = [s["credentials"]["sftp"] for s in started]
             assert len({s["port"] for s in logins}) == 1 and logins[0]["port"] > 0  # one listener
             assert logins[0]["username"] != logins[1]["username"]
-            clients = [_sftp(login) for login in logins]
+            clients = [sftp_client(login) for login in logins]
             for client, path in zip(clients, ("outbox/referral.json", "outbox/referal.json"), strict=True):
                 request = json.loads(client.open("inbox/request.json").read())
                 assert request == REFERRAL
@@ -64,7 +64,7 @@ def test_two_workers_route_each_sftp_upload_to_its_playground(workers: Served, t
             for client in clients:
                 client.close()
             with pytest.raises(paramiko.AuthenticationException):
-                _sftp(logins[0])
+                sftp_client(logins[0])
         assert [c["verdict"] for c in completed] == ["pass", "partial"], completed
         passed, failed = (c["checks"][0] for c in completed)
         assert passed["evidence"]["matchedPaths"] == ["outbox/referral.json"]
