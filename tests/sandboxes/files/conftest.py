@@ -296,3 +296,64 @@ def assay_serve(data_dir: Path, *options: str, database_url: str | None = None) 
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(10)
+
+
+@dataclass(frozen=True)
+class GcsEmulator:
+    """gcp-storage-emulator (GCS's JSON API, in a process of its own on a free port); gcsfs finds it
+    through STORAGE_EMULATOR_HOST, which the fixture sets for this test process."""
+
+    endpoint: str
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return {"token": "anon", "project": "assay-test"}
+
+    def new_bucket(self) -> str:
+        name = f"assay-{uuid.uuid4().hex[:12]}"
+        created = httpx.post(
+            f"{self.endpoint}/storage/v1/b", params={"project": "assay-test"}, json={"name": name}
+        )
+        assert created.status_code == 200, created.text
+        return name
+
+    def keys(self, bucket: str) -> list[str]:
+        """Every object name in `bucket` (the JSON API's own listing, not gcsfs's)."""
+        listed = httpx.get(f"{self.endpoint}/storage/v1/b/{bucket}/o")
+        assert listed.status_code == 200, listed.text
+        return sorted(item["name"] for item in listed.json().get("items", []))
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator() -> Iterator[GcsEmulator]:
+    binary = Path(sys.executable).parent / "gcp-storage-emulator"
+    port = free_port()
+    process = subprocess.Popen(
+        [str(binary), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    emulator = GcsEmulator(f"http://127.0.0.1:{port}")
+    previous = os.environ.get("STORAGE_EMULATOR_HOST")
+    os.environ["STORAGE_EMULATOR_HOST"] = emulator.endpoint
+    try:
+        for _ in range(300):
+            assert process.poll() is None, "gcp-storage-emulator exited at start-up"
+            try:
+                if httpx.get(f"{emulator.endpoint}/storage/v1/b", params={"project": "x"}).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        yield emulator
+    finally:
+        if previous is None:
+            os.environ.pop("STORAGE_EMULATOR_HOST", None)
+        else:
+            os.environ["STORAGE_EMULATOR_HOST"] = previous
+        process.terminate()
+        process.wait(10)
+
+
+@pytest.fixture
+def gcs_storage(gcs_emulator: GcsEmulator, tmp_path: Path) -> FileStorage:
+    return open_storage(f"gs://{gcs_emulator.new_bucket()}/assay", tmp_path / "data", gcs_emulator.options)

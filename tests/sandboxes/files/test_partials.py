@@ -20,11 +20,11 @@ from tests.sandboxes.files.test_surface import _benchmark
 from tests.service.builders import ok, start_run
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", "s3", "gcs"])
 def any_storage(request: pytest.FixtureRequest, tmp_path: Path) -> FileStorage:
     if request.param == "local":
         return open_storage(None, tmp_path / "data")
-    return request.getfixturevalue("s3_storage")  # type: ignore[no-any-return]
+    return request.getfixturevalue(f"{request.param}_storage")  # type: ignore[no-any-return]
 
 
 def _old_ulid() -> str:

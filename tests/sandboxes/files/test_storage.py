@@ -1,4 +1,5 @@
-"""Storage through fsspec: the local default, S3 against moto's server, and refusals at start-up."""
+"""Storage through fsspec: the local default, S3 against moto's server, GCS against
+gcp-storage-emulator, and refusals at start-up."""
 
 from __future__ import annotations
 
@@ -76,11 +77,11 @@ def test_storage_options_must_be_a_json_object() -> None:
         storage_settings({"ASSAY_STORAGE_OPTIONS": "[]"})
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", "s3", "gcs"])
 def any_storage(request: pytest.FixtureRequest, tmp_path: Path) -> FileStorage:
     if request.param == "local":
         return open_storage(None, tmp_path / "data")
-    return request.getfixturevalue("s3_storage")  # type: ignore[no-any-return]
+    return request.getfixturevalue(f"{request.param}_storage")  # type: ignore[no-any-return]
 
 
 def test_tree_operations_on_each_backend(any_storage: FileStorage) -> None:

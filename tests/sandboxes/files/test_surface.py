@@ -1,8 +1,10 @@
 """The files sandbox end to end: a scripted agent over SFTP (paramiko, OpenSSH's sftp), `complete`,
-the evidence, rescore, the state tar.gz and `assay verify` — on local storage and on moto's S3."""
+the evidence, rescore, the state tar.gz and `assay verify` — on local storage, on moto's S3 and on
+gcp-storage-emulator's GCS."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import tarfile
@@ -22,7 +24,7 @@ from assay.clients.cli.app import app as cli
 from assay.sandboxes.files import StorageError
 from assay.service.app import create_app
 from assay.service.settings import Settings
-from tests.sandboxes.files.conftest import MotoS3, needs_sftp, sftp_batch, sftp_client
+from tests.sandboxes.files.conftest import GcsEmulator, MotoS3, needs_sftp, sftp_batch, sftp_client
 from tests.service.builders import criterion, make_dataset, ok, start_run, unique
 from tests.service.conftest import BOOTSTRAP_KEY, Server, _serve
 
@@ -100,6 +102,8 @@ def _run(server: Server, api: httpx.Client, upload_to: str) -> tuple[Json, Json,
             "inbox/request.json": True,
             upload_to: False,
         }
+        got = agent.get(f"{started['endpoints']['files']}/{upload_to}")
+        assert got.status_code == 200 and json.loads(got.content) == REFERRAL, got.text
         completed = ok(agent.post(task_run["complete_url"]))
         transport = client.get_channel().get_transport()  # type: ignore[union-attr]
         for _ in range(300):
@@ -212,6 +216,40 @@ def test_the_same_flow_on_s3(s3_server: Server, moto_s3: MotoS3, tmp_path: Path)
     assert not [key for key in keys if "/.partial/" in key]
 
 
+@pytest.fixture(scope="module")
+def gcs_server(gcs_emulator: GcsEmulator, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("assay-gcs"),
+        bootstrap_api_key=BOOTSTRAP_KEY,
+        sweep_interval=0.2,
+        mllp_port=0,
+        sftp_port=0,
+        storage_url=f"gs://{gcs_emulator.new_bucket()}/deployment",
+        storage_options=json.dumps(gcs_emulator.options),
+    )
+    for url, app in _serve(settings):
+        server = Server(url, app.state.database, BOOTSTRAP_KEY, "sqlite+gcs")
+        server.app_settings = settings  # type: ignore[attr-defined]
+        yield server
+
+
+def test_the_same_flow_on_gcs(gcs_server: Server, gcs_emulator: GcsEmulator, tmp_path: Path) -> None:
+    """gs:// storage (gcsfs) against a GCS API server: seed, SFTP upload, files API, complete → pass."""
+    with gcs_server.client() as api:
+        started, completed, task_run = _run(gcs_server, api, "outbox/referral.json")
+        assert completed["verdict"] == "pass", completed
+        _agree(api, task_run["id"], completed, tmp_path)
+    settings: Settings = gcs_server.app_settings  # type: ignore[attr-defined]
+    assert settings.storage_url is not None
+    bucket = settings.storage_url.removeprefix("gs://").split("/", 1)[0]
+    keys = gcs_emulator.keys(bucket)
+    playground = started["playground_id"]
+    assert f"deployment/{playground}/files/outbox/referral.json" in keys
+    assert f"deployment/{playground}/files/inbox/order.txt" in keys
+    assert f"deployment/{playground}/files.meta.json" in keys
+    assert not [key for key in keys if "/.partial/" in key]
+
+
 def _bucket_of(server: Server) -> str:
     settings: Settings = server.app_settings
     assert settings.storage_url is not None
@@ -272,3 +310,40 @@ def test_uploads_racing_complete_land_whole_or_not_at_all(
     assert {path for path in meta if path.startswith("outbox/")} == set(captured)
     again = ok(api.post(f"/task-runs/{task_run['id']}/rescore"))
     assert (again["verdict"], again["score"]) == ("partial", 0.5)  # only the seeded order is there
+
+
+def test_a_100_mb_upload_is_refused_at_the_limit_and_the_session_carries_on(
+    server: Server, api: httpx.Client
+) -> None:
+    """The default limit (25 MB) against an agent writing a 100 MB scan: the write that crosses it
+    fails with an SFTP status naming the limit, nothing of it reaches the tree, and the same
+    session then uploads the referral and passes."""
+    run = start_run(api, _benchmark(api))
+    [task_run] = run.task_runs
+    megabyte = 1024 * 1024
+    with server.client(run.token) as agent:
+        started = ok(agent.post(task_run["start_url"]))
+        client = sftp_client(started["credentials"]["sftp"])
+        client.mkdir("outbox")
+        handle = client.open("outbox/scan.bin", "wb")
+        sent = 0
+        with pytest.raises(OSError, match="26214400-byte limit for one file"):
+            while sent < 100 * megabyte:
+                handle.write(b"z" * megabyte)
+                sent += megabyte
+        assert 24 * megabyte <= sent < 26 * megabyte, sent  # refused where it crossed, not at the end
+        with contextlib.suppress(OSError):
+            handle.close()
+        assert "scan.bin" not in client.listdir("outbox")
+        client.putfo(io.BytesIO(json.dumps(REFERRAL).encode()), "outbox/referral.json")
+        listed = ok(agent.get(started["endpoints"]["files"]))["data"]
+        assert sorted(entry["path"] for entry in listed) == [
+            "inbox/order.txt",
+            "inbox/request.json",
+            "outbox/referral.json",
+        ]
+        completed = ok(agent.post(task_run["complete_url"]))
+    assert completed["verdict"] == "pass", completed
+    events = ok(api.get(f"/task-runs/{task_run['id']}/events", params={"limit": 100}))["data"]
+    uploads = [(e["path"], e["status"]) for e in events if e["type"] == "file_upload"]
+    assert sorted(uploads) == [("/outbox/referral.json", 0), ("/outbox/scan.bin", 4)], uploads

@@ -5,6 +5,9 @@ object store: `s3://bucket/prefix` (s3fs, `assay[s3]`) or `gs://bucket/prefix` (
 `assay[gcs]`); `file:///path` names another local folder. Extra filesystem options (an S3
 `endpoint_url`, a GCS `project`) come as a JSON object in `ASSAY_STORAGE_OPTIONS`; credentials
 come the usual way for each store (AWS_* variables, Application Default Credentials).
+`STORAGE_EMULATOR_HOST` (gcsfs's own setting) points `gs://` at a GCS emulator; Assay then uses
+gcsfs's JSON-API filesystem, not its default one, which first asks GCS's gRPC Storage Control API
+for each bucket's layout — an API emulators lack (a 60 s timeout per call, never cached).
 
 `open_storage` checks the URL at start-up — the protocol, the package it needs, and a probe
 object written, read back and deleted — and raises `StorageError` with a message naming the URL
@@ -25,6 +28,7 @@ and the others (API uploads, seeds, sidecar writes, each aside for milliseconds)
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import logging
 import os
@@ -184,12 +188,18 @@ class FileStorage:
         return removed
 
     def move(self, source: str, target: str) -> None:
-        """Move one object within the storage: a rename on local disk, copy + delete elsewhere."""
+        """Move one object within the storage: a rename on local disk, copy + delete elsewhere.
+
+        Copy + delete on every object store (it is what s3fs's `mv` does): gcsfs's `mv` tries GCS's
+        newer `moveTo` first, which emulators answer 501, and retries it for ~30 s before falling
+        back. That the copy is not atomic does not matter: a path is in the tree only once the
+        sidecar names it, which is written after the move."""
         if self.is_local:
             Path(target).parent.mkdir(parents=True, exist_ok=True)
             os.replace(source, target)
         else:
-            self.fs.mv(source, target)
+            self.fs.copy(source, target)
+            self.fs.rm_file(source)
 
     def write_json(self, key: str, value: Any) -> None:
         """Replace a small JSON object whole (a rename locally, a single PUT on object stores)."""
@@ -275,6 +285,8 @@ def open_storage(url: str | None, data_dir: Path, options: dict[str, Any] | None
     package, extra = _PACKAGES[protocol]
     try:
         cls = fsspec.get_filesystem_class(protocol)
+        if protocol == "gs" and os.environ.get("STORAGE_EMULATOR_HOST"):
+            cls = importlib.import_module("gcsfs.core").GCSFileSystem
     except (ImportError, ValueError):
         raise StorageError(
             f"ASSAY_STORAGE_URL {url!r} needs the {package} package, which is not installed "
