@@ -122,3 +122,31 @@ def test_values_the_database_cannot_hold_are_422(api: httpx.Client) -> None:
         400,
         "BAD_REQUEST",
     )
+
+
+def test_postgres_out_of_connection_slots_is_503_with_retry_after() -> None:
+    """`max_connections` reached (SQLSTATE 53300) is the shared database saturated: 503 and
+    Retry-After, like an empty pool, not a 500 (seen under 200 clients on 2 workers in CI)."""
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+    from sqlalchemy.exc import OperationalError
+
+    from assay.service.errors import install_error_handlers
+
+    app = FastAPI()
+    install_error_handlers(app)
+
+    @app.get("/full")
+    def full() -> None:
+        refused = Exception("connection failed: FATAL:  sorry, too many clients already")
+        raise OperationalError("connect", {}, refused)
+
+    @app.get("/lost")
+    def lost() -> None:
+        raise OperationalError("select 1", {}, Exception("server closed the connection unexpectedly"))
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        answer = client.get("/full")
+        assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
+        assert answer.json()["error"]["code"] == "UNAVAILABLE"
+        assert client.get("/lost").status_code == 500

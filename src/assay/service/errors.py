@@ -178,11 +178,23 @@ def _pool_timeout(_request: Request, exc: Exception) -> JSONResponse:
 
 def _operational(request: Request, exc: Exception) -> JSONResponse:
     """SQLite's busy timeout between processes (`--workers N` on one file) is saturation, a 503;
-    any other operational error (a lost connection, a full disk) is a 500 as before."""
+    so is PostgreSQL out of connection slots; any other operational error (a lost connection, a
+    full disk) is a 500 as before."""
     if "database is locked" in str(exc):
         log.warning("SQLite busy timeout: %s", exc)
         return _busy(1, "the server is busy (the database is locked); retry in 1 s")
+    if _too_many_connections(exc):
+        log.warning("PostgreSQL refused a new connection: %s", exc)
+        return _busy(1, "the server is busy (the database has no connection slot free); retry in 1 s")
     return _internal(request, exc)
+
+
+def _too_many_connections(exc: Exception) -> bool:
+    """PostgreSQL's `too_many_connections` (SQLSTATE 53300, "sorry, too many clients already"): the
+    server's `max_connections` is shared by every instance, so it is saturation like an empty pool.
+    psycopg raises it while connecting, before any SQLSTATE is attached, so the text is read too."""
+    original = getattr(exc, "orig", None)
+    return getattr(original, "sqlstate", None) == "53300" or "too many clients already" in str(exc)
 
 
 def _internal(_request: Request, exc: Exception) -> JSONResponse:
