@@ -18,9 +18,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from assay.sandboxes.json_depth import MAX_JSON_DEPTH, nested_deeper_than
 from assay.service.errors import envelope
 from assay.store.errors import BadRequest, Invalid
-from assay.store.json_values import strict_json_problem
+from assay.store.json_values import NUL_TEXT, storable_json_problem
 
-__all__ = ["BodySizeLimit", "RateLimiter", "json_body_limit"]
+__all__ = ["BodySizeLimit", "RateLimiter", "json_body_limit", "storable_parameters"]
 
 
 class RateLimiter:
@@ -104,16 +104,18 @@ class BodySizeLimit:
 async def json_body_limit(request: Request) -> None:
     """A router dependency: a JSON body nested past `MAX_JSON_DEPTH` is a 400 `BAD_REQUEST`; one
     that is not strict JSON (NaN, Infinity, a number that overflows, a lone surrogate escape:
-    `store.json_values`) is a 422 `VALIDATION_ERROR` naming the key, like any value the database
-    cannot hold.
+    `store.json_values`) or holds a NUL is a 422 `VALIDATION_ERROR` naming the key, like any value
+    the database cannot hold; a NUL in a path or query parameter is a 400 `BAD_REQUEST` naming it.
 
     FastAPI has parsed the body before dependencies run (`request.json()` is cached, so this costs
     the depth walk and the strict check's encode, no second parse), and they run before the body
     is validated, stored or echoed. A body that does not parse at all is FastAPI's to report; the
     FHIR routes check their own bodies. Non-strict JSON used to be stored (SQLite), refused by
     PostgreSQL as "too large", or crash the response (`agent: {"a": NaN}` on
-    `POST /v1/benchmark-runs` dropped the connection).
+    `POST /v1/benchmark-runs` dropped the connection). A NUL was stored by SQLite and refused by
+    PostgreSQL's `text` (422 "too large", no key); checked here, both backends answer alike.
     """
+    storable_parameters(request)
     if not await request.body():
         return
     try:
@@ -122,7 +124,21 @@ async def json_body_limit(request: Request) -> None:
         return
     if nested_deeper_than(value):
         raise BadRequest(f"request body is nested more than {MAX_JSON_DEPTH} levels deep")
-    problem = strict_json_problem(value)
+    problem = storable_json_problem(value)
     if problem:
         where, reason = problem
         raise Invalid({where or "body": [reason]})
+
+
+def storable_parameters(request: Request, *names: str) -> None:
+    """400 naming the first path or query parameter (of `names`, else any) with a NUL: no stored
+    row can match it, and PostgreSQL refuses to compare with it (a `DataError`, a 422 with no key),
+    where SQLite found nothing."""
+    located = [("path", request.path_params.items()), ("query", request.query_params.multi_items())]
+    for where, items in located:
+        for name, value in items:
+            if names and name not in names:
+                continue
+            if "\x00" in str(value) or "\x00" in name:
+                key = where + "." + name.replace("\x00", "\\x00")
+                raise BadRequest(f"invalid parameter {key}: {NUL_TEXT}", {key: [NUL_TEXT]})

@@ -23,7 +23,7 @@ import json
 import math
 from typing import Any
 
-__all__ = ["content_hash", "not_strict_json", "strict_json_problem"]
+__all__ = ["NUL_TEXT", "content_hash", "not_strict_json", "storable_json_problem", "strict_json_problem"]
 
 
 def content_hash(value: Any) -> str:
@@ -37,42 +37,75 @@ def content_hash(value: Any) -> str:
 def strict_json_problem(value: Any) -> tuple[str, str] | None:
     """`(dotted key path, reason)` of the first value in `value` (parsed JSON) that is not strict
     JSON, or None; only a value that has one pays for the walk that names it."""
+    return _problem(value, nul=False)
+
+
+def storable_json_problem(value: Any) -> tuple[str, str] | None:
+    """`strict_json_problem`, plus a NUL (U+0000) in any string or key: what the API's tables take.
+
+    PostgreSQL `text` holds no NUL (psycopg refuses the insert: a 422 with a misleading message
+    and no key) while SQLite stores it, so the API refused it on one backend and kept it on the
+    other (issue 9). Refused where bodies enter, the answer is the same on both. The FHIR surface
+    keeps plain `strict_json_problem`: it stores resources as JSON text, where a NUL is the
+    escape `\\u0000`, the same on both backends."""
+    return _problem(value, nul=True)
+
+
+def _problem(value: Any, *, nul: bool) -> tuple[str, str] | None:
     try:
-        json.dumps(value, allow_nan=False, ensure_ascii=False, check_circular=False).encode("utf-8")
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False, check_circular=False)
+        text.encode("utf-8")
     except ValueError:  # a non-finite float; UnicodeEncodeError (a lone surrogate) is a ValueError
-        return not_strict_json(value)
+        return not_strict_json(value, nul=nul)
     except RecursionError:  # the encoder recurses; callers bound depth first, the walk needs no bound
-        return not_strict_json(value)
+        return not_strict_json(value, nul=nul)
+    if nul and "\\u0000" in text:  # the encoder escapes NUL; a literal `\\u0000` costs one walk
+        return not_strict_json(value, nul=True)
     return None
 
 
-def not_strict_json(value: Any) -> tuple[str, str] | None:
+def not_strict_json(value: Any, *, nul: bool = False) -> tuple[str, str] | None:
     """`(dotted key path, reason)` of the first value that is not strict JSON (a non-finite number,
-    a string or key with a lone surrogate), or None. The path is `""` for the top-level value and
-    never holds a surrogate itself. Iterative, so any nesting depth is safe.
+    a string or key with a lone surrogate; with `nul`, or a NUL), or None. The path is `""` for the
+    top-level value and never holds a surrogate or a NUL itself. Iterative, so any nesting depth is
+    safe.
     """
     stack: list[tuple[Any, tuple[str, ...]]] = [(value, ())]
     while stack:
         item, where = stack.pop()
         if isinstance(item, dict):
             for key, child in item.items():
-                if not key.isascii() and _has_lone_surrogate(key):
-                    return _dotted((*where, key)), _SURROGATE
+                reason = _text_problem(key, nul)
+                if reason:
+                    return _dotted((*where, key)), reason
                 stack.append((child, (*where, key)))
         elif isinstance(item, list):
             stack.extend((child, (*where, str(i))) for i, child in enumerate(item))
         elif isinstance(item, float) and not math.isfinite(item):
             return _dotted(where), "NaN, Infinity and numbers too large for a double are not JSON numbers"
-        elif isinstance(item, str) and not item.isascii() and _has_lone_surrogate(item):
-            return _dotted(where), _SURROGATE
+        elif isinstance(item, str):
+            reason = _text_problem(item, nul)
+            if reason:
+                return _dotted(where), reason
+    return None
+
+
+def _text_problem(text: str, nul: bool) -> str | None:
+    if nul and "\x00" in text:
+        return NUL_TEXT
+    if not text.isascii() and _has_lone_surrogate(text):
+        return _SURROGATE
     return None
 
 
 _SURROGATE = "a lone UTF-16 surrogate escape (\\ud800-\\udfff) is not Unicode text"
+NUL_TEXT = "a NUL character (\\u0000) cannot be stored"
 
 
 def _dotted(where: tuple[str, ...]) -> str:
-    return ".".join(part.encode("utf-8", "backslashreplace").decode("utf-8") for part in where)
+    return ".".join(
+        part.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00") for part in where
+    )
 
 
 def _has_lone_surrogate(text: str) -> bool:

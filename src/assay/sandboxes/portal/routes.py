@@ -23,7 +23,7 @@ from assay.sandboxes.json_depth import MAX_JSON_DEPTH, nested_deeper_than
 from assay.sandboxes.portal import actions
 from assay.sandboxes.portal.access import PortalSurface
 from assay.store import BadRequest, DomainError, Invalid, clamp_limit
-from assay.store.json_values import strict_json_problem
+from assay.store.json_values import storable_json_problem
 
 __all__ = ["RESERVED_PARAMETERS", "portal_router"]
 
@@ -61,7 +61,7 @@ def _json(raw: bytes) -> Any:
         raise BadRequest("request body is not valid JSON") from None
     if nested_deeper_than(value):
         raise Invalid({"body": [f"nested deeper than {MAX_JSON_DEPTH} levels"]})
-    problem = strict_json_problem(value)
+    problem = storable_json_problem(value)
     if problem:
         where, reason = problem
         raise Invalid({where or "body": [reason]})

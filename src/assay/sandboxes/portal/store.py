@@ -151,7 +151,11 @@ def rows_of(
     key: str | None = None,
 ) -> list[StoredRow]:
     """Current rows of one resource of one portal, in insertion order; with `key`, only the rows
-    whose key value (`key_text`) is that — every version of a row has its key, which never changes."""
+    whose key value (`key_text`) is that — every version of a row has its key, which never changes.
+    A key with a NUL matches nothing (bodies holding one are refused), on PostgreSQL too, whose
+    `text` cannot even be compared with one."""
+    if key is not None and "\x00" in key:
+        return []
     statement = select(PortalVersion).where(
         PortalVersion.playground_id == playground_id,
         PortalVersion.slug == slug,

@@ -13,6 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
 from assay.sandboxes.voice.store import append_turns, transcript, turn_problems
 from assay.store import BadRequest, Invalid
+from assay.store.json_values import storable_json_problem
 
 __all__ = ["MAX_TURNS", "voice_router"]
 
@@ -26,6 +27,10 @@ def _turns(body: bytes) -> tuple[list[Any], bool]:
         value = json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise BadRequest("the body is not valid JSON: send a turn object or an array of them") from None
+    problem = storable_json_problem(value)
+    if problem:  # NaN, a lone surrogate or a NUL: PostgreSQL refused what SQLite stored
+        where, reason = problem
+        raise Invalid({where or "body": [reason]})
     single = isinstance(value, dict)
     turns = [value] if single else value
     if not isinstance(turns, list):

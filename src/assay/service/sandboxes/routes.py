@@ -25,6 +25,7 @@ from assay.sandboxes import SURFACES, Deployment, SandboxHandle
 from assay.sandboxes.surface import SurfaceTarget
 from assay.service.auth.cache import TokenCache
 from assay.service.deps import limit_rate
+from assay.service.limits import storable_parameters
 from assay.service.runs import states
 from assay.store import Caller, Conflict, Database, Forbidden, NotFound, utcnow
 from assay.store.models import Sandbox, TaskRun
@@ -33,6 +34,9 @@ __all__ = ["benchmark_run_target", "sandbox_routers", "task_run_target"]
 
 
 async def _run_caller(request: Request, authorization: str | None) -> Caller:
+    # A NUL in the run's id: 400 on both backends, not PostgreSQL's DataError; the surfaces' own
+    # parameters are theirs to judge (the FHIR store holds a NUL in an id as JSON text).
+    storable_parameters(request, "task_run_id", "benchmark_run_id")
     tokens: TokenCache = request.app.state.tokens
     caller = tokens.cached(authorization)
     if caller is None:
