@@ -23,7 +23,7 @@ from assay.sandboxes.events import close_event_logs
 from assay.service.auth.cache import TokenCache
 from assay.service.catalog.routes import router as catalog_router
 from assay.service.catalog.task_routes import router as task_router
-from assay.service.errors import install_error_handlers
+from assay.service.errors import ERROR_RESPONSES, install_error_handlers
 from assay.service.grading import Grading
 from assay.service.health import router as health_router
 from assay.service.limits import BodySizeLimit, RateLimiter, json_body_limit
@@ -113,7 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # The sandbox surfaces first: they are the agents' hot path, and routes are matched in order
     # (their prefixes, `/v1/task-runs/{id}/<surface>`, overlap no other route).
     for router, prefix in sandbox_routers():
-        app.include_router(router, prefix=prefix)
+        app.include_router(router, prefix=prefix, responses=ERROR_RESPONSES)
     body_checks = [Depends(json_body_limit)]
     app.include_router(catalog_router, dependencies=body_checks)
     app.include_router(task_router, dependencies=body_checks)

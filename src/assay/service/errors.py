@@ -85,18 +85,31 @@ class ErrorEnvelope(BaseModel):
     error: ErrorBody
 
 
+_RETRY_AFTER = {
+    "Retry-After": {"description": "Whole seconds to wait before retrying", "schema": {"type": "integer"}}
+}
+_AUTHENTICATE = {"WWW-Authenticate": {"description": "`Bearer`", "schema": {"type": "string"}}}
+
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorEnvelope, "description": description}
-    for status, description in (
-        (400, "Unparseable JSON or a bad query parameter"),
-        (401, "Missing, unknown or expired token"),
-        (403, "A token of a kind that may not call this endpoint"),
-        (404, "Not found, or outside the token's scope"),
-        (409, "The run's state or a reference forbids it"),
-        (422, "A well-formed body that fails validation"),
+    status: {
+        "model": ErrorEnvelope,
+        "description": description,
+        **({"headers": headers} if headers else {}),
+    }
+    for status, description, headers in (
+        (400, "`BAD_REQUEST`: unparseable JSON, or a bad path or query parameter", None),
+        (401, "`UNAUTHORIZED`: missing, unknown or expired token", _AUTHENTICATE),
+        (403, "`FORBIDDEN`: a token of a kind that may not call this endpoint", None),
+        (404, "`NOT_FOUND`: not found, or outside the token's scope", None),
+        (409, "`CONFLICT`: the run's state or a reference forbids it", None),
+        (413, "`BAD_REQUEST`: the body is over the size limit", None),
+        (422, "`VALIDATION_ERROR`: a well-formed body that fails validation; `details` names each key", None),
+        (429, "`RATE_LIMITED`: the token spent its request budget (`ASSAY_RATE_LIMIT`)", _RETRY_AFTER),
+        (503, "`UNAVAILABLE`: the database is saturated; retry after `Retry-After`", _RETRY_AFTER),
     )
 }
-"""OpenAPI documentation of the envelope, attached to every router."""
+"""OpenAPI documentation of the envelope: every status an API route can answer with it, attached
+to every router (the sandbox surfaces' when the app mounts them; FHIR's own answers take precedence)."""
 
 
 def envelope(status: int, code: str, message: str, details: Mapping[str, Any] | None = None) -> JSONResponse:

@@ -3,22 +3,34 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from assay import __version__
-from assay.service.errors import envelope
+from assay.service.errors import ErrorEnvelope, envelope
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", responses={503: {"description": "The database cannot be reached"}})
+class HealthOut(BaseModel):
+    status: Literal["ok"]
+    version: str
+
+
+@router.get(
+    "/healthz",
+    responses={
+        200: {"model": HealthOut, "description": "Up, and the database answers"},
+        503: {"model": ErrorEnvelope, "description": "`UNAVAILABLE`: the database cannot be reached"},
+    },
+)
 def healthz(request: Request) -> Any:
     """`{"status": "ok", "version": …}`; 503 `UNAVAILABLE` when a `SELECT 1` on the database fails."""
     try:

@@ -17,6 +17,7 @@ from fastapi.openapi.utils import get_openapi
 from pydantic.json_schema import models_json_schema
 
 from assay.core.assertions import ASSERTION_MODELS
+from assay.sandboxes.fhir.openapi import FHIR_SCHEMAS
 
 __all__ = ["ASSERTION_SCHEMAS", "install_openapi"]
 
@@ -65,6 +66,8 @@ def install_openapi(app: FastAPI) -> None:
                 description=app.description,
                 routes=app.routes,
             )
+            schemas = document.setdefault("components", {}).setdefault("schemas", {})
+            schemas.update(FHIR_SCHEMAS)  # what the FHIR routes' answers refer to
             app.openapi_schema = _with_union(document)
         return app.openapi_schema
 

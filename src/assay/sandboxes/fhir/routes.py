@@ -9,10 +9,11 @@ Every request, failed ones included, is handed to `FhirSurface.record` as one sa
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -27,11 +28,11 @@ from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import post_bundle
 from assay.sandboxes.fhir.capability import capability_statement
 from assay.sandboxes.fhir.external import SEED_HEADER, FhirForwarder, ForwardedRequest
+from assay.sandboxes.fhir.openapi import FHIR_ERRORS, answers
 from assay.sandboxes.fhir.outcomes import FhirError, operation_outcome
 from assay.sandboxes.fhir.preferences import parse_prefer, shape_write
 from assay.sandboxes.fhir.store import SEEDING, EmbeddedFhir
 from assay.sandboxes.fhir.subsetting import parse_subset
-from assay.store.errors import Forbidden, Unauthorized
 from assay.store.json_values import strict_json_problem
 
 __all__ = [
@@ -127,9 +128,26 @@ def _not_acceptable(request: Request) -> Callable[[bytes], FhirResult] | None:
     return refuse
 
 
+_ISSUE_CODES = {
+    400: "invalid",
+    401: "login",
+    403: "forbidden",
+    404: "not-found",
+    409: "conflict",
+    413: "too-costly",
+    422: "invalid",
+    429: "throttled",
+    503: "transient",
+}
+
+
 class _FhirRoute(APIRoute):
-    """A FHIR route: a refused token (401/403, raised by the surface's dependencies before any
-    FHIR work) is an OperationOutcome too, as a FHIR client reads every error (R4 http.html)."""
+    """A FHIR route answers every error as an OperationOutcome, as a FHIR client reads every error
+    (R4 http.html). An error raised outside the FHIR work (a refused run token, a task run that
+    ended, a rate limit, a NUL in the run's id, a saturated database) is answered by the app's
+    error boundary as usual, and its status, headers and message are kept in an OperationOutcome:
+    before, only 401/403 were, and a 404, 409, 429 or 503 came back in the API's envelope as
+    `application/json`, which the FHIR routes' OpenAPI (and a FHIR client) does not expect."""
 
     def get_route_handler(self) -> Callable[[Request], Any]:
         handler = super().get_route_handler()
@@ -137,14 +155,44 @@ class _FhirRoute(APIRoute):
         async def handle(request: Request) -> Response:
             try:
                 response: Response = await handler(request)
-            except (Unauthorized, Forbidden) as exc:
-                status, code = (401, "login") if isinstance(exc, Unauthorized) else (403, "forbidden")
-                headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-                outcome = operation_outcome(exc.message, code)
-                return JSONResponse(outcome, status, headers, media_type=FHIR_JSON)
+            except Exception as exc:
+                answer = await _boundary(request, exc)
+                return _as_outcome(answer, _media_type(request))
             return response
 
         return handle
+
+
+async def _boundary(request: Request, exc: Exception) -> Response:
+    """What the app's error handlers answer for `exc` (the closest handler by class); re-raised
+    when none takes it."""
+    handlers = request.app.exception_handlers
+    for kind in type(exc).__mro__:
+        found = handlers.get(kind)
+        if found is not None:
+            answer = found(request, exc)
+            if inspect.isawaitable(answer):
+                answer = await answer
+            return cast(Response, answer)
+    raise exc
+
+
+def _as_outcome(answer: Response, media_type: str) -> Response:
+    body = bytes(answer.body)
+    try:
+        message = str(json.loads(body)["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        message = body.decode("utf-8", errors="replace") or f"HTTP {answer.status_code}"
+    status = answer.status_code
+    outcome = operation_outcome(
+        message, _ISSUE_CODES.get(status, "exception" if status >= 500 else "processing")
+    )
+    headers = {
+        name: value
+        for name, value in answer.headers.items()
+        if name not in ("content-length", "content-type")
+    }
+    return JSONResponse(outcome, status, headers, media_type=media_type)
 
 
 def _render(result: FhirResult, media_type: str) -> Response:
@@ -301,15 +349,15 @@ def _if_match(request: Request) -> str | None:
 
 def fhir_router(surface: Callable[..., Any]) -> APIRouter:
     """Routes of one FHIR base; `surface` is the dependency that yields its `FhirSurface`."""
-    router = APIRouter(tags=["fhir"], route_class=_FhirRoute)
+    router = APIRouter(tags=["fhir"], route_class=_FhirRoute, responses=FHIR_ERRORS)
     resolved = Depends(surface)
 
-    @router.get("/metadata")
+    @router.get("/metadata", responses=answers("FhirCapabilityStatement"))
     async def metadata(request: Request, s: FhirSurface = resolved) -> Response:
         return await _run(request, s, lambda _: FhirResult(200, capability_statement(s.base_url)))
 
-    @router.post("")
-    @router.post("/")
+    @router.post("", responses=answers("FhirBundle", description="The batch or transaction response"))
+    @router.post("/", responses=answers("FhirBundle", description="The batch or transaction response"))
     async def bundle(request: Request, s: FhirSurface = resolved) -> Response:
         seeding = s.trusts_seeding and request.headers.get(SEED_HEADER) == "1"
 
@@ -322,21 +370,21 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
 
         return await _run(request, s, work, "json")
 
-    @router.get("/_history")
+    @router.get("/_history", responses=answers("FhirBundle"))
     async def system_history(request: Request, s: FhirSurface = resolved) -> Response:
         pairs = list(request.query_params.multi_items())
         return await _run(
             request, s, lambda _: actions.store_history(s.fhir, s.store_id, s.base_url, None, pairs)
         )
 
-    @router.get("/{resource_type}/_history")
+    @router.get("/{resource_type}/_history", responses=answers("FhirBundle"))
     async def type_history(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
         pairs = list(request.query_params.multi_items())
         return await _run(
             request, s, lambda _: actions.store_history(s.fhir, s.store_id, s.base_url, resource_type, pairs)
         )
 
-    @router.put("/{resource_type}")
+    @router.put("/{resource_type}", responses=answers("FhirResource", 200, 201))
     async def conditional_update(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
         pairs = list(request.query_params.multi_items())
         condition = _if_match(request)
@@ -349,14 +397,14 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
             "json",
         )
 
-    @router.delete("/{resource_type}")
+    @router.delete("/{resource_type}", responses=answers("FhirResource", 200, 204))
     async def conditional_delete(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
         pairs = list(request.query_params.multi_items())
         return await _run(
             request, s, lambda _: actions.conditional_delete(s.fhir, s.store_id, resource_type, pairs)
         )
 
-    @router.get("/{resource_type}")
+    @router.get("/{resource_type}", responses=answers("FhirBundle"))
     async def search_get(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
         pairs = list(request.query_params.multi_items())
         lenient = parse_prefer(request.headers.get("prefer")).lenient
@@ -366,7 +414,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
             lambda _: actions.search(s.fhir, s.store_id, s.base_url, resource_type, pairs, lenient=lenient),
         )
 
-    @router.post("/{resource_type}/_search")
+    @router.post("/{resource_type}/_search", responses=answers("FhirBundle"))
     async def search_post(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
         lenient = parse_prefer(request.headers.get("prefer")).lenient
 
@@ -377,11 +425,14 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
 
         return await _run(request, s, work, "form")
 
-    @router.post("/{resource_type}/$validate")
+    @router.post(
+        "/{resource_type}/$validate",
+        responses=answers("OperationOutcome", description="The validation's issues"),
+    )
     async def validate(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
         return await _run(request, s, lambda raw: operations.validate(resource_type, _json(raw)), "json")
 
-    @router.post("/{resource_type}")
+    @router.post("/{resource_type}", responses=answers("FhirResource", 200, 201))
     async def create(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
         condition = request.headers.get("if-none-exist")
         pairs = list(request.query_params.multi_items())
@@ -396,12 +447,12 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
             "json",
         )
 
-    @router.get("/Observation/$lastn")
+    @router.get("/Observation/$lastn", responses=answers("FhirBundle"))
     async def lastn(request: Request, s: FhirSurface = resolved) -> Response:
         pairs = list(request.query_params.multi_items())
         return await _run(request, s, lambda _: operations.lastn(s.fhir, s.store_id, s.base_url, pairs))
 
-    @router.get("/{resource_type}/{resource_id}")
+    @router.get("/{resource_type}/{resource_id}", responses=answers("FhirResource"))
     async def read(
         request: Request, resource_type: str, resource_id: str, s: FhirSurface = resolved
     ) -> Response:
@@ -410,7 +461,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
             request, s, lambda _: actions.read(s.fhir, s.store_id, resource_type, resource_id, subset)
         )
 
-    @router.get("/{resource_type}/{resource_id}/_history")
+    @router.get("/{resource_type}/{resource_id}/_history", responses=answers("FhirBundle"))
     async def history(
         request: Request, resource_type: str, resource_id: str, s: FhirSurface = resolved
     ) -> Response:
@@ -421,14 +472,14 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
             lambda _: actions.history(s.fhir, s.store_id, s.base_url, resource_type, resource_id, pairs),
         )
 
-    @router.get("/Patient/{patient_id}/$everything")
+    @router.get("/Patient/{patient_id}/$everything", responses=answers("FhirBundle"))
     async def everything(request: Request, patient_id: str, s: FhirSurface = resolved) -> Response:
         pairs = list(request.query_params.multi_items())
         return await _run(
             request, s, lambda _: operations.everything(s.fhir, s.store_id, s.base_url, patient_id, pairs)
         )
 
-    @router.get("/{compartment}/{owner_id}/{resource_type}")
+    @router.get("/{compartment}/{owner_id}/{resource_type}", responses=answers("FhirBundle"))
     async def compartment_search(
         request: Request, compartment: str, owner_id: str, resource_type: str, s: FhirSurface = resolved
     ) -> Response:
@@ -441,7 +492,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
             ),
         )
 
-    @router.get("/{resource_type}/{resource_id}/_history/{version_id}")
+    @router.get("/{resource_type}/{resource_id}/_history/{version_id}", responses=answers("FhirResource"))
     async def vread(
         request: Request, resource_type: str, resource_id: str, version_id: str, s: FhirSurface = resolved
     ) -> Response:
@@ -449,7 +500,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
             request, s, lambda _: actions.vread(s.fhir, s.store_id, resource_type, resource_id, version_id)
         )
 
-    @router.put("/{resource_type}/{resource_id}")
+    @router.put("/{resource_type}/{resource_id}", responses=answers("FhirResource", 200, 201))
     async def update(
         request: Request, resource_type: str, resource_id: str, s: FhirSurface = resolved
     ) -> Response:
@@ -467,7 +518,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
             "json",
         )
 
-    @router.patch("/{resource_type}/{resource_id}")
+    @router.patch("/{resource_type}/{resource_id}", responses=answers("FhirResource"))
     async def patch(
         request: Request, resource_type: str, resource_id: str, s: FhirSurface = resolved
     ) -> Response:
@@ -483,7 +534,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
 
         return await _run(request, s, work)
 
-    @router.patch("/{resource_type}")
+    @router.patch("/{resource_type}", responses=answers("FhirResource"))
     async def conditional_patch(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
         if not is_resource_type(resource_type):  # `PATCH /metadata`: the 405 it always was
             return await refuse(request, s)
@@ -499,7 +550,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
 
         return await _run(request, s, work)
 
-    @router.delete("/{resource_type}/{resource_id}")
+    @router.delete("/{resource_type}/{resource_id}", responses=answers("FhirResource", 200, 204))
     async def delete(
         request: Request, resource_type: str, resource_id: str, s: FhirSurface = resolved
     ) -> Response:

@@ -28,6 +28,7 @@ from assay.sandboxes.files.access import FileEvent, FilesAccess
 from assay.sandboxes.files.errors import BadPath, FileMissing, FilesError, TooLarge
 from assay.sandboxes.files.paths import clean_path
 from assay.sandboxes.files.tree import Listing, record_of
+from assay.sandboxes.openapi import json_answer, listed
 from assay.store.errors import BadRequest, Conflict, DomainError, NotFound, PayloadTooLarge
 
 __all__ = ["files_router"]
@@ -82,17 +83,41 @@ def _path(raw: str) -> str:
         raise BadRequest(str(exc)) from None
 
 
+_ENTRY: dict[str, Any] = {
+    "type": "object",
+    "required": ["path", "size", "sha256"],
+    "properties": {
+        "path": {"type": "string"},
+        "size": {"type": "integer"},
+        "content_type": {"type": ["string", "null"]},
+        "sha256": {"type": "string"},
+        "uploaded_at": {"type": ["string", "null"]},
+        "seeded": {"type": "boolean"},
+        "metadata": {"type": "object"},
+    },
+}
+_LISTING = listed(_ENTRY)
+
+
 def files_router(access_of: Callable[..., FilesAccess]) -> APIRouter:
     """The routes over the `FilesAccess` the dependency `access_of` resolves per request."""
     router = APIRouter(tags=["sandbox: files"])
 
-    @router.get("")
+    @router.get("", responses=json_answer(_LISTING, "Every file, oldest first (`?prefix=` narrows)"))
     @router.get("/", include_in_schema=False)
     async def list_files(prefix: str = "", access: FilesAccess = Depends(access_of)) -> dict[str, Any]:
         listing: Listing = await _run(access.files.listing)
         return _listed(listing, _path(prefix))
 
-    @router.get("/{path:path}")
+    @router.get(
+        "/{path:path}",
+        responses={
+            200: {
+                "description": "The file's bytes in its content type, or a folder's listing",
+                "content": {"application/json": {"schema": _LISTING}, "*/*": {"schema": {"type": "string"}}},
+            }
+        },
+    )
     async def get_file(path: str, access: FilesAccess = Depends(access_of)) -> Response:
         clean = _path(path)
         listing: Listing = await _run(access.files.listing)
@@ -110,7 +135,10 @@ def files_router(access_of: Callable[..., FilesAccess]) -> APIRouter:
             headers={"ETag": f'"{stored.get("sha256", "")}"'},
         )
 
-    @router.put("/{path:path}")
+    @router.put(
+        "/{path:path}",
+        responses={**json_answer(_ENTRY, "Replaced"), **json_answer(_ENTRY, "Created", 201)},
+    )
     async def put_file(path: str, request: Request, access: FilesAccess = Depends(access_of)) -> Response:
         clean = _path(path)
         limit = access.max_file_bytes

@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 
 from assay.sandboxes.hl7.ack import inspect
 from assay.sandboxes.hl7.store import accept, inbox
+from assay.sandboxes.openapi import json_answer, listed, raw_answer
 from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
 from assay.store import BadRequest, Invalid
 
@@ -40,10 +41,23 @@ def _payload(body: bytes, content_type: str) -> bytes:
     return payload.encode("utf-8")
 
 
+_INBOX = listed(
+    {
+        "type": "object",
+        "required": ["id", "message", "received_at"],
+        "properties": {
+            "id": {"type": "string"},
+            "message": {"type": "string"},
+            "received_at": {"type": "string"},
+        },
+    }
+)
+
+
 def hl7_router(target: SurfaceTarget) -> APIRouter:
     router = APIRouter(tags=["hl7"])
 
-    @router.get("/inbox")
+    @router.get("/inbox", responses=json_answer(_INBOX, "The messages delivered to the agent, oldest first"))
     def get_inbox(request: Request, handle: SandboxHandle = Depends(target)) -> JSONResponse:
         """The messages delivered to the agent: `{data: [{id, message, received_at}]}`, oldest first."""
         messages = inbox(handle.deployment.engine, handle.sandbox_id)
@@ -54,7 +68,11 @@ def hl7_router(target: SurfaceTarget) -> APIRouter:
         )
         return response
 
-    @router.post("/outbound", response_class=Response)
+    @router.post(
+        "/outbound",
+        response_class=Response,
+        responses=raw_answer(HL7_MEDIA_TYPE, "The ACK (MSA `AA`, `AE` or `AR`)"),
+    )
     async def post_outbound(request: Request, handle: SandboxHandle = Depends(target)) -> Response:
         """Send one message (or a batch); the answer is its ACK (MSA `AA`, `AE` or `AR`)."""
         raw = await request.body()

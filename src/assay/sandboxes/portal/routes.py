@@ -20,6 +20,7 @@ from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
 from assay.sandboxes.json_depth import MAX_JSON_DEPTH, nested_deeper_than
+from assay.sandboxes.openapi import ANY_OBJECT, json_answer, listed
 from assay.sandboxes.portal import actions
 from assay.sandboxes.portal.access import PortalSurface
 from assay.store import BadRequest, DomainError, Invalid, clamp_limit
@@ -77,7 +78,7 @@ def portal_router(surface: Callable[..., PortalSurface]) -> APIRouter:
     router = APIRouter(tags=["portal"], route_class=_RecordedRoute)
     Surface = Depends(surface)
 
-    @router.get("/{resource}")
+    @router.get("/{resource}", responses=json_answer(listed(ANY_OBJECT, paged=True), "One page of rows"))
     def list_rows(resource: str, request: Request, portal: PortalSurface = Surface) -> JSONResponse:
         """Rows of `resource`, newest first; any other query parameter filters (`status=approved`,
         `patient.member_id=M1`)."""
@@ -94,7 +95,7 @@ def portal_router(surface: Callable[..., PortalSurface]) -> APIRouter:
             {"data": page.rows, "_meta": {"next": page.next, "prev": page.prev, "limit": page.limit}}
         )
 
-    @router.post("/{resource}", status_code=201)
+    @router.post("/{resource}", status_code=201, responses=json_answer(ANY_OBJECT, "The stored row", 201))
     async def create_row(resource: str, request: Request, portal: PortalSurface = Surface) -> JSONResponse:
         """Store a row; 201 with it, key filled. A `prior_auth_requests` row is decided at once."""
         body = _json(await request.body())
@@ -106,14 +107,14 @@ def portal_router(surface: Callable[..., PortalSurface]) -> APIRouter:
 
         return _answer(await run_in_threadpool(work), 201)
 
-    @router.get("/{resource}/{key}")
+    @router.get("/{resource}/{key}", responses=json_answer(ANY_OBJECT, "The row"))
     def get_row(resource: str, key: str, request: Request, portal: PortalSurface = Surface) -> JSONResponse:
         with portal.engine.begin() as conn:
             store = actions.open_store(conn, portal.playground_id)
             slug = actions.resolve_slug(store, request.query_params.get("portal"))
             return _answer(actions.get_row(conn, store, slug, resource, key).row)
 
-    @router.patch("/{resource}/{key}")
+    @router.patch("/{resource}/{key}", responses=json_answer(ANY_OBJECT, "The row as merged"))
     async def patch_row(
         resource: str, key: str, request: Request, portal: PortalSurface = Surface
     ) -> JSONResponse:

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from assay.sandboxes.openapi import json_answer, listed
 from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
 from assay.sandboxes.voice.store import append_turns, transcript, turn_problems
 from assay.store import BadRequest, Invalid
@@ -45,10 +46,30 @@ def _turns(body: bytes) -> tuple[list[Any], bool]:
     return turns, single
 
 
+_TURN = {
+    "type": "object",
+    "required": ["seq", "speaker", "text"],
+    "properties": {
+        "seq": {"type": "integer"},
+        "speaker": {"type": "string"},
+        "text": {"type": "string"},
+        "start_ms": {"type": "integer"},
+        "end_ms": {"type": "integer"},
+        "seeded": {"type": "boolean"},
+    },
+}
+
+
 def voice_router(target: SurfaceTarget) -> APIRouter:
     router = APIRouter(tags=["voice"])
 
-    @router.post("/turns", status_code=201)
+    @router.post(
+        "/turns",
+        status_code=201,
+        responses=json_answer(
+            {"anyOf": [_TURN, listed(_TURN)]}, "The stored turn, or `{data}` for an array", 201
+        ),
+    )
     async def post_turns(request: Request, handle: SandboxHandle = Depends(target)) -> JSONResponse:
         """Record one turn or an array of turns; 201 with the stored turns (`seq` numbered)."""
         turns, single = _turns(await request.body())
@@ -79,7 +100,7 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
         stored = await run_in_threadpool(work)
         return JSONResponse(stored[0] if single else {"data": stored}, status_code=201)
 
-    @router.get("/turns")
+    @router.get("/turns", responses=json_answer(listed(_TURN), "The transcript, oldest first"))
     def get_turns(handle: SandboxHandle = Depends(target)) -> JSONResponse:
         """The transcript so far: `{data: [{seq, speaker, text, start_ms?, end_ms?, seeded}]}`."""
         with handle.deployment.engine.connect() as conn:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from assay.sandboxes.openapi import raw_answer
 from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
 from assay.sandboxes.x12.engine import ENDPOINTS
 from assay.sandboxes.x12.store import exchange
@@ -40,6 +41,9 @@ def x12_router(target: SurfaceTarget) -> APIRouter:
             methods=["POST"],
             summary=f"Send a {endpoint}; get the {ENDPOINTS[endpoint]} (or a 999/TA1)",
             response_class=Response,
+            responses=raw_answer(
+                MEDIA_TYPE, f"The {ENDPOINTS[endpoint]}, or a 999/TA1 for a request it cannot read"
+            ),
         )
 
     for endpoint in ENDPOINTS:

@@ -29,6 +29,7 @@ from assay.service.catalog.schemas import (
     PublishBody,
     SolverCreate,
     SolverPatch,
+    VersionOut,
     benchmark_json,
     dataset_json,
     entity_json,
@@ -138,7 +139,12 @@ def patch_benchmark(benchmark_id: str, body: BenchmarkPatch, session: SessionDep
 add_delete_route(router, "/benchmarks/{benchmark_id}", actions.delete_benchmark)
 
 
-@router.post("/benchmarks/{benchmark_id}/publish", tags=["benchmarks"], response_model=None)
+@router.post(
+    "/benchmarks/{benchmark_id}/publish",
+    tags=["benchmarks"],
+    response_model=None,
+    responses={200: {"model": VersionOut, "description": "The version just published"}},
+)
 async def publish(
     request: Request,
     benchmark_id: str,

@@ -36,11 +36,13 @@ __all__ = [
     "EnvironmentPatch",
     "KeyCreate",
     "PublishBody",
+    "SelfTestOut",
     "SolverCreate",
     "SolverPatch",
     "TaskCreate",
     "TaskEntityLink",
     "TaskPatch",
+    "VersionOut",
     "benchmark_json",
     "criterion_json",
     "dataset_json",
@@ -236,6 +238,40 @@ class KeyCreate(_Body):
 
 
 # -- responses ----------------------------------------------------------------------------------
+
+
+class VersionOut(BaseModel):
+    """`POST /benchmarks/{id}/publish`: the immutable `slug@version` just frozen."""
+
+    benchmark_id: str
+    slug: str
+    version: int
+    name: str
+    created_at: str
+
+
+class SelfTrialOut(BaseModel):
+    """One scripted trial of a self-test: an idle agent, or the task's reference solution."""
+
+    benchmark_run_id: str | None
+    task_run_id: str | None
+    score: float | None
+    verdict: str | None
+    failure: str | None
+    actions: list[dict[str, Any]]
+    checks: list[dict[str, Any]]
+
+
+class SelfTestOut(BaseModel):
+    """`POST /tasks/{id}/self-test`: `ok` unless `problems` lists what an idle agent or the
+    reference solution revealed (issue 14)."""
+
+    task_id: str
+    name: str
+    ok: bool
+    problems: list[dict[str, Any]]
+    idle: SelfTrialOut
+    reference: SelfTrialOut | None
 
 
 class CriterionOut(BaseModel):

@@ -12,6 +12,7 @@ from assay.service.catalog.schemas import (
     CriterionCreate,
     CriterionOut,
     CriterionPatch,
+    SelfTestOut,
     TaskCreate,
     TaskEntityLink,
     TaskPatch,
@@ -127,7 +128,12 @@ def patch_criterion(criterion_id: str, body: CriterionPatch, session: SessionDep
 add_delete_route(router, "/criteria/{criterion_id}", actions.delete_criterion)
 
 
-@router.post("/tasks/{task_id}/self-test", tags=["tasks"], response_model=None)
+@router.post(
+    "/tasks/{task_id}/self-test",
+    tags=["tasks"],
+    response_model=None,
+    responses={200: {"model": SelfTestOut, "description": "The self-test's findings"}},
+)
 async def self_test(
     request: Request, task_id: str, authorization: Annotated[str | None, Header()] = None
 ) -> Json | Response:

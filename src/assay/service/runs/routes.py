@@ -153,7 +153,17 @@ def rescore_task_run(
     return completion_json(result.task_run, result.criterion_runs, scored=result.scored)
 
 
-@router.get("/task-runs/{task_run_id}/state", tags=["task-runs"], response_class=Response)
+@router.get(
+    "/task-runs/{task_run_id}/state",
+    tags=["task-runs"],
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The SPEC §6 snapshot, a tar.gz",
+            "content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
+)
 def get_task_run_state(task_run_id: str, session: SessionDep, caller: OrgCaller) -> Response:
     """The captured state as a SPEC §6 snapshot tar.gz, readable by `assay verify`."""
     task_run = repo.get_task_run(session, caller, task_run_id)

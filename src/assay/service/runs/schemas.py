@@ -21,6 +21,10 @@ __all__ = [
     "BenchmarkRunCreate",
     "CheckOut",
     "CompletionOut",
+    "V1BenchmarkRunOut",
+    "V1CreatedOut",
+    "V1StartedOut",
+    "V1TaskRunOut",
     "agent_task_json",
     "benchmark_run_json",
     "completion_json",
@@ -79,6 +83,102 @@ class CompletionOut(BaseModel):
     score: float | None
     axes: dict[str, dict[str, float]]
     checks: list[CheckOut]
+
+
+class _Out(BaseModel):
+    """An answer the handler writes as JSON itself (the hot path skips FastAPI's re-encoding): the
+    model only documents it in OpenAPI, where schemathesis checks every answer against it."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+
+class BenchmarkRef(_Out):
+    """Which benchmark a run is of: a published `slug@version`, or a draft (`slug`, `version` null)."""
+
+    slug: str | None
+    version: int | None
+    name: str
+
+
+class V1TaskRunLink(_Out):
+    id: str
+    task_id: str
+    name: str
+    phase: str
+    start_url: str
+    complete_url: str
+
+
+class V1CreatedOut(_Out):
+    """`POST /v1/benchmark-runs` (SPEC §5.2): the run, its token (shown once) and its task runs."""
+
+    benchmark_run_id: str
+    benchmark: BenchmarkRef
+    scored: bool
+    phase: str
+    bearer_token: str
+    bearer_token_expires_at: str | None
+    endpoints: dict[str, str]
+    """The run-level surfaces, routed to its single started task run."""
+    task_runs: list[V1TaskRunLink]
+
+
+class V1TaskRunSummary(_Out):
+    id: str
+    task_id: str
+    name: str
+    phase: str
+    status: str
+    verdict: str | None
+    score: float | None
+
+
+class V1BenchmarkRunOut(_Out):
+    benchmark_run_id: str
+    benchmark: BenchmarkRef
+    scored: bool
+    phase: str
+    status: str
+    score: float | None
+    verdict: str | None
+    task_runs: list[V1TaskRunSummary]
+
+
+class AgentTaskOut(_Out):
+    """The task as the agent sees it: never its criteria."""
+
+    id: str
+    name: str
+    task_item: Any = None
+
+
+class V1StartedOut(_Out):
+    """`POST /v1/task-runs/{id}/start`: where the sandboxes are and how to reach them."""
+
+    task_run_id: str
+    phase: str
+    playground_id: str | None
+    deadline_at: str | None
+    endpoints: dict[str, Any]
+    credentials: dict[str, Any]
+    task: AgentTaskOut
+
+
+class V1TaskRunOut(_Out):
+    task_run_id: str
+    benchmark_run_id: str
+    name: str
+    phase: str
+    status: str
+    verdict: str | None
+    score: float | None
+    playground_id: str | None
+    started_at: str | None
+    deadline_at: str | None
+    completed_at: str | None
+    task: AgentTaskOut
+    start_url: str
+    complete_url: str
 
 
 def _score(text: str | None) -> float | None:

@@ -23,6 +23,10 @@ from assay.service.runs.lifecycle import settle_if_due
 from assay.service.runs.schemas import (
     BenchmarkRunCreate,
     CompletionOut,
+    V1BenchmarkRunOut,
+    V1CreatedOut,
+    V1StartedOut,
+    V1TaskRunOut,
     completion_json,
     started_json,
     v1_benchmark_run_json,
@@ -39,7 +43,7 @@ router = APIRouter(tags=["v1"], responses=ERROR_RESPONSES, route_class=Transacti
 FastAPI's generic re-encoding of plain dicts saves a measurable share of each call."""
 
 
-@router.post("/benchmark-runs", status_code=201)
+@router.post("/benchmark-runs", status_code=201, responses={201: {"model": V1CreatedOut}})
 def create_benchmark_run(body: BenchmarkRunCreate, session: SessionDep, caller: RunCreator) -> JSONResponse:
     """Start a rollout of `slug@version` (or `slug`); returns the run's bearer token once."""
     created = actions.create_benchmark_run(session, caller, body)
@@ -48,13 +52,13 @@ def create_benchmark_run(body: BenchmarkRunCreate, session: SessionDep, caller: 
     )
 
 
-@router.get("/benchmark-runs/{benchmark_run_id}")
+@router.get("/benchmark-runs/{benchmark_run_id}", responses={200: {"model": V1BenchmarkRunOut}})
 def get_benchmark_run(benchmark_run_id: str, session: SessionDep, caller: AnyCaller) -> JSONResponse:
     run = repo.get_benchmark_run(session, caller, benchmark_run_id)
     return JSONResponse(v1_benchmark_run_json(run, settle_if_due(session, run, utcnow())))
 
 
-@router.get("/task-runs/{task_run_id}")
+@router.get("/task-runs/{task_run_id}", responses={200: {"model": V1TaskRunOut}})
 def get_task_run(task_run_id: str, session: SessionDep, caller: AnyCaller) -> JSONResponse:
     """A task run's phase, status and result with its task `{id, name, task_item}` (SPEC §5.2);
     never its criteria. A run token reads only its own run's task runs."""
@@ -63,7 +67,7 @@ def get_task_run(task_run_id: str, session: SessionDep, caller: AnyCaller) -> JS
     return JSONResponse(v1_task_run_json(task_run))
 
 
-@router.post("/task-runs/{task_run_id}/start")
+@router.post("/task-runs/{task_run_id}/start", responses={200: {"model": V1StartedOut}})
 def start_task_run(
     task_run_id: str, request: Request, session: SessionDep, caller: RunCaller, settings: SettingsDep
 ) -> JSONResponse:
