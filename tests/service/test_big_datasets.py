@@ -12,11 +12,14 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import event, select
+from sqlalchemy.orm import Session
 
 from assay.sandboxes.fhir.layers import layer_key
 from assay.sandboxes.fhir.store import embedded_fhir
-from assay.sandboxes.fhir.tables import FhirStoreRow
+from assay.sandboxes.fhir.tables import FhirLayer, FhirStoreRow
+from assay.service.runs import actions
 from assay.store.json_values import content_hash
 from assay.store.models import Dataset, TaskRun
 from tests.service.builders import ok, unique
@@ -135,3 +138,34 @@ def test_patching_data_rehashes_and_the_next_start_builds_a_new_layer(
     assert _layer_of(server, after) == layer_key([content_hash(changed)]) != _layer_of(server, before)
     with server.client(token) as agent:
         assert ok(agent.get(f"/v1/task-runs/{after}/fhir/Patient/{patient['id']}"))["gender"] == "other"
+
+
+def test_the_layer_is_built_and_committed_before_the_start_transaction_opens(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decoding and loading hold no lock: when `start`'s transaction (which holds the SQLite
+    write lock, and on PostgreSQL the run's rows) begins, the layer is already stored whole, so the
+    transaction only finds it."""
+    patient = {"resourceType": "Patient", "id": unique("p").replace(" ", "-")}
+    dataset = ok(
+        api.post("/datasets", json={"name": unique("d"), "type": "fhir", "data": _bundle(patient)}), 201
+    )
+    benchmark_id = _benchmark(api, [dataset["id"]])
+    key = layer_key([content_hash(dataset["data"])])
+    layers = embedded_fhir(server.database.engine).layers
+    seen: list[tuple[bool, int]] = []
+    original = actions.start_task_run
+
+    def spying(session: Session, *args: Any, **kwargs: Any) -> Any:
+        with server.database.reading() as other:  # committed, seen from another connection
+            stored = other.execute(select(FhirLayer.hash).where(FhirLayer.hash == key)).first() is not None
+        seen.append((stored, layers.builds))
+        return original(session, *args, **kwargs)
+
+    monkeypatch.setattr(actions, "start_task_run", spying)
+    built = layers.builds
+    with _data_reads(server) as reads:
+        _, task_run_id = _start(server, api, benchmark_id)
+    assert seen == [(True, built + 1)]
+    assert len(reads) == 1  # read once, before the transaction; the transaction read nothing
+    assert _layer_of(server, task_run_id) == key

@@ -10,7 +10,7 @@ closes what surfaces keep while the app runs.
 """
 
 from assay.sandboxes.capture import CapturedState, capture, materialize, state_of
-from assay.sandboxes.datasets import dataset_problems, seed, unsupported_dataset
+from assay.sandboxes.datasets import dataset_problems, prepare_datasets, seed, unsupported_dataset
 from assay.sandboxes.events import record_event
 from assay.sandboxes.lifetime import close_surfaces, open_surfaces
 from assay.sandboxes.listeners import Listeners, has_listeners
@@ -51,6 +51,7 @@ __all__ = [
     "materialize",
     "open_deployment",
     "open_surfaces",
+    "prepare_datasets",
     "provision",
     "record_event",
     "run_environment",

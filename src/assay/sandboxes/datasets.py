@@ -13,9 +13,9 @@ from typing import Any
 
 from assay.sandboxes.provision import sandboxes_of
 from assay.sandboxes.registry import DATASET_TYPES, SURFACES
-from assay.sandboxes.surface import RunContext
+from assay.sandboxes.surface import Deployment, RunContext
 
-__all__ = ["dataset_problems", "seed", "unsupported_dataset"]
+__all__ = ["dataset_problems", "prepare_datasets", "seed", "unsupported_dataset"]
 
 
 def dataset_problems(kind: str, data: Any) -> dict[str, list[str]] | None:
@@ -41,3 +41,13 @@ def seed(run: RunContext, datasets: Sequence[Mapping[str, Any]]) -> None:
     for name, surface in SURFACES.items():
         mine = [dataset for dataset in datasets if dataset.get("type") == surface.dataset_type]
         surface.seed(run, rows[name], mine)
+
+
+def prepare_datasets(datasets: Sequence[Mapping[str, Any]], deployment: Deployment) -> None:
+    """Before `start`'s transaction, with no lock held: each surface with datasets builds what its
+    `seed` will find ready (the FHIR dataset layer), so the transaction that follows stays short
+    and other requests do not wait behind a big load (issue 9)."""
+    for surface in SURFACES.values():
+        mine = [dataset for dataset in datasets if dataset.get("type") == surface.dataset_type]
+        if mine:
+            surface.prepare(mine, deployment)

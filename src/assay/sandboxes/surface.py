@@ -231,6 +231,12 @@ class Surface(Protocol):
 
     def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None: ...
 
+    def prepare(self, datasets: Sequence[Mapping[str, Any]], deployment: Deployment) -> None:
+        """Before `start`'s transaction, holding no lock: build what `seed` will then find ready
+        (shared and content-addressed, never the playground's own state); a failure here is
+        left for `seed` to report."""
+        ...
+
     def endpoints(self, base: str) -> dict[str, str]:
         """Endpoint key → URL path under a task-run or benchmark-run base (SPEC §5.2)."""
         ...
@@ -278,6 +284,9 @@ class BaseSurface:
         return None
 
     def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None:
+        return None
+
+    def prepare(self, datasets: Sequence[Mapping[str, Any]], deployment: Deployment) -> None:
         return None
 
     def endpoints(self, base: str) -> dict[str, str]:

@@ -19,9 +19,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, insert, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
 from assay.core.memory import bulk_loading
@@ -30,6 +33,7 @@ from assay.sandboxes.fhir import _loading
 from assay.sandboxes.fhir._db import using
 from assay.sandboxes.fhir.tables import FhirLayer, FhirLayerResource
 from assay.snapshot import is_file_name
+from assay.store.database import read_only
 from assay.store.ids import iso, utcnow
 from assay.store.json_values import content_hash
 
@@ -155,12 +159,38 @@ def seeded_resources(bundles: Sequence[Any], loaded_at: str) -> list[dict[str, A
     return load_layer(bundles, loaded_at).resources()
 
 
+def _rows(layer: Layer) -> list[dict[str, Any]]:
+    """`fhir_layer_resources` rows of `layer`, in load order."""
+    with bulk_loading():
+        return [
+            {
+                "layer_hash": layer.hash,
+                "resource_type": r["resourceType"],
+                "resource_id": r["id"],
+                "position": i,
+                "body": json.dumps(r, separators=(",", ":")),
+            }
+            for i, r in enumerate(layer.by_key.values())
+        ]
+
+
+def _insert_missing(engine: Engine, table: type[Any]) -> Any:
+    """INSERT that skips rows already there (SQLite and PostgreSQL); a plain INSERT elsewhere."""
+    if engine.dialect.name == "sqlite":
+        return sqlite_insert(table).on_conflict_do_nothing()
+    if engine.dialect.name == "postgresql":
+        return postgresql_insert(table).on_conflict_do_nothing()
+    return insert(table)
+
+
 class LayerCache:
     """Layers by hash: built from datasets (and stored) once, read back from SQL by other workers."""
 
     def __init__(self, engine: Engine):
         self.engine = engine
+        self.read_engine = read_only(engine)
         self._layers: OrderedDict[str, Layer] = OrderedDict()
+        self._building: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self.builds = 0
         """Layers this process built from datasets (a warm start builds none)."""
@@ -182,25 +212,8 @@ class LayerCache:
             if db.execute(select(FhirLayer.hash).where(FhirLayer.hash == key)).first() is not None:
                 return key
             now = utcnow()
-            if cached is not None:
-                layer = cached
-            else:
-                self.builds += 1
-                loader = load_layer(source.bundles(), iso(now) or "", copy=not source.owned)
-                layer = Layer(key, loader.by_key, loader.store)
-            resources = list(layer.by_key.values())
-            _check_keys(resources)
-            with bulk_loading():
-                rows = [
-                    {
-                        "layer_hash": key,
-                        "resource_type": r["resourceType"],
-                        "resource_id": r["id"],
-                        "position": i,
-                        "body": json.dumps(r, separators=(",", ":")),
-                    }
-                    for i, r in enumerate(resources)
-                ]
+            layer = cached if cached is not None else self._load(source, now)
+            rows = _rows(layer)
             try:
                 with db.begin_nested():
                     for start in range(0, len(rows), _INSERT_CHUNK):
@@ -213,6 +226,53 @@ class LayerCache:
         with self._lock:
             self._remember(layer)
         return key
+
+    def build(self, source: LayerSource) -> None:
+        """Build and store layer `source.key` ahead of the transaction that will use it, holding
+        no lock while it decodes and loads: the rows go in short transactions of their own
+        (`_INSERT_CHUNK` each, an existing row skipped) and the `fhir_layers` row last, so the
+        layer exists only once it is whole. Content-addressed, so a layer whose `start` then
+        fails is harmless, and a build killed half-way is completed by the next one.
+
+        A `start` of 1,024 patients held the database write lock for the whole build (every
+        other write, and on SQLite every request, waited or answered 503); `ensure` in the
+        transaction now finds the layer and returns at once.
+        """
+        key = source.key
+        with self._lock:
+            building = self._building.setdefault(key, threading.Lock())
+        with building:  # one build per layer in this process; the others wait, then find it
+            with self.read_engine.connect() as conn:
+                if conn.execute(select(FhirLayer.hash).where(FhirLayer.hash == key)).first() is not None:
+                    return
+            with self._lock:
+                cached = self._layers.get(key)
+            now = utcnow()
+            layer = cached if cached is not None else self._load(source, now)
+            rows = _rows(layer)
+            statement = _insert_missing(self.engine, FhirLayerResource)
+            for start in range(0, len(rows), _INSERT_CHUNK):
+                with self.engine.begin() as conn:
+                    conn.execute(statement, rows[start : start + _INSERT_CHUNK])
+            del rows
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(
+                        insert(FhirLayer),
+                        [{"hash": key, "resource_count": len(layer.by_key), "loaded_at": now}],
+                    )
+            except IntegrityError:
+                pass  # another worker finished the same content first
+            with self._lock:
+                self._remember(layer)
+                self._building.pop(key, None)
+
+    def _load(self, source: LayerSource, now: datetime) -> Layer:
+        self.builds += 1
+        loader = load_layer(source.bundles(), iso(now) or "", copy=not source.owned)
+        layer = Layer(source.key, loader.by_key, loader.store)
+        _check_keys(list(layer.by_key.values()))
+        return layer
 
     def _remember(self, layer: Layer) -> Layer:
         """Cache `layer` (caller holds the lock); the least recently used beyond `MAX_LAYERS` go."""

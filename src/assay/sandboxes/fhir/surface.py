@@ -181,6 +181,19 @@ class FhirSandbox(BaseSurface):
             log.warning("seeding playground %s on the external FHIR server failed: %s", playground_id, exc)
             raise
 
+    def prepare(self, datasets: Sequence[Mapping[str, Any]], deployment: Deployment) -> None:
+        """Build and store the embedded store's dataset layer before `start`'s transaction (it
+        then finds it): the decoding and loading hold no database lock."""
+        if configured_external_fhir() is not None:
+            return
+        source = layer_source(datasets)
+        if not isinstance(source, LayerSource):
+            return
+        try:
+            embedded_fhir(deployment.engine).layers.build(source)
+        except LayerNotLoadable:
+            return  # `seed` meets it again inside the transaction and fails the start with it
+
     def router(self, target: SurfaceTarget) -> APIRouter:
         # `= Depends(...)`, not `Annotated[...]`: under postponed annotations FastAPI resolves
         # annotation strings in the module's globals, where the local `target` is not. `async`:

@@ -28,7 +28,7 @@ from assay.service.runs.overrides import carry_overrides, score_rows
 from assay.service.runs.repository import current_criterion_runs, get_benchmark_run, get_task_run
 from assay.service.runs.schemas import BenchmarkRunCreate
 from assay.service.sandboxes.datasets import datasets_for
-from assay.store import Caller, Conflict, Invalid, NotFound, new_id, owned, utcnow
+from assay.store import Caller, Conflict, Database, DomainError, Invalid, NotFound, new_id, owned, utcnow
 from assay.store.models import (
     Benchmark,
     BenchmarkRun,
@@ -193,6 +193,26 @@ def _lock_for(session: Session, caller: Caller, task_run_id: str) -> tuple[Bench
         return benchmark_run, task_runs
     found = get_task_run(session, caller, task_run_id)
     return lock_run(session, found.benchmark_run_id)
+
+
+def prepare_start(database: Database, caller: Caller, task_run_id: str, deployment: Deployment) -> None:
+    """Before `start`'s transaction, in a read-only unit of work: let the surfaces build what
+    seeding will find ready (the FHIR dataset layer), holding no lock, so the transaction is short
+    and other requests never wait behind a big load (issue 9). Anything amiss — no such task run,
+    not startable, a dataset type nobody loads — is left for `start_task_run` to answer."""
+    with database.reading() as session:
+        try:
+            task_run = get_task_run(session, caller, task_run_id)
+        except DomainError:
+            return
+        if (task_run.phase, task_run.status) != states.CREATED:
+            return
+        benchmark_run = session.get(BenchmarkRun, task_run.benchmark_run_id)
+        if benchmark_run is None:
+            return
+        datasets = datasets_for(session, task_run, sandboxes.run_environment(session, benchmark_run))
+        if not sandboxes.unsupported_dataset(datasets):
+            sandboxes.prepare_datasets(datasets, deployment)
 
 
 def start_task_run(

@@ -3,7 +3,7 @@ token, its solver's key, or an org key), start and complete task runs (run token
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from assay.service.deps import (
@@ -67,7 +67,17 @@ def get_task_run(task_run_id: str, session: SessionDep, caller: AnyCaller) -> JS
     return JSONResponse(v1_task_run_json(task_run))
 
 
-@router.post("/task-runs/{task_run_id}/start", responses={200: {"model": V1StartedOut}})
+def _prepared(task_run_id: str, request: Request, caller: RunCaller) -> None:
+    """Sync, so it runs on a worker thread of its own before the handler's transaction opens:
+    the dataset layers are built and stored holding no lock (`actions.prepare_start`)."""
+    actions.prepare_start(request.app.state.database, caller, task_run_id, request.app.state.deployment)
+
+
+@router.post(
+    "/task-runs/{task_run_id}/start",
+    dependencies=[Depends(_prepared)],
+    responses={200: {"model": V1StartedOut}},
+)
 def start_task_run(
     task_run_id: str, request: Request, session: SessionDep, caller: RunCaller, settings: SettingsDep
 ) -> JSONResponse:
