@@ -184,7 +184,7 @@ class FhirSandbox(BaseSurface):
     def prepare(self, datasets: Sequence[Mapping[str, Any]], deployment: Deployment) -> None:
         """Build and store the embedded store's dataset layer before `start`'s transaction (it
         then finds it): the decoding and loading hold no database lock."""
-        if configured_external_fhir() is not None:
+        if external_of(deployment) is not None:
             return
         source = layer_source(datasets)
         if not isinstance(source, LayerSource):
