@@ -53,7 +53,8 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from bench_complete import ASSAY, KEY, _free_port, postgres
+from _serve import ASSAY, assay_serve
+from bench_complete import KEY, postgres
 
 ROOT = Path(__file__).resolve().parents[1]
 SYNTHEA = ROOT / "tests" / "fixtures" / "fhir" / "synthea"
@@ -81,38 +82,10 @@ class Source:
 
 @contextmanager
 def serve(data_dir: Path, *, database_url: str | None = None, workers: int = 1) -> Iterator[tuple[str, int]]:
-    """`assay serve` on a free port (its MLLP and SFTP listeners too: other servers may hold
-    2575 and 2222); (base URL, pid)."""
-    port = _free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ASSAY_")}
-    env.update({"ASSAY_BOOTSTRAP_API_KEY": KEY, "ASSAY_MLLP_PORT": "0", "ASSAY_SFTP_PORT": "0"})
-    if database_url:
-        env["ASSAY_DATABASE_URL"] = database_url
-    command = [ASSAY, "serve", "--data-dir", str(data_dir), "--port", str(port), "--workers", str(workers)]
-    log = (data_dir / "serve.log").open("wb")
-    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if (
-                    httpx.get(f"{url}/benchmarks", headers={"Authorization": f"Bearer {KEY}"}).status_code
-                    == 200
-                ):
-                    break
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"assay serve did not come up: {(data_dir / 'serve.log').read_text()[-2000:]}"
-                )
-            time.sleep(0.1)
-        yield url, process.pid
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
-        log.close()
+    with assay_serve(
+        data_dir, KEY, database_url=database_url, workers=workers, log=data_dir / "serve.log"
+    ) as served:
+        yield served
 
 
 def sources() -> list[Source]:

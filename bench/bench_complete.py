@@ -23,10 +23,8 @@ import argparse
 import os
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -37,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _serve import assay_serve, free_port
 
 KEY = "vk_bench_" + uuid.uuid4().hex
-ASSAY = str(Path(sys.executable).parent / "assay")
 
 CRITERIA: list[dict[str, Any]] = [
     *(
@@ -76,38 +74,12 @@ CRITERIA: list[dict[str, Any]] = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def serve(data_dir: Path, *, database_url: str | None = None, workers: int = 1) -> Iterator[str]:
-    port = _free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ASSAY_")}
-    env.update({"ASSAY_BOOTSTRAP_API_KEY": KEY, "ASSAY_SWEEP_INTERVAL": "5"})
-    if database_url:
-        env["ASSAY_DATABASE_URL"] = database_url
-    command = [ASSAY, "serve", "--data-dir", str(data_dir), "--port", str(port), "--workers", str(workers)]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                if (
-                    httpx.get(f"{url}/benchmarks", headers={"Authorization": f"Bearer {KEY}"}).status_code
-                    == 200
-                ):
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
-        else:
-            raise RuntimeError("assay serve did not come up")
+    with assay_serve(
+        data_dir, KEY, database_url=database_url, workers=workers, env={"ASSAY_SWEEP_INTERVAL": "5"}
+    ) as (url, _pid):
         yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def _as_postgres(command: str) -> None:
@@ -128,7 +100,7 @@ def postgres() -> Iterator[str]:
     folder.chmod(0o755)
     if os.geteuid() == 0:
         shutil.chown(folder, "postgres")
-    port = _free_port()
+    port = free_port()
     data = folder / "data"
     _as_postgres(f"initdb -D '{data}' -U assay --auth=trust")
     options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c max_connections=200"
@@ -148,7 +120,9 @@ def prepare(url: str, runs: int) -> list[tuple[str, str]]:
         task = api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "ten criteria"}).json()
         for body in CRITERIA:
             api.post("/criteria", json={"task_id": task["id"], **body}).raise_for_status()
-        slug = api.post(f"/benchmarks/{benchmark['id']}/publish").json()["slug"]
+        # forced: the criteria are a workload, not a benchmark an idle agent must fail
+        published = api.post(f"/benchmarks/{benchmark['id']}/publish", json={"force": True})
+        slug = published.raise_for_status().json()["slug"]
         started = []
         for _ in range(runs):
             created = api.post("/v1/benchmark-runs", json={"benchmark": slug, "scored": True}).json()

@@ -25,7 +25,6 @@ import asyncio
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from bench_complete import KEY, _free_port, postgres
+from _serve import assay_serve
+from bench_complete import KEY, postgres
 
 ROOT = Path(__file__).resolve().parents[1]
 PATIENT_BUNDLE = next(
@@ -77,33 +77,10 @@ class Tally:
 @contextmanager
 def serve(data_dir: Path, database_url: str | None, workers: int) -> Iterator[tuple[str, int]]:
     """`assay serve` in its own process group; (url, pid)."""
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_")}
-    env.update(ASSAY_BOOTSTRAP_API_KEY=KEY, ASSAY_MLLP_PORT="0", ASSAY_SFTP_PORT="0")
-    if database_url:
-        env["ASSAY_DATABASE_URL"] = database_url
-    assay = str(Path(sys.executable).parent / "assay")
-    command = [assay, "serve", "--data-dir", str(data_dir), "--port", str(port), "--workers", str(workers)]
-    log = (data_dir.parent / "serve.log").open("wb")
-    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(1200):
-            if process.poll() is not None:
-                raise SystemExit(f"assay serve exited with {process.returncode}")
-            try:
-                if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        else:
-            raise SystemExit("assay serve did not come up")
-        yield url, process.pid
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
-        log.close()
+    with assay_serve(
+        data_dir, KEY, database_url=database_url, workers=workers, log=data_dir.parent / "serve.log"
+    ) as served:
+        yield served
 
 
 def _tree(pid: int) -> list[int]:
