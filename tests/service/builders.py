@@ -31,6 +31,19 @@ FHIR_BOOKED = {
     "fields": [{"path": "participant.0.actor.display", "expected": "Dr. Rivera"}],
 }
 
+NOTE_WRITTEN = {
+    "assert": "fhir-resource-state",
+    "resource_type": "Observation",
+    "search": {"patient": "Patient/p1", "code": "note"},
+}
+"""Passes once the agent has written an Observation coded `note` about Patient/p1."""
+
+
+def one_patient_bundle(family: str) -> Json:
+    """A FHIR dataset holding Patient/p1 only."""
+    patient = {"resourceType": "Patient", "id": "p1", "name": [{"family": family}]}
+    return {"resourceType": "Bundle", "type": "collection", "entry": [{"resource": patient}]}
+
 
 def unique(name: str) -> str:
     return f"{name} {uuid.uuid4().hex[:8]}"

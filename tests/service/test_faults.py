@@ -32,7 +32,7 @@ from sqlalchemy import create_engine, text
 
 from assay.store import sqlite_url
 
-from .builders import PASSES, ok
+from .builders import NOTE_WRITTEN, PASSES, ok, one_patient_bundle
 from .processes import Served, free_port, start_serve, stop
 
 Json = dict[str, Any]
@@ -41,17 +41,7 @@ RUNS = 6
 KILL_AFTER_COMPLETES = 3
 """The kill comes once this many `complete`s have been answered: the others are in flight."""
 
-NOTE = {
-    "assert": "fhir-resource-state",
-    "resource_type": "Observation",
-    "search": {"patient": "Patient/p1", "code": "note"},
-}
-BUNDLE = {
-    "resourceType": "Bundle",
-    "type": "collection",
-    "entry": [{"resource": {"resourceType": "Patient", "id": "p1", "name": [{"family": "Fault"}]}}],
-}
-
+BUNDLE = one_patient_bundle("Fault")
 _INVARIANTS = {
     "completed task run without a criterion run for every criterion": """
         SELECT tr.id FROM task_runs tr
@@ -148,7 +138,7 @@ def _catalog(api: httpx.Client) -> str:
             ),
             201,
         )
-        for label, assertion in (("note", NOTE), ("no SSN", PASSES)):
+        for label, assertion in (("note", NOTE_WRITTEN), ("no SSN", PASSES)):
             ok(
                 api.post("/criteria", json={"task_id": task["id"], "label": label, "assertion": assertion}),
                 201,

@@ -27,7 +27,7 @@ import pytest
 
 from assay.store.database import FairLock
 
-from .builders import PASSES, ok
+from .builders import NOTE_WRITTEN, PASSES, ok, one_patient_bundle
 from .conftest import BOOTSTRAP_KEY
 from .processes import serving
 
@@ -38,16 +38,7 @@ COMPLETED_PER_BURST = 3
 REQUEST_TIMEOUT = 120.0
 """Per request: an answer slower than this is a hang (a 503 comes after at most ~10 s of waiting)."""
 
-BUNDLE = {
-    "resourceType": "Bundle",
-    "type": "collection",
-    "entry": [{"resource": {"resourceType": "Patient", "id": "p1", "name": [{"family": "Load"}]}}],
-}
-NOTE = {
-    "assert": "fhir-resource-state",
-    "resource_type": "Observation",
-    "search": {"patient": "Patient/p1", "code": "note"},
-}
+BUNDLE = one_patient_bundle("Load")
 OBSERVATION = {
     "resourceType": "Observation",
     "status": "final",
@@ -74,7 +65,7 @@ def _prepare(url: str) -> Agent:
         for i in range(tasks):
             body = {"benchmark_id": benchmark["id"], "name": f"task {i}", "dataset_ids": [dataset["id"]]}
             task = ok(api.post("/tasks", json=body), 201)
-            for label, assertion in (("note", NOTE), ("no SSN", PASSES)):
+            for label, assertion in (("note", NOTE_WRITTEN), ("no SSN", PASSES)):
                 criterion = {"task_id": task["id"], "label": label, "assertion": assertion}
                 ok(api.post("/criteria", json=criterion), 201)
         run = ok(api.post("/v1/benchmark-runs", json={"benchmark_id": benchmark["id"]}), 201)
