@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import delete, event, select
 from sqlalchemy.orm import Session
 
 from assay.sandboxes.fhir.layers import layer_key
@@ -21,11 +21,12 @@ from assay.sandboxes.fhir.store import embedded_fhir
 from assay.sandboxes.fhir.tables import FhirLayer, FhirStoreRow
 from assay.service.runs import actions
 from assay.store.json_values import content_hash
-from assay.store.models import Dataset, TaskRun
+from assay.store.models import BenchmarkVersion, BenchmarkVersionDataset, Dataset, TaskRun
 from tests.service.builders import ok, unique
 from tests.service.conftest import Server
 
-_DATA_READ = re.compile(r"SELECT\s+datasets\.data\b", re.IGNORECASE)
+_DATA_READ = re.compile(r"SELECT\s+(benchmark_version_)?datasets\.data\b", re.IGNORECASE)
+"""A read of a dataset's content: a draft's row or a published version's frozen copy."""
 
 
 @contextmanager
@@ -63,8 +64,9 @@ def _benchmark(api: httpx.Client, dataset_ids: list[str]) -> str:
     return str(benchmark["id"])
 
 
-def _start(server: Server, api: httpx.Client, benchmark_id: str) -> tuple[str, str]:
-    run = ok(api.post("/v1/benchmark-runs", json={"benchmark_id": benchmark_id}), 201)
+def _start(server: Server, api: httpx.Client, benchmark_id: str, slug: str | None = None) -> tuple[str, str]:
+    source = {"benchmark": slug} if slug else {"benchmark_id": benchmark_id}
+    run = ok(api.post("/v1/benchmark-runs", json=source), 201)
     task_run = run["task_runs"][0]
     with server.client(run["bearer_token"]) as agent:
         ok(agent.post(task_run["start_url"]))
@@ -169,3 +171,74 @@ def test_the_layer_is_built_and_committed_before_the_start_transaction_opens(
     assert seen == [(True, built + 1)]
     assert len(reads) == 1  # read once, before the transaction; the transaction read nothing
     assert _layer_of(server, task_run_id) == key
+
+
+def test_a_published_version_keeps_each_dataset_in_its_own_row_and_a_second_start_reads_none(
+    server: Server, api: httpx.Client
+) -> None:
+    """Runs of `slug@version` (how benchmarks are run) used to decode every frozen dataset with the
+    version at each run creation and `start`, and hash them all again."""
+    patients = [{"resourceType": "Patient", "id": unique("p").replace(" ", "-")} for _ in range(2)]
+    datasets = [
+        ok(api.post("/datasets", json={"name": unique("d"), "type": "fhir", "data": _bundle(p)}), 201)
+        for p in patients
+    ]
+    benchmark_id = _benchmark(api, [d["id"] for d in datasets])
+    slug = ok(api.post(f"/benchmarks/{benchmark_id}/publish", json={"force": True}))["slug"]
+    # The draft changes after publishing: the version's runs keep what was frozen.
+    ok(
+        api.patch(
+            f"/datasets/{datasets[0]['id']}", json={"data": _bundle({**patients[0], "gender": "other"})}
+        )
+    )
+    with server.database.reading() as session:
+        version = session.scalars(
+            select(BenchmarkVersion).where(BenchmarkVersion.benchmark_id == benchmark_id)
+        ).one()
+        frozen = version.frozen["datasets"]
+        rows = session.scalars(
+            select(BenchmarkVersionDataset).where(BenchmarkVersionDataset.version_id == version.id)
+        ).all()
+    assert {row.dataset_id: row.data for row in rows} == {d["id"]: d["data"] for d in datasets}
+    assert all("data" not in frozen[d["id"]] for d in datasets)
+    assert [frozen[d["id"]]["hash"] for d in datasets] == [content_hash(d["data"]) for d in datasets]
+
+    with _data_reads(server) as reads:
+        token, first = _start(server, api, benchmark_id, slug)
+    expected = layer_key([content_hash(d["data"]) for d in datasets])
+    assert _layer_of(server, first) == expected
+    assert all("benchmark_version_datasets" in read for read in reads)
+    with server.client(token) as agent:
+        assert "gender" not in ok(agent.get(f"/v1/task-runs/{first}/fhir/Patient/{patients[0]['id']}"))
+
+    with _data_reads(server) as reads:
+        _, again = _start(server, api, benchmark_id, slug)
+    assert reads == []
+    assert _layer_of(server, again) == expected
+
+
+def test_a_version_published_before_its_datasets_had_rows_reads_them_inline(
+    server: Server, api: httpx.Client
+) -> None:
+    patient = {"resourceType": "Patient", "id": unique("p").replace(" ", "-"), "gender": "female"}
+    dataset = ok(
+        api.post("/datasets", json={"name": unique("d"), "type": "fhir", "data": _bundle(patient)}), 201
+    )
+    benchmark_id = _benchmark(api, [dataset["id"]])
+    slug = ok(api.post(f"/benchmarks/{benchmark_id}/publish", json={"force": True}))["slug"]
+    with server.database.transaction() as session:  # as migration 0007 left a published version
+        version = session.scalars(
+            select(BenchmarkVersion).where(BenchmarkVersion.benchmark_id == benchmark_id)
+        ).one()
+        old = dict(version.frozen)
+        old["datasets"] = {dataset["id"]: {"id": dataset["id"], "type": "fhir", "data": dataset["data"]}}
+        version.frozen = old
+        session.execute(
+            delete(BenchmarkVersionDataset).where(BenchmarkVersionDataset.version_id == version.id)
+        )
+    token, task_run_id = _start(server, api, benchmark_id, slug)
+    assert _layer_of(server, task_run_id) == layer_key([content_hash(dataset["data"])])
+    with server.client(token) as agent:
+        assert (
+            ok(agent.get(f"/v1/task-runs/{task_run_id}/fhir/Patient/{patient['id']}"))["gender"] == "female"
+        )

@@ -28,7 +28,11 @@ class RunEnvironment:
     settings: dict[str, Any] = field(default_factory=dict)
     """`settings` of SPEC §5.1 (`{"fhir": {"strict_validation": true}}`)."""
     frozen_datasets: dict[str, Any] | None = None
-    """A published run's dataset contents by id, frozen at publish; None for a draft run."""
+    """A published run's datasets by id as frozen at publish (id, type, content hash; the content
+    in `BenchmarkVersionDataset`, or inline as `data` for versions published before it); None for
+    a draft run."""
+    version_id: str | None = None
+    """A published run's `BenchmarkVersion`."""
 
 
 def run_environment(session: Session, benchmark_run: BenchmarkRun) -> RunEnvironment:
@@ -47,6 +51,7 @@ def run_environment(session: Session, benchmark_run: BenchmarkRun) -> RunEnviron
             list(environment.get("dataset_ids") or []),
             _settings(environment),
             frozen.get("datasets") or {},
+            benchmark_run.version_id,
         )
     benchmark = session.get(Benchmark, benchmark_run.benchmark_id)
     row = (

@@ -36,6 +36,7 @@ __all__ = [
     "Benchmark",
     "BenchmarkRun",
     "BenchmarkVersion",
+    "BenchmarkVersionDataset",
     "Criterion",
     "CriterionRun",
     "Dataset",
@@ -184,6 +185,23 @@ class BenchmarkVersion(Base):
     name: Mapped[str] = mapped_column(String(200))
     frozen: Mapped[Any]
     created_at: Mapped[datetime]
+
+
+class BenchmarkVersionDataset(Base):
+    """One dataset's content as frozen with a published version, a row per dataset.
+
+    The version's `frozen` keeps each dataset's id, name, type, content hash and entities; the
+    content lives here so that creating a run or starting one never decodes every dataset of the
+    version (issue 9: 262 MB at 1,024 patients), and `start` reads only the contents its surfaces
+    ask for — none for a FHIR dataset whose layer exists. Versions published before migration
+    0008 keep `data` inline in `frozen` and are read as before."""
+
+    __tablename__ = "benchmark_version_datasets"
+    version_id: Mapped[str] = mapped_column(
+        _ID, ForeignKey("benchmark_versions.id", ondelete="CASCADE"), primary_key=True
+    )
+    dataset_id: Mapped[str] = mapped_column(_ID, primary_key=True)
+    data: Mapped[Any]
 
 
 class Task(Base):

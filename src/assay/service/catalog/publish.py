@@ -25,7 +25,15 @@ from assay.service.catalog.schemas import (
     task_json,
 )
 from assay.store import Caller, Conflict, new_id, owned, utcnow
-from assay.store.models import Benchmark, BenchmarkVersion, Dataset, Environment, Task
+from assay.store.json_values import content_hash
+from assay.store.models import (
+    Benchmark,
+    BenchmarkVersion,
+    BenchmarkVersionDataset,
+    Dataset,
+    Environment,
+    Task,
+)
 
 __all__ = ["freeze_benchmark", "freeze_task", "publish_benchmark", "slugify"]
 
@@ -65,12 +73,21 @@ def freeze_benchmark(session: Session, caller: Caller, benchmark: Benchmark) -> 
     datasets = {}
     for dataset in session.scalars(owned(Dataset, caller).where(Dataset.id.in_(dataset_ids))):
         datasets[dataset.id] = dataset_json(dataset, repo.entities_of(session, caller, dataset.id))
+        datasets[dataset.id]["hash"] = dataset.content_hash or content_hash(dataset.data)
     return {
         "benchmark": benchmark_json(benchmark),
         "environment": environment_json(environment) if environment else None,
         "datasets": datasets,
         "tasks": tasks,
     }
+
+
+def _store_dataset_contents(session: Session, version: BenchmarkVersion) -> None:
+    """Move each frozen dataset's `data` into its own row; `frozen` keeps the rest, its content
+    `hash` included (`BenchmarkVersionDataset`: a run reads only the contents it needs)."""
+    for ident, dataset in version.frozen["datasets"].items():
+        data = dataset.pop("data")
+        session.add(BenchmarkVersionDataset(version_id=version.id, dataset_id=ident, data=data))
 
 
 def publish_benchmark(
@@ -102,6 +119,7 @@ def publish_benchmark(
         frozen=freeze_benchmark(session, caller, benchmark),
         created_at=utcnow(),
     )
+    _store_dataset_contents(session, version)
     session.add(version)
     session.flush()
     return version

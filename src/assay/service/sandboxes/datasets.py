@@ -1,7 +1,7 @@
 """Which datasets a task run's playground loads, in SPEC §5.1 order: the environment's, then the task's.
 
-A run of a published version reads the dataset contents frozen at publish time; a run of the draft
-reads the current rows. A draft's contents are read only when a surface asks for one (`data`):
+A run of a published version reads the dataset contents frozen at publish time (a row each in
+`benchmark_version_datasets`); a run of the draft reads the current rows. A draft's contents are read only when a surface asks for one (`data`):
 the FHIR surface finds its layer by the stored content hashes and, when the layer exists, reads no
 dataset at all (issue 9: a warm `start` of 1,024 patients spent 63% re-reading and decoding them).
 """
@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from assay.sandboxes import RunEnvironment
-from assay.store.models import Dataset, TaskRun
+from assay.store.models import BenchmarkVersionDataset, Dataset, TaskRun
 
 __all__ = ["StoredDataset", "datasets_for"]
 
@@ -62,8 +62,8 @@ def datasets_for(session: Session, task_run: TaskRun, environment: RunEnvironmen
     named = [*environment.dataset_ids, *(task_run.snapshot["task"].get("dataset_ids") or [])]
     ordered = list(dict.fromkeys(map(str, named)))
     if environment.frozen_datasets is not None:
-        by_id = environment.frozen_datasets
-        return [_frozen(by_id[ident]) for ident in ordered if ident in by_id]
+        by_id, version_id = environment.frozen_datasets, environment.version_id
+        return [_frozen(session, version_id, by_id[ident]) for ident in ordered if ident in by_id]
     rows = session.execute(
         select(Dataset.id, Dataset.type, Dataset.content_hash).where(
             Dataset.org_id == task_run.org_id, Dataset.id.in_(ordered)
@@ -80,6 +80,16 @@ def _reader(session: Session, ident: str) -> Callable[[], Any]:
     return lambda: session.execute(select(Dataset.data).where(Dataset.id == ident)).scalar_one()
 
 
-def _frozen(dataset: dict[str, Any]) -> StoredDataset:
-    data = dataset.get("data")
-    return StoredDataset(str(dataset.get("id")), str(dataset.get("type")), None, lambda: data)
+def _frozen(session: Session, version_id: str | None, dataset: dict[str, Any]) -> StoredDataset:
+    ident, kind = str(dataset.get("id")), str(dataset.get("type"))
+    if "data" in dataset:  # published before migration 0008: the content is inline, never hashed
+        data = dataset["data"]
+        return StoredDataset(ident, kind, None, lambda: data)
+    return StoredDataset(ident, kind, dataset.get("hash"), _version_reader(session, version_id, ident))
+
+
+def _version_reader(session: Session, version_id: str | None, ident: str) -> Callable[[], Any]:
+    statement = select(BenchmarkVersionDataset.data).where(
+        BenchmarkVersionDataset.version_id == version_id, BenchmarkVersionDataset.dataset_id == ident
+    )
+    return lambda: session.execute(statement).scalar_one()
