@@ -3,6 +3,12 @@
 Shared by tests/checks/test_voice_labelled_set.py (thresholds asserted in CI) and
 bench/bench_voice_matcher.py (the full table). Each item is one agent turn and one phrase,
 judged as a `contains` phrase on a one-turn transcript with the given tiers.
+
+The set is cut in two by phrase so that tier 3's thresholds are chosen on items they are not
+reported on: the 1st, 3rd, 5th… phrase entries of the file (all their turns) are the
+`calibration` split, the 2nd, 4th, 6th… the `held-out` split. Cutting by phrase, not by item,
+keeps one phrase's wording out of the split that judges it. `calibrate` is the procedure that
+chose `_semantic.THRESHOLD` and `_semantic.ALIGNMENT` (docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -17,10 +23,26 @@ import yaml
 from assay.checks._speech import normalise
 from assay.checks.voice_transcript import ExactMatcher, FuzzyMatcher, PhraseMatcher, find_phrase
 
-__all__ = ["KINDS", "SET", "Item", "Scores", "load_items", "matchers", "score"]
+__all__ = [
+    "GRID",
+    "KINDS",
+    "SET",
+    "SPLITS",
+    "Calibration",
+    "Candidate",
+    "Item",
+    "Scores",
+    "calibrate",
+    "load_items",
+    "matchers",
+    "score",
+    "score_thresholds",
+    "semantic_candidates",
+]
 
 SET = Path(__file__).parents[1] / "fixtures" / "voice" / "labelled" / "phrases.yaml"
 KINDS = ("exact", "typo", "paraphrase", "negative", "negation", "number")
+SPLITS = ("calibration", "held-out")
 _DEFAULT_MATCH = {"exact": True, "typo": True, "paraphrase": True}
 
 
@@ -31,17 +53,20 @@ class Item:
     match: bool
     kind: str
     topic: str
+    split: str
+    """`calibration` or `held-out` (by the phrase entry's position in the file)."""
 
 
 def load_items(path: Path = SET) -> list[Item]:
     items = []
-    for entry in yaml.safe_load(path.read_text(encoding="utf-8")):
+    for position, entry in enumerate(yaml.safe_load(path.read_text(encoding="utf-8"))):
+        split = SPLITS[position % 2]
         for kind in KINDS:
             for raw in entry.get(kind, []):
                 text, match = (raw["text"], raw["match"]) if isinstance(raw, dict) else (raw, None)
                 if match is None:
                     match = _DEFAULT_MATCH.get(kind, False)
-                items.append(Item(entry["phrase"], text, bool(match), kind, entry["topic"]))
+                items.append(Item(entry["phrase"], text, bool(match), kind, entry["topic"], split))
     return items
 
 
@@ -108,9 +133,99 @@ class Scores:
 
 def score(items: Iterable[Item], tiers: Sequence[PhraseMatcher]) -> dict[str, Scores]:
     """Scores per kind and `overall`; `negation` false accepts are the negation flips."""
+    listed = list(items)
+    return _tally(listed, [bool(predict(item, tiers)["found"]) for item in listed])
+
+
+def _tally(items: Sequence[Item], found: Sequence[bool]) -> dict[str, Scores]:
     by_kind: dict[str, Scores] = {kind: Scores() for kind in (*KINDS, "overall")}
-    for item in items:
-        found = bool(predict(item, tiers)["found"])
-        by_kind[item.kind].add(item, found)
-        by_kind["overall"].add(item, found)
+    for item, hit in zip(items, found, strict=True):
+        by_kind[item.kind].add(item, hit)
+        by_kind["overall"].add(item, hit)
     return by_kind
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One window tier 3 could propose for an item, with both of its signals."""
+
+    cosine: float
+    alignment: float
+    guarded: bool
+    """Whether the number and negation guards accept the window."""
+
+
+def semantic_candidates(items: Sequence[Item]) -> list[tuple[bool, list[Candidate]]]:
+    """Per item: whether tiers 1-2 already find the phrase, and every tier-3 window's signals.
+
+    One model pass per item; any pair of thresholds is then scored without the model
+    (a window is proposed when both signals reach their thresholds, as in `SemanticMatcher`).
+    """
+    from assay.checks._semantic import _aligned, embedder, windows
+    from assay.checks._speech import SpanMatch
+    from assay.checks.voice_transcript import _guards_accept
+
+    model, basic = embedder(), matchers(["exact", "fuzzy"])
+    found = []
+    for item in items:
+        wanted, turn = normalise(item.phrase), normalise(item.text)
+        cut = windows(turn)
+        encoded = model.encode([wanted.source, *(w.text for w in cut)]) if cut else []
+        candidates = [
+            Candidate(
+                float(have.sentence @ encoded[0].sentence),
+                _aligned(encoded[0], have),
+                _guards_accept(wanted, turn, SpanMatch(window.first, window.last, 1.0)),
+            )
+            for window, have in zip(cut, encoded[1:], strict=True)
+        ]
+        found.append((bool(predict(item, basic)["found"]), candidates))
+    return found
+
+
+def score_thresholds(
+    items: Sequence[Item], candidates: Sequence[tuple[bool, list[Candidate]]], cosine: float, alignment: float
+) -> dict[str, Scores]:
+    """`score` with tiers exact, fuzzy and semantic at the given thresholds, from `semantic_candidates`."""
+    return _tally(
+        items,
+        [
+            basic or any(c.guarded and c.cosine >= cosine and c.alignment >= alignment for c in windows)
+            for basic, windows in candidates
+        ],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    threshold: float
+    alignment: float
+    scores: dict[str, Scores]
+    """On the calibration split."""
+
+
+GRID = tuple(round(0.20 + 0.025 * i, 3) for i in range(31))
+"""0.20, 0.225, … 0.95: the values tried for each threshold."""
+
+
+def calibrate(items: Sequence[Item], candidates: Sequence[tuple[bool, list[Candidate]]]) -> Calibration:
+    """Tier 3's thresholds, chosen on the calibration split only.
+
+    Rule: tier 3 may add no false accept to what tiers 1-2 accept on the calibration split (so
+    no negation flip and no number false accept either); among the pairs that keep to that, the
+    one with the most recall, and on a tie the stricter pair (larger sum).
+    """
+    chosen = [(i, c) for i, c in zip(items, candidates, strict=True) if i.split == "calibration"]
+    subset, windows = [i for i, _ in chosen], [c for _, c in chosen]
+    floor = score_thresholds(subset, windows, 2.0, 2.0)["overall"].fp
+    best: tuple[tuple[float, float], Calibration] | None = None
+    for cosine in GRID:
+        for alignment in GRID:
+            scores = score_thresholds(subset, windows, cosine, alignment)
+            if scores["overall"].fp > floor:
+                continue
+            key = (scores["overall"].recall or 0.0, cosine + alignment)
+            if best is None or key > best[0]:
+                best = (key, Calibration(cosine, alignment, scores))
+    assert best is not None  # the strictest pair adds nothing, so one pair always qualifies
+    return best[1]
