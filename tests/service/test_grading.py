@@ -27,7 +27,14 @@ EVAL = {"assert": "natural-language", "text": "The agent never read out a social
 
 
 def _server(tmp_path: Path, **settings: Any) -> Iterator[Server]:
-    config = Settings(data_dir=tmp_path, bootstrap_api_key=BOOTSTRAP_KEY, sweep_interval=0.2, **settings)
+    config = Settings(
+        data_dir=tmp_path,
+        bootstrap_api_key=BOOTSTRAP_KEY,
+        sweep_interval=0.2,
+        mllp_port=0,
+        sftp_port=0,
+        **settings,
+    )
     for url, app in _serve(config):
         yield Server(url, app.state.database, BOOTSTRAP_KEY, "sqlite")
 
