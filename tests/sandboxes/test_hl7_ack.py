@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine
 
 from assay.formats.hl7 import parse_message
+from assay.sandboxes.hl7 import mllp
 from assay.sandboxes.hl7.ack import acknowledge, inspect, reject, too_large
 from assay.sandboxes.hl7.mllp import END, START, MllpFramer, MllpListener, frame
 from assay.sandboxes.surface import Deployment
@@ -128,3 +130,68 @@ def test_an_idle_connection_is_closed_and_the_listener_keeps_serving() -> None:
     closed, answer = asyncio.run(scenario())
     assert closed == b""
     assert parse_message(answer.decode()).read("MSA.1").value == "AR"
+
+
+def test_connections_past_the_cap_are_closed_and_the_listener_keeps_serving(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(mllp, "MAX_CONNECTIONS", 2)
+    listener = MllpListener(Deployment(create_engine("sqlite://")), 0, idle_timeout=30)
+
+    async def ask(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+        writer.write(frame(b"not hl7"))
+        return await asyncio.wait_for(reader.readuntil(END), 10)
+
+    async def scenario() -> tuple[list[bytes], bytes, bytes]:
+        port = await listener.start()
+        try:
+            first, second = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+            answers = [await ask(*first), await ask(*second)]  # both served: their threads exist
+            third_reader, third_writer = await asyncio.open_connection("127.0.0.1", port)
+            refused = await asyncio.wait_for(third_reader.read(), 10)  # closed at once: EOF
+            third_writer.close()
+            await third_writer.wait_closed()
+            first[1].close()
+            for _ in range(200):  # its thread ends once it reads the EOF
+                if len(listener._connections) < 2:
+                    break
+                await asyncio.sleep(0.01)
+            fourth = await asyncio.open_connection("127.0.0.1", port)
+            later = await ask(*fourth)
+            for _, writer in (first, second, fourth):
+                writer.close()
+                await writer.wait_closed()
+            return answers, refused, later
+        finally:
+            await listener.stop()
+
+    answers, refused, later = asyncio.run(scenario())
+    assert [parse_message(a.decode()).read("MSA.1").value for a in answers] == ["AR", "AR"]
+    assert refused == b""
+    assert parse_message(later.decode()).read("MSA.1").value == "AR"
+
+
+def test_stop_answers_the_message_in_hand_then_closes_every_connection() -> None:
+    listener = MllpListener(Deployment(create_engine("sqlite://")), 0, idle_timeout=30)
+
+    async def scenario() -> tuple[bytes, bytes, bool]:
+        port = await listener.start()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(frame(b"not hl7"))
+        answer = await asyncio.wait_for(reader.readuntil(END), 10)
+        await asyncio.wait_for(listener.stop(), 10)
+        closed = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        await writer.wait_closed()
+        try:
+            _, late = await asyncio.open_connection("127.0.0.1", port)
+            late.close()
+            refused = False
+        except OSError:
+            refused = True
+        return answer, closed, refused
+
+    answer, closed, refused = asyncio.run(scenario())
+    assert parse_message(answer.decode()).read("MSA.1").value == "AR"
+    assert closed == b"" and refused
+    assert not listener._connections

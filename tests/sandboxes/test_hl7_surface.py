@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -256,3 +257,26 @@ def test_a_benchmark_run_alias_reaches_the_started_task_run(server: Server, api:
         run_id = detail["benchmark_run_id"]
         inbox = ok(agent.get(f"/v1/benchmark-runs/{run_id}/hl7/inbox"))["data"]
     assert len(inbox) == 1
+
+
+def test_many_mllp_connections_at_once_each_get_their_acks_and_every_message_is_stored(
+    server: Server, api: httpx.Client
+) -> None:
+    """Each connection has its own thread (`MllpListener`); twelve senders at once, five
+    messages each: every one `AA`, stored once, its event logged, the `seq`s gap-free."""
+    started = start_hl7(server, api)
+
+    def send(sender: int) -> list[str | None]:
+        with MLLPClient("127.0.0.1", started.port) as client:
+            return [msa(client.send_message(adt(started.facility, f"C{sender}-{n}")))[0] for n in range(5)]
+
+    with ThreadPoolExecutor(12) as pool:
+        codes = [code for codes in pool.map(send, range(12)) for code in codes]
+    assert codes == ["AA"] * 60
+    events = ok(api.get(f"/task-runs/{started.task_run_id}/events", params={"limit": 200}))["data"]
+    sent = [e for e in events if e["type"] == "hl7_outbound"]
+    assert len(sent) == 60 and all(e["method"] == "MLLP" for e in sent)
+    assert sorted(e["seq"] for e in events) == list(range(1, len(events) + 1))
+    with agent_of(server, started) as agent:
+        completed = ok(agent.post(f"/v1/task-runs/{started.task_run_id}/complete"))
+    assert completed["verdict"] == "pass"

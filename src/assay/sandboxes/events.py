@@ -43,6 +43,7 @@ from sqlalchemy import Connection, Engine, bindparam, insert, select
 
 from assay.sandboxes.json_depth import nested_deeper_than
 from assay.store import Busy, new_id, utcnow
+from assay.store.driver import DriverTransaction
 from assay.store.json_values import strict_json_problem
 from assay.store.models import Sandbox, SandboxEvent
 
@@ -95,7 +96,7 @@ def record_event(
 
 
 def write_event(
-    conn: Connection,
+    conn: Connection | DriverTransaction,
     *,
     org_id: str,
     sandbox_id: str,
@@ -258,7 +259,7 @@ _LAST_EVENT = (
 _INSERT_EVENTS = insert(SandboxEvent)
 
 
-def _append(conn: Connection, rows: list[dict[str, Any]]) -> None:
+def _append(conn: Connection | DriverTransaction, rows: list[dict[str, Any]]) -> None:
     """Give each row the next `seq` of its sandbox, in order, and insert them all."""
     last_of: dict[str, tuple[int, datetime, str] | None] = {}
     locks = conn.dialect.name != "sqlite"

@@ -24,6 +24,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
+import threading
+import time
 from dataclasses import dataclass
 
 from assay.sandboxes.events import write_event
@@ -38,6 +41,7 @@ from assay.sandboxes.hl7.ack import (
 )
 from assay.sandboxes.hl7.store import Route, deliver, route, unroutable
 from assay.sandboxes.surface import Deployment
+from assay.store.driver import DriverTransaction
 
 __all__ = ["END", "START", "Frame", "MllpFramer", "MllpListener", "frame"]
 
@@ -46,12 +50,24 @@ log = logging.getLogger("assay.sandboxes.hl7")
 START = b"\x0b"
 END = b"\x1c\x0d"
 DEFAULT_IDLE_TIMEOUT = 300.0
+MAX_CONNECTIONS = 1000
+"""Connections served at once (one thread each)."""
+DB_SLOTS = 4
+"""Messages in a database transaction at once, over all connections."""
+STOP_WAIT = 5.0
+"""Seconds `stop` waits for connections to finish the message in hand."""
 MAX_ROUTES = 10_000
 """Receiving facilities whose route the listener keeps (each a few hundred bytes)."""
 
 
 def frame(message: bytes) -> bytes:
     return START + message + END
+
+
+def _join(threads: list[threading.Thread], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,50 +131,118 @@ class MllpFramer:
 
 
 class MllpListener:
-    """The deployment's MLLP server; `start` returns the bound port."""
+    """The deployment's MLLP server; `start` returns the bound port.
+
+    The event loop only accepts connections. Each connection then has a thread of its own that
+    owns its socket: it reads, deframes, checks, stores and answers each message itself, so a
+    message costs one thread wake-up (the socket's) rather than three (loop, worker, loop) — on
+    a busy 2-core machine each wake-up waits its turn for a core (docs/performance.md, "MLLP").
+    At most `MAX_CONNECTIONS` connections are served at once (a further one is closed at once),
+    and at most `DB_SLOTS` of them are in a transaction at a time, so MLLP traffic never holds
+    more than that many of the pool's connections.
+    """
 
     def __init__(self, deployment: Deployment, port: int, idle_timeout: float = DEFAULT_IDLE_TIMEOUT):
         self.deployment = deployment
         self.port = port
         self.idle_timeout = idle_timeout
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.StreamWriter] = set()
+        self._sockets: list[socket.socket] = []
+        self._accepting: list[asyncio.Task[None]] = []
+        self._connections: dict[socket.socket, threading.Thread] = {}
+        self._lock = threading.Lock()
+        self._closing = False
+        self._db_slots = threading.BoundedSemaphore(DB_SLOTS)
         self._routes: dict[str, Route] = {}
         """Receiving facility → its sandbox (`store.Route`: never changes once written)."""
 
     async def start(self) -> int:
-        self._server = await asyncio.start_server(self._serve, self.deployment.host, self.port)
-        return int(self._server.sockets[0].getsockname()[1])
+        self._closing = False
+        port = self.port
+        for family, kind, proto, _, address in socket.getaddrinfo(
+            self.deployment.host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        ):
+            listening = socket.socket(family, kind, proto)
+            try:
+                listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    listening.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                listening.bind((address[0], port, *address[2:]))
+                listening.listen(128)
+                listening.setblocking(False)
+            except OSError:
+                listening.close()
+                await self.stop()
+                raise
+            self._sockets.append(listening)
+            port = port or int(listening.getsockname()[1])  # every address on the one port
+        self._accepting = [asyncio.create_task(self._accept(listening)) for listening in self._sockets]
+        return int(self._sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
-        if self._server is None:
-            return
-        self._server.close()
-        for writer in list(self._connections):
-            writer.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._server.wait_closed(), 5)
-        self._server = None
+        """Stop accepting; let each connection finish the message it is handling (stored and
+        answered), then close it. Waits up to `STOP_WAIT` seconds for their threads."""
+        self._closing = True
+        for task in self._accepting:
+            task.cancel()
+        for task in self._accepting:
+            with contextlib.suppress(BaseException):
+                await task
+        for listening in self._sockets:
+            listening.close()
+        self._accepting, self._sockets = [], []
+        with self._lock:
+            connections = dict(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RD)  # wakes a thread waiting to read; it can still answer
+        await asyncio.to_thread(_join, list(connections.values()), STOP_WAIT)
+        for connection in connections:  # a thread stuck sending to a peer that does not read
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._connections.add(writer)
+    async def _accept(self, listening: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                connection, _ = await loop.sock_accept(listening)
+            except asyncio.CancelledError:
+                raise
+            except OSError:  # e.g. out of file descriptors: keep listening
+                log.exception("MLLP accept failed")
+                await asyncio.sleep(0.1)
+                continue
+            with self._lock:
+                full = len(self._connections) >= MAX_CONNECTIONS
+                if not full:
+                    thread = threading.Thread(
+                        target=self._serve, args=(connection,), name="assay-mllp", daemon=True
+                    )
+                    self._connections[connection] = thread
+            if full:
+                log.warning("MLLP connection refused: %d connections open", MAX_CONNECTIONS)
+                connection.close()
+                continue
+            thread.start()
+
+    def _serve(self, connection: socket.socket) -> None:
         framer = MllpFramer()
         try:
-            while True:
-                data = await asyncio.wait_for(reader.read(65536), self.idle_timeout)
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            connection.settimeout(self.idle_timeout)  # idle: no byte for that long closes it
+            while not self._closing:
+                data = connection.recv(65536)
                 if not data:
                     break
                 for received in framer.feed(data):
-                    ack = await asyncio.to_thread(self.handle, received)
-                    writer.write(frame(ack))
-                await writer.drain()
-        except (TimeoutError, ConnectionError):
+                    if self._closing:
+                        break
+                    connection.sendall(frame(self.handle(received)))
+        except OSError:  # idle timeout, reset by the peer, shut down by `stop`
             pass
         finally:
-            self._connections.discard(writer)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            with self._lock:
+                self._connections.pop(connection, None)
+            connection.close()
 
     def handle(self, received: Frame) -> bytes:
         """The framed message's ACK; never raises (a failure is that message's `AR`)."""
@@ -184,7 +268,7 @@ class MllpListener:
         where = self._routes.get(facility)
         # One transaction: the message, when accepted, and its event commit together, before the
         # ACK is built (docs/decisions.md, "MLLP: one commit per message").
-        with self.deployment.engine.begin() as conn:
+        with self._db_slots, DriverTransaction(self.deployment.engine) as conn:
             if where is None:
                 where = route(conn, facility)
                 if where is None:

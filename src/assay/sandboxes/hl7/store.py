@@ -17,6 +17,7 @@ from assay.core.state import Hl7Record
 from assay.sandboxes.hl7.ack import UNKNOWN_KEY, Ack, Inspection, acknowledge, reject
 from assay.sandboxes.hl7.tables import Hl7Facility, Hl7MessageRow
 from assay.store import iso, new_id, utcnow
+from assay.store.driver import DriverTransaction
 from assay.store.models import Sandbox, TaskRun
 
 __all__ = [
@@ -80,13 +81,13 @@ _LIVE = select(
 _INSERT = insert(Hl7MessageRow)
 
 
-def route(conn: Connection, facility: str) -> Route | None:
+def route(conn: Connection | DriverTransaction, facility: str) -> Route | None:
     """The sandbox whose credentials hold `facility` (MSH-6.1), or None when no task run has it."""
     row = conn.execute(_ROUTE, {"facility": facility}).first()
     return None if row is None else Route(row.org_id, row.task_run_id, row.playground_id, row.sandbox_id)
 
 
-def _take_turn(conn: Connection, sandbox_id: str) -> None:
+def _take_turn(conn: Connection | DriverTransaction, sandbox_id: str) -> None:
     """Appends to one sandbox take turns on its row (PostgreSQL; SQLite's BEGIN IMMEDIATE already
     serializes them, and it has no FOR UPDATE to run)."""
     if conn.dialect.name != "sqlite":
@@ -94,7 +95,12 @@ def _take_turn(conn: Connection, sandbox_id: str) -> None:
 
 
 def _insert(
-    conn: Connection, sandbox_id: str, direction: str, seq: int, message: str, control_id: str | None
+    conn: Connection | DriverTransaction,
+    sandbox_id: str,
+    direction: str,
+    seq: int,
+    message: str,
+    control_id: str | None,
 ) -> None:
     row = {
         "sandbox_id": sandbox_id,
@@ -130,7 +136,7 @@ def accept(conn: Connection, sandbox_id: str, inspection: Inspection) -> Ack:
     return acknowledge(inspection)
 
 
-def deliver(conn: Connection, where: Route, inspection: Inspection) -> Ack:
+def deliver(conn: Connection | DriverTransaction, where: Route, inspection: Inspection) -> Ack:
     """`accept` for the MLLP listener, which knows only the route: refuse the message (`AR`) when
     the task run takes no traffic (ended, past its deadline), else as `accept`. The run's state and
     the last `seq` are one read, taken after the sandbox's turn, in the caller's transaction."""
