@@ -120,7 +120,7 @@ class Task(Model):
     dataset_ids: list[str] = []
     input_entity: dict[str, Any] | None = None
     reference: dict[str, Any] | None = None
-    """A reference solution `{actions: [...]}` the self-test replays."""
+    """A reference solution: `{actions: [...]}` the self-test replays, or `{snapshot: {files}}` it judges."""
     criteria: list[Criterion] | None = None
     """Present on `get` (creation order), absent in lists."""
     created_at: str | None = None

@@ -197,7 +197,7 @@ class Tasks(_Collection[Task]):
         input_entity: dict[str, Any] | None = None,
         reference: dict[str, Any] | None = None,
     ) -> Task:
-        """`reference` is a reference solution `{actions: [...]}` for the self-test (docs/scoring.md)."""
+        """`reference` is a reference solution, `{actions}` or `{snapshot}`, for the self-test (docs/scoring.md)."""
         return self._create(
             _body(
                 benchmark_id=benchmark_id,

@@ -7,13 +7,13 @@ paths, `..`, links, devices) cannot write anywhere; such members are refused by 
 from __future__ import annotations
 
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from assay.core.errors import SnapshotError
 
-__all__ = ["DirTree", "MemoryTree", "Tree", "open_tree"]
+__all__ = ["DirTree", "MemoryTree", "Tree", "memory_tree", "open_tree", "tree_members"]
 
 MAX_ARCHIVE_BYTES = 2 * 1024**3
 
@@ -61,7 +61,7 @@ class MemoryTree(Tree):
         self.members = members
 
     def walk(self, prefix: str) -> Iterator[str]:
-        start = prefix.rstrip("/") + "/"
+        start = prefix.rstrip("/") + "/" if prefix else ""
         yield from sorted(p for p in self.members if p.startswith(start))
 
     def read(self, path: str) -> bytes:
@@ -108,7 +108,35 @@ def _read_archive(path: Path) -> MemoryTree:
             handle = archive.extractfile(member)
             data = handle.read() if handle else b""
             members[name.as_posix().removeprefix("./")] = (data, datetime.fromtimestamp(member.mtime, UTC))
+    return MemoryTree(_unwrapped(members))
+
+
+def _unwrapped(members: dict[str, tuple[bytes, datetime | None]]) -> dict[str, tuple[bytes, datetime | None]]:
+    """The members below a single top folder `snapshot/` (how `archive_snapshot` packs them)."""
     roots = {p.split("/", 1)[0] for p in members}
     if roots == {"snapshot"}:
-        members = {p.split("/", 1)[1]: v for p, v in members.items() if "/" in p}
-    return MemoryTree(members)
+        return {p.split("/", 1)[1]: v for p, v in members.items() if "/" in p}
+    return members
+
+
+def memory_tree(files: Mapping[str, bytes]) -> MemoryTree:
+    """A tree of the given files by relative path (a reference snapshot sent as JSON); an absolute
+    path, a `..` or empty segment, a backslash or NUL is refused by name, like an archive's."""
+    members: dict[str, tuple[bytes, datetime | None]] = {}
+    for name, data in files.items():
+        parts = name.split("/")
+        if (
+            name.startswith("/")
+            or any(part in ("", ".", "..") for part in parts)
+            or "\\" in name
+            or "\x00" in name
+        ):
+            raise SnapshotError(f"unsafe path in snapshot: {name!r}")
+        members[name] = (data, None)
+    return MemoryTree(_unwrapped(members))
+
+
+def tree_members(path: Path) -> dict[str, bytes]:
+    """Every file of a snapshot directory or tar.gz by relative path (what a package pushes)."""
+    tree = open_tree(path)
+    return {name: tree.read(name) for name in tree.walk("")}

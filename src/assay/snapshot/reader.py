@@ -36,9 +36,9 @@ from assay.core.state import (
     resource_digest,
 )
 from assay.formats.fhir import FhirStore
-from assay.snapshot._tree import Tree, open_tree
+from assay.snapshot._tree import Tree, memory_tree, open_tree, tree_members
 
-__all__ = ["SnapshotState", "guess_content_type", "open_snapshot"]
+__all__ = ["SnapshotState", "guess_content_type", "open_snapshot", "open_snapshot_files", "snapshot_files"]
 
 _EXTRA_TYPES = {
     ".hl7": "x-application/hl7-v2+er7",
@@ -54,6 +54,19 @@ def open_snapshot(path: str | Path) -> SnapshotState:
     and frozen after (`bulk_loading`): at 137k resources its passes took 8.5 of 20 s (issue 9)."""
     with bulk_loading():
         return SnapshotState(open_tree(Path(path)))
+
+
+def open_snapshot_files(files: Mapping[str, bytes]) -> SnapshotState:
+    """A snapshot given as its files by relative path (a task's reference snapshot, issue 14);
+    `SnapshotError` names an unsafe path."""
+    with bulk_loading():
+        return SnapshotState(memory_tree(files))
+
+
+def snapshot_files(path: str | Path) -> dict[str, bytes]:
+    """Every file of a snapshot directory or tar.gz by path relative to the snapshot's root: what
+    `open_snapshot_files` reads back (a benchmark package's reference snapshot is sent this way)."""
+    return tree_members(Path(path))
 
 
 class SnapshotState:

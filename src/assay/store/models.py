@@ -217,7 +217,7 @@ class Task(Base):
     dataset_ids: Mapped[Any]
     input_entity: Mapped[Any | None]
     reference: Mapped[Any | None]
-    """A reference solution, `{"actions": [...]}`: what the self-test replays (issue 14)."""
+    """A reference solution, `{"actions": [...]}` (replayed) or `{"snapshot": {"files": [...]}}` (judged offline): what the self-test checks (issue 14)."""
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

@@ -12,6 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from assay.client import Assay
+from assay.snapshot import archive_snapshot, write_snapshot
 
 from ...service.conftest import Server
 from .test_commands import PASSES, cli, run  # noqa: F401  (cli is a fixture)
@@ -69,6 +70,63 @@ def test_lint_flags_an_idle_pass_until_the_package_is_fixed(cli: CliRunner, tmp_
     assert [c.get("required", False) for c in back["criteria"]] == [False, True]
     published = json.loads(run(cli, "publish", str(folder), "--json").stdout)  # clean: no --force
     assert published["version"] == 1
+
+
+def _reference_tarball(folder: Path, doctor: str) -> Path:
+    """A hand-made SPEC §6 snapshot of the state a correct agent leaves, packed as `assay` packs one."""
+    appointment = {
+        **APPOINTMENT,
+        "id": "a1",
+        "participant": [{"actor": {"display": doctor}, "status": "accepted"}],
+    }
+    root = write_snapshot(folder / f"state-{doctor}", manifest={"task": "book"}, fhir=[appointment])
+    target = folder / "references" / "book.tar.gz"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(archive_snapshot(root))
+    return target
+
+
+def test_lint_judges_a_reference_snapshot_in_the_package(cli: CliRunner, tmp_path: Path) -> None:  # noqa: F811
+    """`reference: {snapshot: PATH}` (a tar.gz or a folder in the package) is pushed with the task,
+    judged offline by the server's self-test, pulled back as a folder, and push → pull → push is a
+    no-op."""
+    name = f"lint snapshot {uuid.uuid4().hex[:8]}"
+    task = {
+        "criteria": [
+            {"label": "no SSN", "assertion": PASSES, "idle_ok": True},
+            {"label": "booked", "assertion": BOOKED, "required": True},
+        ],
+        "reference": {"snapshot": "references/book.tar.gz"},
+    }
+    folder = _package(tmp_path / "pkg", name, task)
+    _reference_tarball(tmp_path / "pkg", "Dr. Lee")
+    flagged = run(cli, "lint", str(folder), code=1)
+    assert "the reference solution fails criterion 'booked'" in flagged.stdout, flagged.stdout
+    assert "reference fail 0" in flagged.stdout
+
+    _reference_tarball(tmp_path / "pkg", "Dr. Rivera")
+    report = json.loads(run(cli, "lint", str(folder), "--json").stdout)
+    (result,) = report["tasks"]
+    assert result["ok"] is True and result["idle"]["score"] == 0
+    assert result["reference"]["source"] == "snapshot" and result["reference"]["verdict"] == "pass"
+    assert result["reference"]["benchmark_run_id"] is None  # judged offline: no run, no playground
+
+    pulled = tmp_path / "pulled"
+    run(cli, "pull", name, str(pulled))
+    (task_file,) = list((pulled / "tasks").iterdir())
+    back = yaml.safe_load(task_file.read_text())
+    assert back["reference"] == {"snapshot": f"references/{task_file.stem}"}
+    written = json.loads((pulled / back["reference"]["snapshot"] / "fhir/Appointment/a1.json").read_text())
+    assert written["participant"][0]["actor"]["display"] == "Dr. Rivera"
+    again = json.loads(run(cli, "push", str(pulled), "--json").stdout)
+    assert not again["changed"], again
+    published = json.loads(run(cli, "publish", str(pulled), "--json").stdout)  # clean: no --force
+    assert published["version"] == 1
+
+    task["reference"] = {"snapshot": "../elsewhere"}
+    _package(folder, name, task)
+    outside = run(cli, "lint", str(folder), code=2)
+    assert "is outside the package" in outside.stderr
 
 
 def test_runs_compare(cli: CliRunner, server: Server, tmp_path: Path) -> None:  # noqa: F811

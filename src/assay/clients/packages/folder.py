@@ -4,7 +4,9 @@
       benchmark.yaml            name, description?, timeout?, concurrency?, environment?: {name?, description?,
                                 settings?, datasets?: [dataset names]}
       tasks/<anything>.yaml     name, task_item?, scenario?, tags?, timeout?, datasets?: [names],
-                                input_entity?, criteria: [{label, assertion, weight?, axis?, input_entity_id?}]
+                                input_entity?, reference?: {actions: [...]} | {snapshot: PATH},
+                                criteria: [{label, assertion, weight?, axis?, input_entity_id?, required?, idle_ok?}]
+      references/<name>/        a reference snapshot (SPEC §6 layout), or references/<name>.tar.gz
       datasets/<name>.yaml      {type, data, entities?}   (any of the six types; .json works too)
       datasets/<name>.fhir.json a FHIR Bundle as is (type fhir)
       datasets/<name>/          a folder of files (type files), each file's path relative to it
@@ -23,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from assay.core.errors import SnapshotError
+from assay.snapshot import snapshot_files
 
 __all__ = ["DatasetSpec", "Package", "PackageError", "TaskSpec", "read_package", "write_package"]
 
@@ -101,16 +106,40 @@ def _names(value: Any, where: str) -> list[str]:
     return value
 
 
+def _file_item(relative: str, raw: bytes) -> Json:
+    """A file as the API takes it: UTF-8 text as `content`, anything else as `content_base64`."""
+    try:
+        return {"path": relative, "content": raw.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"path": relative, "content_base64": base64.b64encode(raw).decode()}
+
+
 def _read_files(folder: Path) -> Json:
     files = []
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        relative = path.relative_to(folder).as_posix()
-        raw = path.read_bytes()
-        try:
-            files.append({"path": relative, "content": raw.decode("utf-8")})
-        except UnicodeDecodeError:
-            files.append({"path": relative, "content_base64": base64.b64encode(raw).decode()})
+        files.append(_file_item(path.relative_to(folder).as_posix(), path.read_bytes()))
     return {"files": files}
+
+
+def _read_reference(value: Any, where: str, package: Path) -> Any:
+    """`{snapshot: PATH}` (a snapshot folder or tar.gz, relative to the package) read into the
+    API's `{snapshot: {files: [...]}}`; `{actions: [...]}` and anything else go to the API as is."""
+    if not isinstance(value, dict) or "snapshot" not in value:
+        return value
+    given = value["snapshot"]
+    if not isinstance(given, str) or not given:
+        raise PackageError(f"{where}: reference.snapshot must be a path to a snapshot folder or tar.gz")
+    path = package / given
+    if not path.resolve().is_relative_to(package.resolve()):
+        raise PackageError(f"{where}: reference.snapshot {given!r} is outside the package")
+    try:
+        files = snapshot_files(path)
+    except (SnapshotError, OSError) as exc:
+        raise PackageError(f"{where}: reference.snapshot {given!r}: {exc}") from None
+    if not files:
+        raise PackageError(f"{where}: reference.snapshot {given!r} holds no files")
+    items = [_file_item(name, raw) for name, raw in sorted(files.items())]
+    return {**value, "snapshot": {"files": items}}
 
 
 def _read_datasets(folder: Path) -> dict[str, DatasetSpec]:
@@ -137,7 +166,7 @@ def _read_datasets(folder: Path) -> dict[str, DatasetSpec]:
     return datasets
 
 
-def _read_task(path: Path) -> TaskSpec:
+def _read_task(path: Path, package: Path) -> TaskSpec:
     document = _mapping(_load(path), str(path), _TASK_KEYS)
     if not isinstance(document.get("name"), str) or not document["name"]:
         raise PackageError(f"{path}: needs a `name`")
@@ -153,6 +182,8 @@ def _read_task(path: Path) -> TaskSpec:
         for key in ("task_item", "scenario", "tags", "timeout", "input_entity", "reference")
         if key in document
     }
+    if "reference" in body:
+        body["reference"] = _read_reference(body["reference"], str(path), package)
     return TaskSpec(
         document["name"], body, _names(document.get("datasets"), f"{path}: datasets"), criteria, path.name
     )
@@ -174,7 +205,7 @@ def read_package(folder: str | Path) -> Package:
     )
     datasets = _read_datasets(folder / "datasets")
     task_files = sorted(p for p in (folder / "tasks").glob("*") if p.suffix in (".yaml", ".yml", ".json"))
-    tasks = [_read_task(path) for path in task_files]
+    tasks = [_read_task(path, folder) for path in task_files]
     seen: set[str] = set()
     for task in tasks:
         if task.name in seen:
@@ -204,17 +235,23 @@ def _dump_yaml(path: Path, value: Any) -> None:
     path.write_text(yaml.safe_dump(value, sort_keys=False, allow_unicode=True, width=100), encoding="utf-8")
 
 
+def _write_files(root: Path, files: list[Json]) -> None:
+    """`{path, content | content_base64}` items as files under `root` (what `_read_files` reads)."""
+    for item in files:
+        target = root / item["path"]
+        if not target.resolve().is_relative_to(root.resolve()):
+            raise PackageError(f"{item['path']!r} would be written outside {root}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if "content_base64" in item:
+            target.write_bytes(base64.b64decode(item["content_base64"]))
+        else:
+            target.write_bytes(str(item.get("content", "")).encode("utf-8"))
+
+
 def _write_dataset(folder: Path, spec: DatasetSpec) -> None:
     files = spec.data.get("files") if spec.type == "files" else None
     if isinstance(files, list) and not spec.entities and set(spec.data) == {"files"}:
-        root = folder / spec.name
-        for item in files:
-            target = root / item["path"]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if "content_base64" in item:
-                target.write_bytes(base64.b64decode(item["content_base64"]))
-            else:
-                target.write_bytes(str(item.get("content", "")).encode("utf-8"))
+        _write_files(folder / spec.name, files)
         return
     if spec.type == "fhir" and not spec.entities:
         (folder / f"{spec.name}.fhir.json").write_text(
@@ -240,11 +277,16 @@ def write_package(package: Package, folder: str | Path) -> None:
     _dump_yaml(folder / "benchmark.yaml", manifest)
     width = len(str(len(package.tasks)))
     for i, task in enumerate(package.tasks, start=1):
+        stem = f"{i:0{width}d}-{_slug(task.name)}"
         document: Json = {"name": task.name, **task.body}
+        snapshot = (task.body.get("reference") or {}).get("snapshot")
+        if isinstance(snapshot, dict):
+            document["reference"] = {**task.body["reference"], "snapshot": f"references/{stem}"}
+            _write_files(folder / "references" / stem, snapshot.get("files") or [])
         if task.datasets:
             document["datasets"] = task.datasets
         document["criteria"] = task.criteria
-        _dump_yaml(folder / "tasks" / f"{i:0{width}d}-{_slug(task.name)}.yaml", document)
+        _dump_yaml(folder / "tasks" / f"{stem}.yaml", document)
     if package.datasets:
         (folder / "datasets").mkdir()
         for spec in package.datasets.values():

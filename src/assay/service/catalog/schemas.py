@@ -6,9 +6,12 @@ unknown keys inside `assertion` are rejected by the assertion models themselves 
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from assay.store import iso
 from assay.store.models import (
@@ -153,13 +156,84 @@ class ReferenceAction(BaseModel):
         return path
 
 
-class TaskReference(BaseModel):
-    """A reference solution: the self-test replays `actions` on a fresh playground and expects every
-    criterion to pass (issue 14)."""
+class SnapshotFileBody(BaseModel):
+    """One file of a reference snapshot: its path in the SPEC §6 layout and its bytes."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", use_attribute_docstrings=True)
+
+    path: Annotated[str, Field(min_length=1, max_length=1000)]
+    """Relative to the snapshot's root (`manifest.json`, `fhir/Patient/p1.json`, `files/out/a.pdf`)."""
+    content: str | None = None
+    """The file as UTF-8 text."""
+    content_base64: str | None = None
+    """The file's bytes as base64 (for a file that is not UTF-8 text)."""
+
+    @field_validator("path")
+    @classmethod
+    def _inside_the_snapshot(cls, path: str) -> str:
+        parts = path.split("/")
+        if path.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in path or "\x00" in path:
+            raise ValueError("must be a relative path inside the snapshot (no leading /, no . or .. segment)")
+        return path
+
+    @model_validator(mode="after")
+    def _one_content(self) -> SnapshotFileBody:
+        if (self.content is None) == (self.content_base64 is None):
+            raise ValueError("give exactly one of content and content_base64")
+        if self.content_base64 is not None:
+            try:
+                base64.b64decode(self.content_base64, validate=True)
+            except binascii.Error:
+                raise ValueError("content_base64 must be base64 text") from None
+        return self
+
+    def data(self) -> bytes:
+        if self.content_base64 is not None:
+            return base64.b64decode(self.content_base64)
+        return (self.content or "").encode("utf-8")
+
+
+class ReferenceSnapshot(BaseModel):
+    """The final state a correct agent leaves, as a SPEC §6 snapshot (what `GET
+    /task-runs/{id}/state` downloads, unpacked): the self-test judges it offline with the same
+    `verify_task` as `complete` and `assay verify`."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
-    actions: Annotated[list[ReferenceAction], Field(min_length=1, max_length=500)]
+    files: Annotated[list[SnapshotFileBody], Field(min_length=1, max_length=100_000)]
+
+    @field_validator("files")
+    @classmethod
+    def _readable(cls, files: list[SnapshotFileBody]) -> list[SnapshotFileBody]:
+        seen: set[str] = set()
+        for item in files:
+            if item.path in seen:
+                raise ValueError(f"{item.path!r} is given twice")
+            seen.add(item.path)
+            if item.path.removeprefix("snapshot/") in ("manifest.json", "baseline.json"):
+                try:
+                    value = json.loads(item.data())
+                except (ValueError, UnicodeDecodeError):
+                    value = None
+                if not isinstance(value, dict):
+                    raise ValueError(f"{item.path} must be a JSON object")
+        return files
+
+
+class TaskReference(BaseModel):
+    """A reference solution (issue 14), one of: `actions`, which the self-test replays on a fresh
+    playground, or `snapshot`, the final state it judges offline. Either must pass every criterion."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    actions: Annotated[list[ReferenceAction], Field(min_length=1, max_length=500)] | None = None
+    snapshot: ReferenceSnapshot | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> TaskReference:
+        if (self.actions is None) == (self.snapshot is None):
+            raise ValueError("a reference solution has exactly one of actions and snapshot")
+        return self
 
 
 class TaskCreate(_Body):

@@ -7,8 +7,10 @@ Two trials, each a real benchmark run driven through the service's own public AP
   there is flagged unless it says `idle_ok: true`, and the task is flagged when its idle score is
   above 0 (an agent that does nothing must earn nothing; gate a task with a `required` criterion to
   keep an `idle_ok` safety rule from scoring on its own).
-- **reference** — when the task has a reference solution (`reference.actions`), replay those
-  requests against a fresh playground, then complete: every criterion must pass.
+- **reference** — when the task has a reference solution: scripted `reference.actions` are replayed
+  against a fresh playground, then completed; a `reference.snapshot` (the SPEC §6 final state a
+  correct agent leaves) is judged offline by the same `verify_task` as `complete` and `assay
+  verify`, with the deployment's grading. Either way every criterion must pass.
 
 The trials are ordinary runs (agent `{"name": "assay self-test", "mode": "idle" | "reference"}`),
 so their criterion runs, events and state stay inspectable; the rest of each run is cancelled.
@@ -17,6 +19,7 @@ No database session is held while the trials run: each inner request takes its o
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,6 +27,12 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI, Response
+from starlette.concurrency import run_in_threadpool
+
+from assay.core.errors import SnapshotError
+from assay.service.grading import Grading
+from assay.snapshot import open_snapshot_files
+from assay.verify import CriterionSpec, verify_task
 
 __all__ = ["SELF_TEST_AGENT", "SelfTest", "refusal_response", "self_test_benchmark", "self_test_task"]
 
@@ -40,9 +49,17 @@ class Trial:
     checks: list[dict[str, Any]] = field(default_factory=list)
     actions: list[dict[str, Any]] = field(default_factory=list)
     failure: str | None = None
+    snapshot: dict[str, Any] | None = None
+    """For a snapshot reference: how many files it has and what the reader could not read."""
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "source": "snapshot"
+            if self.snapshot is not None
+            else "actions"
+            if self.mode == "reference"
+            else "idle",
+            "snapshot": self.snapshot,
             "benchmark_run_id": self.benchmark_run_id,
             "task_run_id": self.task_run_id,
             "score": self.score,
@@ -150,6 +167,38 @@ async def _replay(
     }
 
 
+def _snapshot_files(reference: Mapping[str, Any]) -> dict[str, bytes]:
+    files = {}
+    for item in reference["snapshot"]["files"]:
+        if "content_base64" in item:
+            files[item["path"]] = base64.b64decode(item["content_base64"])
+        else:
+            files[item["path"]] = str(item.get("content", "")).encode("utf-8")
+    return files
+
+
+def _judge_snapshot(task: Mapping[str, Any], grading: Grading) -> Trial:
+    """The reference snapshot judged offline: the task's criteria as they stand, the input entity
+    from the snapshot's manifest (a downloaded state has it) or the task's own inline one."""
+    files = _snapshot_files(task["reference"])
+    trial = Trial("reference", snapshot={"files": len(files), "warnings": []})
+    try:
+        state = open_snapshot_files(files)
+    except SnapshotError as exc:
+        trial.failure = f"the reference snapshot cannot be read: {exc}"
+        return trial
+    specs = [CriterionSpec.from_json(criterion, i) for i, criterion in enumerate(task.get("criteria", []))]
+    inline = task.get("input_entity")
+    entity = state.input_entity() or (
+        inline if isinstance(inline, dict) and "entity_id" not in inline else None
+    )
+    verified = verify_task(specs, state, input_entity=entity, semantic=grading.semantic, judge=grading.judge)
+    trial.snapshot["warnings"] = list(state.warnings)  # type: ignore[index]
+    trial.score, trial.verdict = float(verified.score.score), verified.score.verdict
+    trial.checks = [{"criterion_id": run.spec.criterion_id, **run.as_json()} for run in verified.runs]
+    return trial
+
+
 def _idle_ok(task: Mapping[str, Any]) -> dict[str, bool]:
     return {criterion["id"]: bool(criterion.get("idle_ok")) for criterion in task.get("criteria", [])}
 
@@ -185,7 +234,8 @@ def _problems(task: Mapping[str, Any], idle: Trial, reference: Trial | None) -> 
     if reference is None:
         return problems
     if reference.failure:
-        problems.append({"kind": "reference_start_failed", "message": reference.failure})
+        kind = "reference_unreadable" if reference.snapshot is not None else "reference_start_failed"
+        problems.append({"kind": kind, "message": reference.failure})
     for action in reference.actions:
         if action["status"] >= 400:
             message = f"reference action {action['position']} ({action['method']} {action['path']}) answered {action['status']}"
@@ -207,10 +257,17 @@ def _client(app: FastAPI) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=transport, base_url="http://assay.self-test", timeout=120)
 
 
-async def _self_test(client: httpx.AsyncClient, org: Mapping[str, str], task_id: str) -> SelfTest:
+async def _self_test(
+    client: httpx.AsyncClient, org: Mapping[str, str], task_id: str, grading: Grading
+) -> SelfTest:
     task = _ok(await client.get(f"/tasks/{task_id}", headers=org))
     idle = await _trial(client, org, task, "idle")
-    reference = await _trial(client, org, task, "reference") if task.get("reference") else None
+    given = task.get("reference") or {}
+    reference = None
+    if given.get("snapshot"):
+        reference = await run_in_threadpool(_judge_snapshot, task, grading)
+    elif given.get("actions"):
+        reference = await _trial(client, org, task, "reference")
     return SelfTest(task["id"], task["name"], idle, reference, _problems(task, idle, reference))
 
 
@@ -219,7 +276,7 @@ async def self_test_task(app: FastAPI, authorization: str, task_id: str) -> Self
     authenticate the caller's own `authorization`; a refusal (401, 403, a foreign task's 404) is
     raised as `_Refused` for the route to pass on unchanged (`refusal_of`)."""
     async with _client(app) as client:
-        return await _self_test(client, {"Authorization": authorization}, task_id)
+        return await _self_test(client, {"Authorization": authorization}, task_id, app.state.grading)
 
 
 async def self_test_benchmark(app: FastAPI, authorization: str, benchmark_id: str) -> list[SelfTest]:
@@ -235,7 +292,7 @@ async def self_test_benchmark(app: FastAPI, authorization: str, benchmark_id: st
             cursor = page["_meta"]["next"]
             if not cursor:
                 break
-        return [await _self_test(client, org, task_id) for task_id in reversed(task_ids)]
+        return [await _self_test(client, org, task_id, app.state.grading) for task_id in reversed(task_ids)]
 
 
 def refusal_response(error: Exception) -> Response:
