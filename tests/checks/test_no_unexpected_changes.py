@@ -244,3 +244,77 @@ def test_allow_entries_of_each_surface_are_validated() -> None:
         with pytest.raises(AssertionInvalid) as caught:
             parse_assertion({"assert": "no-unexpected-changes", "allow": [entry]})
         assert list(caught.value.errors) == [key], (entry, caught.value.errors)
+
+
+def _x12_snapshot(tmp_path: Path, *requests: str, baseline: bool = True) -> Path:
+    from assay.core.state import X12Record
+
+    writer = SnapshotWriter(tmp_path / "x12snap")
+    for i, request in enumerate(requests, 1):
+        writer.add_x12(X12Record(i, response="ISA*00~", request=request, record_id=f"x12_{i}"))
+    if baseline:
+        writer.add_baseline("x12", {})
+    return writer.close()
+
+
+def test_x12_review_requests_are_changes_inquiries_are_not(tmp_path: Path) -> None:
+    from tests.sandboxes.x12.requests import eligibility_270, interchange, review_278, subscriber_270
+
+    inquiry = interchange("270", eligibility_270(subscriber_270("W1", trace="T1", last="DOE", first="JANE")))
+    for_w1 = interchange("278", review_278("W1", "70551", trace="TR1"))
+    for_w2 = interchange("278", review_278("W2", "70551", trace="TR2"))
+    root = _x12_snapshot(tmp_path, inquiry, for_w1, "not x12 at all", for_w2, for_w1)
+    only_w1 = [{"transaction_set": "278", "member_id": "W1", "max": 1}]
+    run = verify(root, surfaces=["x12"], allow=only_w1)
+    # the 270 (an inquiry) and the refused garbage changed nothing; the 278s each opened a case
+    assert [
+        (c["key"], c["transaction_set"], c["member_ids"], c["allowed"]) for c in run["evidence"]["changes"]
+    ] == [
+        ("exchanges/2", "278", ["W1"], 0),
+        ("exchanges/4", "278", ["W2"], None),
+        ("exchanges/5", "278", ["W1"], None),  # the duplicate request: one too many
+    ]
+    assert run["passed"] is False and run["status"] == "ok"
+    assert "X12 278 exchanges/4" in run["details"] and "X12 278 exchanges/5" in run["details"]
+    assert verify(root, surfaces=["x12"], allow=[{"transaction_set": "278"}])["passed"] is True
+    assert verify(_x12_snapshot(tmp_path / "b", inquiry), surfaces=["x12"])["passed"] is True
+
+
+def test_an_x12_snapshot_without_its_baseline_is_an_error(tmp_path: Path) -> None:
+    from tests.sandboxes.x12.requests import interchange, review_278
+
+    root = _x12_snapshot(tmp_path, interchange("278", review_278("W1", "70551")), baseline=False)
+    run = verify(root, surfaces=["x12"])
+    assert run["status"] == "error" and "no seeded baseline recorded for x12" in run["details"]
+
+
+def test_voice_is_not_compared_refused_at_create_and_an_error_at_verify(tmp_path: Path) -> None:
+    with pytest.raises(AssertionInvalid) as caught:
+        parse_assertion({"assert": "no-unexpected-changes", "surfaces": ["fhir", "voice"]})
+    (messages,) = caught.value.errors.values()
+    assert "voice is not compared" in messages[0] and "voice-transcript" in messages[0]
+    # a stored or offline criterion asking for voice is judged `error` with the reason, never a pass
+    run = verify(snapshot(tmp_path, SEEDED), surfaces=["voice"])
+    assert run["status"] == "error" and run["passed"] is False
+    assert "a call changes no record" in run["details"]
+
+
+def test_x12_allow_entries_are_validated() -> None:
+    for entry, key in [
+        ({"transaction_set": "27"}, "allow.0.transaction_set"),
+        ({"transaction_set": "270"}, "allow.0.transaction_set"),
+        ({"transaction_set": "278", "member_id": ""}, "allow.0.member_id"),
+        ({"transaction_set": "278", "path": "x"}, "allow.0"),
+    ]:
+        with pytest.raises(AssertionInvalid) as caught:
+            parse_assertion({"assert": "no-unexpected-changes", "allow": [entry]})
+        assert list(caught.value.errors) == [key], (entry, caught.value.errors)
+
+
+def test_every_surface_asked_and_one_holds_state_without_a_baseline(tmp_path: Path) -> None:
+    """`surfaces` left out: FHIR has its baseline, the files surface holds a file but records none
+    (a snapshot from before files baselines): `error` naming files, not a pass over FHIR alone."""
+    root = snapshot(tmp_path, SEEDED, files=[SnapshotFile("outbound/a.pdf", b"a")])
+    run = verify(root)
+    assert run["status"] == "error" and "no seeded baseline recorded for files" in run["details"]
+    assert verify(snapshot(tmp_path / "b", SEEDED))["passed"] is True  # no files at all: nothing to judge

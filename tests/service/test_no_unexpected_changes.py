@@ -15,9 +15,12 @@ import httpx
 from typer.testing import CliRunner
 
 from assay.clients.cli.app import app as cli
+from assay.store.models import Sandbox
 from tests.sandboxes.files.conftest import sftp_client
 from tests.sandboxes.portal.world import PAYER, SUBMISSION
+from tests.sandboxes.x12.requests import eligibility_270, interchange, review_278, subscriber_270
 
+from ..sandboxes.payer.samples import PAYER as X12_PAYER
 from .builders import criterion, make_dataset, ok, start_run, unique
 from .conftest import Server
 
@@ -273,3 +276,111 @@ def test_a_portal_edit_of_the_wrong_patient_is_caught(
     right = _judged(server, api, benchmark_id, tmp_path, edit("M1001"))
     assert right["live"]["passed"] is True and right["offline"]["passed"] is True
     assert [c["allowed"] for c in right["record"]["evidence"]["changes"]] == [1, 0]
+
+
+def test_an_x12_review_for_the_wrong_member_is_caught(
+    server: Server, api: httpx.Client, tmp_path: Path
+) -> None:
+    """X12's writes are the review requests (278) the agent posts; its eligibility inquiries (270)
+    change nothing. A 278 for another member, or a second 278, is caught live, on rescore and from
+    the tarball (`_judged` checks all three agree)."""
+    payer = make_dataset(api, "x12", X12_PAYER)
+    allow = {
+        "assert": "no-unexpected-changes",
+        "surfaces": ["x12"],
+        "allow": [{"transaction_set": "278", "member_id": "W123456789", "max": 1}],
+    }
+    benchmark_id = _task(api, [payer], allow)
+    inquiry = interchange(
+        "270", eligibility_270(subscriber_270("W123456789", trace="T1", last="DOE", first="JANE"))
+    )
+
+    def review(*members: str) -> Callable[[httpx.Client, dict[str, Any]], None]:
+        def act(agent: httpx.Client, started: dict[str, Any]) -> None:
+            base = started["endpoints"]["x12"]
+            for body in (inquiry, *(interchange("278", review_278(m, "70553")) for m in members)):
+                code = body.split("~ST*", 1)[1][:3]
+                answered = agent.post(
+                    f"{base}/{code}", content=body, headers={"content-type": "application/edi-x12"}
+                )
+                assert answered.status_code == 200, answered.text
+
+        return act
+
+    wrong = _judged(server, api, benchmark_id, tmp_path, review("W123456789", "X987"))
+    assert wrong["live"]["passed"] is False and wrong["offline"]["passed"] is False
+    [unexpected] = wrong["record"]["evidence"]["unexpected"]
+    assert (unexpected["key"], unexpected["transaction_set"], unexpected["member_ids"]) == (
+        "exchanges/3",
+        "278",
+        ["X987"],
+    )
+    twice = _judged(server, api, benchmark_id, tmp_path, review("W123456789", "W123456789"))
+    assert twice["live"]["passed"] is False
+    assert [c["allowed"] for c in twice["record"]["evidence"]["changes"]] == [0, None]
+    right = _judged(server, api, benchmark_id, tmp_path, review("W123456789"))
+    assert right["live"]["passed"] is True and right["offline"]["passed"] is True and right["exit"] == 0
+    assert [c["key"] for c in right["record"]["evidence"]["changes"]] == ["exchanges/2"]
+
+
+def test_a_playground_from_before_baselines_is_an_error_live_and_offline(
+    server: Server, api: httpx.Client, tmp_path: Path
+) -> None:
+    """A playground seeded before files and portal baselines were recorded (simulated: its
+    `files.baseline.json` and the portal sandbox's `seeded_seq` removed after `start`): the check
+    says `error` naming the surfaces — on complete, on rescore and from the tarball — never a pass
+    or a fail over what it could not judge."""
+    files = make_dataset(api, "files", {"files": [{"path": "inbox/order.txt", "content": "order 42\n"}]})
+    portal = make_dataset(
+        api,
+        "portal",
+        {"payer": PAYER, "resources": {"patients": {"rows": [{"member_id": "M1001", "name": "Ann Lee"}]}}},
+    )
+    asked = {"assert": "no-unexpected-changes", "surfaces": ["files", "portal"]}
+    benchmark_id = _task(api, [files, portal], asked)
+    [task] = ok(api.get("/tasks", params={"benchmark_id": benchmark_id}))["data"]
+    ok(
+        api.post("/criteria", json={"task_id": task["id"], **criterion({"assert": "no-unexpected-changes"})}),
+        201,
+    )
+
+    run = start_run(api, benchmark_id)
+    [task_run] = run.task_runs
+    with server.client(run.token) as agent:
+        ok(agent.post(task_run["start_url"]))
+        playground_id = ok(api.get(f"/task-runs/{task_run['id']}"))["playground_id"]
+        assert server.settings is not None
+        [recorded] = [
+            p for p in server.settings.data_dir.rglob("files.baseline.json") if playground_id in str(p)
+        ]
+        recorded.unlink()
+        with server.database.transaction() as session:
+            [sandbox] = session.query(Sandbox).filter_by(playground_id=playground_id, type="portal").all()
+            sandbox.credentials = {k: v for k, v in (sandbox.credentials or {}).items() if k != "seeded_seq"}
+        completed = ok(agent.post(task_run["complete_url"]))
+
+    def unjudged(checks: list[dict[str, Any]]) -> None:
+        named, every = checks
+        assert named["status"] == every["status"] == "error", checks
+        assert named["passed"] is every["passed"] is False
+        assert "no seeded baseline recorded for files, portal" in named["details"]
+        assert "no seeded baseline recorded for files, portal" in every["details"]
+
+    def recorded_runs() -> list[dict[str, Any]]:
+        listed = ok(api.get(f"/task-runs/{task_run['id']}"))["criterion_runs"]
+        return [ok(api.get(f"/criterion-runs/{run['id']}")) for run in listed]
+
+    detail = ok(api.get(f"/task-runs/{task_run['id']}"))
+    unjudged(recorded_runs())
+    assert completed["verdict"] == detail["verdict"]
+    rescored = ok(api.post(f"/task-runs/{task_run['id']}/rescore", json={}))
+    unjudged(recorded_runs())
+    assert rescored["score"] == completed["score"] == 0
+
+    state = api.get(f"/task-runs/{task_run['id']}/state")
+    (tmp_path / "state.tar.gz").write_bytes(state.content)
+    (tmp_path / "task.json").write_text(json.dumps(detail["snapshot"]))
+    result = CliRunner().invoke(
+        cli, ["verify", str(tmp_path / "task.json"), str(tmp_path / "state.tar.gz"), "--json"]
+    )
+    unjudged(json.loads(result.stdout)["criterion_runs"])

@@ -1,4 +1,4 @@
-"""Task self-tests end to end on the HL7, X12, files and portal surfaces (issue 14: "an idle agent
+"""Task self-tests end to end on the six surfaces — FHIR, HL7, X12, files, portal, voice (issue 14: "an idle agent
 is flagged on exactly the criteria it passes; a reference solution passes; `publish` refuses and
 then accepts with the fix; a failed required criterion zeroes the task with `gated_by`").
 
@@ -6,7 +6,8 @@ Each task is what an author would plausibly write: a real criterion the agent mu
 that a do-nothing agent passes (a seeded row or file that is already there, a "changed nothing it
 should not" rule). The self-test must flag exactly those — checked against the idle trial's own
 criterion results — honour `idle_ok`, and replay the reference solution (the surfaces' own requests:
-ER7 to `hl7/outbound`, X12 to `x12/270`, a `PUT` to `files/…`, a portal `POST`) to a full pass.
+FHIR REST to `fhir/Appointment`, ER7 to `hl7/outbound`, X12 to `x12/270` and `x12/278`, a `PUT` to
+`files/…`, a portal `POST`, the agent's turns to `voice/turns`) to a full pass.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import httpx
 import pytest
 
 from tests.sandboxes.portal.world import MRI_APPROVED, PORTAL, SUBMISSION
-from tests.sandboxes.x12.requests import eligibility_270, interchange, subscriber_270
+from tests.sandboxes.x12.requests import eligibility_270, interchange, review_278, subscriber_270
 
 from ..sandboxes.payer.samples import PAYER
 from .builders import criterion, error, make_dataset, ok, unique
@@ -58,7 +59,96 @@ _270 = interchange(
     ),
 )
 
+_CLINIC = {
+    "resourceType": "Bundle",
+    "type": "collection",
+    "entry": [
+        {"resource": {"resourceType": "Patient", "id": "alice", "name": [{"family": "Adams"}]}},
+        {"resource": {"resourceType": "Patient", "id": "bob", "name": [{"family": "Brown"}]}},
+    ],
+}
+_278 = interchange("278", review_278("W123456789", "70553"))
+
 SURFACES = {
+    "fhir": Surface(
+        kind="fhir",
+        data=_CLINIC,
+        criteria={
+            "booked alice": {
+                "assert": "fhir-resource-state",
+                "resource_type": "Appointment",
+                "search": {"patient": "Patient/alice", "status": "booked"},
+                "fields": [{"path": "participant.0.actor.display", "expected": "Dr. Rivera"}],
+            },
+            "alice on file": {
+                "assert": "fhir-resource-state",
+                "resource_type": "Patient",
+                "search": {"_id": "alice"},
+                "fields": [{"path": "name.0.family", "expected": "Adams"}],
+            },
+            "only alice's appointment": {
+                "assert": "no-unexpected-changes",
+                "surfaces": ["fhir"],
+                "allow": [
+                    {
+                        "resourceType": "Appointment",
+                        "change": "created",
+                        "search": {"patient": "Patient/alice"},
+                        "max": 1,
+                    }
+                ],
+            },
+        },
+        idle_passes=["alice on file", "only alice's appointment"],
+        gate="booked alice",
+        actions=[
+            {
+                "method": "POST",
+                "path": "fhir/Appointment",
+                "json": {
+                    "resourceType": "Appointment",
+                    "status": "booked",
+                    "participant": [
+                        {"actor": {"display": "Dr. Rivera"}, "status": "accepted"},
+                        {"actor": {"reference": "Patient/alice"}, "status": "accepted"},
+                    ],
+                },
+            }
+        ],
+    ),
+    "voice": Surface(
+        kind="voice",
+        data={"turns": [{"speaker": "ivr", "text": "Thank you for calling Acme Health."}]},
+        criteria={
+            "asked for the member ID": {
+                "assert": "voice-transcript",
+                "speaker": "agent",
+                "contains": ["member ID", "date of birth"],
+            },
+            "never asked for the SSN": {
+                "assert": "voice-transcript",
+                "speaker": "agent",
+                "not_contains": ["social security number"],
+            },
+            "the IVR greeted": {
+                "assert": "voice-transcript",
+                "speaker": "ivr",
+                "contains": ["thank you for calling"],
+            },
+        },
+        idle_passes=["never asked for the SSN", "the IVR greeted"],
+        gate="asked for the member ID",
+        actions=[
+            {
+                "method": "POST",
+                "path": "voice/turns",
+                "json": [
+                    {"speaker": "agent", "text": "Hello, may I have the member ID and date of birth?"},
+                    {"speaker": "caller", "text": "W123456789, April 12 1980."},
+                ],
+            }
+        ],
+    ),
     "hl7": Surface(
         kind="hl7",
         data={"inbox": [_INBOX]},
@@ -98,11 +188,22 @@ SURFACES = {
                 "correlate_by": {"member_id": "W123456789", "trace_number": "TRACE-1"},
                 "fields": [{"path": "2110C/EB[1]03", "expected": "30"}],
             },
-            "changed no record": {"assert": "no-unexpected-changes"},
+            "changed nothing but a review": {
+                "assert": "no-unexpected-changes",
+                "allow": [{"transaction_set": "278"}],
+            },
+            "one review for the member": {
+                "assert": "no-unexpected-changes",
+                "surfaces": ["x12"],
+                "allow": [{"transaction_set": "278", "member_id": "W123456789", "max": 1}],
+            },
         },
-        idle_passes=["changed no record"],
+        idle_passes=["changed nothing but a review", "one review for the member"],
         gate="asked eligibility",
-        actions=[{"method": "POST", "path": "x12/270", "body": _270, "content_type": "application/edi-x12"}],
+        actions=[
+            {"method": "POST", "path": "x12/270", "body": _270, "content_type": "application/edi-x12"},
+            {"method": "POST", "path": "x12/278", "body": _278, "content_type": "application/edi-x12"},
+        ],
     ),
     "files": Surface(
         kind="files",

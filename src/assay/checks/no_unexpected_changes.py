@@ -1,12 +1,16 @@
 """`no-unexpected-changes` (issue 14): every change the agent made on a surface is allowed.
 
 Changes are keys whose digest differs between the seeded baseline and the final state: FHIR
-`Patient/p1`, a file path, an outbound HL7 message (`outbound/1`, nothing outbound is seeded) and a
-portal row (`prior_auth_requests/0`, its place in insertion order) — created, updated (FHIR: content
-other than `meta`) or deleted. Each change is matched against `allow`, in order (an entry with `max`
-covers that many at most); the criterion passes when none is left over, and the evidence lists
-every change with whether it was allowed. A surface asked for without a recorded baseline (an older
-snapshot, an external FHIR server) is `error`: the check cannot tell what the agent changed.
+`Patient/p1`, a file path, an outbound HL7 message (`outbound/1`, nothing outbound is seeded), a
+portal row (`prior_auth_requests/0`, its place in insertion order) and an X12 exchange that writes
+(`exchanges/2`, a 278 review request; 270/276 inquiries change nothing, and nothing is seeded) —
+created, updated (FHIR: content other than `meta`) or deleted. Each change is matched against
+`allow`, in order (an entry with `max` covers that many at most); the criterion passes when none is
+left over, and the evidence lists every change with whether it was allowed.
+
+What cannot be judged is `error`, never a silent pass: voice (a call writes no record) asked for
+by name; a surface asked for without a recorded baseline (an older playground or snapshot, an
+external FHIR server); and, with `surfaces` left out, any surface holding state with no baseline.
 """
 
 from __future__ import annotations
@@ -18,17 +22,36 @@ from functools import cached_property
 from typing import Any
 
 from assay.checks._context import CheckContext
-from assay.core.assertions import AllowMessage, AllowPath, AllowResource, AllowRow, NoUnexpectedChanges
+from assay.checks._x12 import member_ids, parsed_x12
+from assay.core.assertions import (
+    UNJUDGED_SURFACES,
+    AllowExchange,
+    AllowMessage,
+    AllowPath,
+    AllowResource,
+    AllowRow,
+    NoUnexpectedChanges,
+)
 from assay.core.operators import values_equal
 from assay.core.results import CriterionResult
-from assay.core.state import BaselineState, Hl7Record, PortalRow, SandboxState, hl7_key, portal_key
+from assay.core.state import (
+    BaselineState,
+    Hl7Record,
+    PortalRow,
+    SandboxState,
+    X12Record,
+    hl7_key,
+    portal_key,
+    x12_key,
+)
 from assay.core.values import read_dotted
 from assay.formats.fhir import InvalidSearch, UnknownSearchParameter
 from assay.formats.hl7 import Hl7Message, Hl7ParseError, Hl7Path, Hl7PathError, parse_messages
+from assay.formats.x12 import X12TransactionSet
 
 __all__ = ["SURFACES", "check"]
 
-SURFACES = ("fhir", "files", "hl7", "portal")
+SURFACES = ("fhir", "files", "hl7", "portal", "x12")
 
 _HL7_ALIASES = {
     "message_type": lambda message: message.message_type.value,
@@ -46,14 +69,23 @@ class _Unjudgeable(Exception):
 
 def check(assertion: NoUnexpectedChanges, state: SandboxState, context: CheckContext) -> CriterionResult:
     """Judge the agent's changes on each surface; `error` when a baseline is missing."""
+    asked = assertion.surfaces
+    for unjudged in asked or ():
+        if unjudged in UNJUDGED_SURFACES:
+            return CriterionResult.error(
+                f"{unjudged} is not compared by this check: {UNJUDGED_SURFACES[unjudged]}"
+            )
     if not isinstance(state, BaselineState):
         return CriterionResult.error("this state records no seeded baseline; changes cannot be judged")
-    asked = assertion.surfaces
     baselines = {name: state.baseline(name) for name in (asked or SURFACES)}
     missing = [name for name, found in baselines.items() if found is None]
-    if asked is not None and missing:
+    if asked is None:  # every surface: one holding state with no baseline is an older playground
+        missing = [name for name in missing if state.digests(name)]
+    if missing:
         return CriterionResult.error(
-            f"no seeded baseline recorded for {', '.join(missing)}; changes cannot be judged"
+            f"no seeded baseline recorded for {', '.join(missing)} (a playground or snapshot made "
+            "before baselines were recorded, or state copied from an external server); changes "
+            "cannot be judged"
         )
     compared = {name: found for name, found in baselines.items() if found is not None}
     if not compared:
@@ -85,6 +117,8 @@ def _named(change: Mapping[str, Any]) -> str:
     """How `details` names a change: `Patient/bob`, `HL7 ADT^A08 outbound/2`, `portal patients/0`."""
     if change["surface"] == "hl7":
         return f"HL7 {change.get('message_type') or 'message'} {change['key']}"
+    if change["surface"] == "x12":
+        return f"X12 {change.get('transaction_set') or 'exchange'} {change['key']}"
     if change["surface"] in ("portal", "files"):
         return f"{change['surface']} {change['key']}"
     return str(change["key"])
@@ -106,6 +140,15 @@ class _Final:
             except Hl7ParseError:
                 parsed = ()
             found[hl7_key(i)] = (record, parsed)
+        return found
+
+    @cached_property
+    def exchanges(self) -> dict[str, tuple[X12Record, tuple[X12TransactionSet, ...]]]:
+        """Each exchange's request parsed into its transaction sets (none when it does not parse)."""
+        found = {}
+        for i, record in enumerate(self.state.x12_records(), 1):
+            document = parsed_x12(record.request).document if record.request else None
+            found[x12_key(i)] = (record, tuple(document.transactions()) if document else ())
         return found
 
     def row(self, key: str) -> PortalRow | None:
@@ -134,6 +177,11 @@ def _changes(
         elif surface == "portal":
             *slug, resource, _ = key.split("/")
             change["resource"], change["portal"] = resource, slug[0] if slug else None
+        elif surface == "x12":
+            record, transactions = state.exchanges.get(key, (None, ()))
+            change["transaction_set"] = ",".join(t.code for t in transactions) or None
+            change["member_ids"] = sorted({m for t in transactions for m in member_ids(t)})
+            change["record_id"] = record.record_id if record else None
         found.append(change)
     return found
 
@@ -141,7 +189,7 @@ def _changes(
 def _order(surface: str, key: str) -> tuple[Any, ...]:
     """Keys in a reader's order: HL7 messages and portal rows by number, the rest by text."""
     head, _, tail = key.rpartition("/")
-    if surface in ("hl7", "portal") and tail.isdigit():
+    if surface in ("hl7", "portal", "x12") and tail.isdigit():
         return (head, int(tail))
     return (key, 0)
 
@@ -173,7 +221,21 @@ def _covers(i: int, entry: Any, change: dict[str, Any], final: _Final) -> bool:
         return surface == "hl7" and _covers_message(entry, change, final)
     if isinstance(entry, AllowRow):
         return surface == "portal" and _covers_row(entry, change, final)
+    if isinstance(entry, AllowExchange):
+        return surface == "x12" and _covers_exchange(entry, change, final)
     return False
+
+
+def _covers_exchange(entry: AllowExchange, change: dict[str, Any], final: _Final) -> bool:
+    """Every transaction set of the request is `transaction_set`, and with `member_id` every
+    subscriber it names is that member (a request naming none is not about that member)."""
+    _record, transactions = final.exchanges.get(change["key"], (None, ()))
+    if not transactions or any(t.code != entry.transaction_set for t in transactions):
+        return False
+    if entry.member_id is None:
+        return True
+    members = [m for t in transactions for m in member_ids(t)]
+    return bool(members) and all(values_equal(m, entry.member_id) for m in members)
 
 
 def _covers_resource(i: int, entry: AllowResource, change: dict[str, Any], final: _Final) -> bool:

@@ -24,8 +24,9 @@ from assay.checks._fields import (
     no_match_details,
     unparsed_listed,
 )
-from assay.checks._parsed import parse_once
 from assay.checks._select import Judged, choose
+from assay.checks._x12 import every_value, member_ids
+from assay.checks._x12 import parsed_x12 as _parsed
 from assay.core.assertions import X12Field, X12Response
 from assay.core.operators import values_equal
 from assay.core.results import CriterionResult
@@ -34,10 +35,8 @@ from assay.core.values import ABSENT, Reading
 from assay.formats.x12 import (
     ACKNOWLEDGEMENTS,
     X12Document,
-    X12ParseError,
     X12Path,
     X12TransactionSet,
-    parse_x12,
     segments_in,
 )
 
@@ -52,13 +51,6 @@ _FAMILIES: Mapping[str, frozenset[str]] = {
 }
 """`transaction` filter → the ST01 values of that exchange (eligibility, claim status, review)."""
 
-_MEMBER_ID = {
-    "270": "2100C/NM1[IL]09",
-    "271": "2100C/NM1[IL]09",
-    "276": "2100D/NM1[IL]09",
-    "277": "2100D/NM1[IL]09",
-    "278": "2010C/NM1[IL]09",
-}
 _TRACE_LOOPS = {
     "270": ("2000C",),
     "271": ("2000C",),
@@ -100,11 +92,6 @@ class _Pool(NamedTuple):
     records: int
 
 
-class _Parsed(NamedTuple):
-    document: X12Document | None
-    error: str | None
-
-
 def _candidates(records: Sequence[X12Record], transaction: str | None) -> _Pool:
     family = _FAMILIES.get(transaction) if transaction else None
     candidates: list[_Candidate] = []
@@ -120,17 +107,6 @@ def _candidates(records: Sequence[X12Record], transaction: str | None) -> _Pool:
                 continue
             candidates.append(_Candidate(record, one, request))
     return _Pool(candidates, errors, len(records))
-
-
-def _parse(raw: str) -> _Parsed:
-    try:
-        return _Parsed(parse_x12(raw), None)
-    except X12ParseError as exc:
-        return _Parsed(None, str(exc))
-
-
-_parsed = parse_once(_parse, maxsize=256)
-"""Parse once per stored text: several criteria of a task read the same records."""
 
 
 def _correlates(candidate: _Candidate, correlate_by: Mapping[str, str]) -> bool:
@@ -150,9 +126,9 @@ def _correlation_values(key: str, transaction: X12TransactionSet) -> list[str]:
     """What a `correlate_by` key reads: every instance for an alias, the path's value otherwise."""
     code = transaction.code
     if key == "member_id":
-        return _every(_MEMBER_ID.get(code), transaction)
+        return member_ids(transaction)
     if key == "patient_control_number":
-        return _every(_PATIENT_CONTROL_NUMBER.get(code), transaction)
+        return every_value(_PATIENT_CONTROL_NUMBER.get(code), transaction)
     if key == "trace_number":
         loops = _TRACE_LOOPS.get(code)
         if loops is None:
@@ -161,18 +137,6 @@ def _correlation_values(key: str, transaction: X12TransactionSet) -> list[str]:
         return [value for s in segments if s.id == "TRN" and (value := s.value(2))]
     value = X12Path.parse(key).read(transaction)
     return [value] if value is not None else []
-
-
-def _every(path_text: str | None, transaction: X12TransactionSet) -> list[str]:
-    """The path's element from every selected segment (all subscribers of a batched 277)."""
-    if path_text is None:
-        return []
-    path = X12Path.parse(path_text)
-    return [
-        value
-        for segment in path.select(transaction)
-        if (value := segment.value(path.element, path.repetition, path.component))
-    ]
 
 
 def _judge(fields: Sequence[X12Field], candidate: _Candidate) -> Judged:

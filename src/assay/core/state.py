@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from assay.formats.fhir.store import SearchParams
+from assay.formats.x12 import X12ParseError, parse_x12
 
 __all__ = [
+    "X12_INQUIRIES",
     "BaselineState",
     "FileRecord",
     "Hl7Record",
@@ -32,6 +34,8 @@ __all__ = [
     "portal_digests",
     "portal_key",
     "resource_digest",
+    "x12_digests",
+    "x12_key",
 ]
 
 
@@ -164,6 +168,32 @@ def hl7_digests(records: Sequence[Hl7Record]) -> dict[str, str]:
         hl7_key(i): hashlib.sha256(record.message.encode("utf-8")).hexdigest()
         for i, record in enumerate(records, 1)
     }
+
+
+X12_INQUIRIES = frozenset({"270", "276"})
+"""Transaction sets that only ask (eligibility, claim status): like a FHIR read, they change nothing."""
+
+
+def x12_key(position: int) -> str:
+    """The `no-unexpected-changes` key of the `position`-th (from 1) exchange: its place in arrival
+    order, which the live store and a snapshot (renumbered from 1) agree on."""
+    return f"exchanges/{position}"
+
+
+def x12_digests(records: Sequence[X12Record]) -> dict[str, str]:
+    """Digest by key of the exchanges that write: requests holding a transaction set other than the
+    270/276 inquiries (a 278 review request opens a case at the payer). Nothing is seeded (an x12
+    dataset defines the payer), so the baseline is empty; a request that does not parse was refused
+    (999/TA1) and changed nothing."""
+    found = {}
+    for i, record in enumerate(records, 1):
+        try:
+            codes = {t.code for t in parse_x12(record.request).transactions()} if record.request else set()
+        except X12ParseError:
+            continue
+        if codes - X12_INQUIRIES:
+            found[x12_key(i)] = hashlib.sha256(str(record.request).encode("utf-8")).hexdigest()
+    return found
 
 
 def portal_key(row: PortalRow) -> str:

@@ -34,6 +34,7 @@ from assay.core.state import (
     hl7_digests,
     portal_digests,
     resource_digest,
+    x12_digests,
 )
 from assay.formats.fhir import FhirStore
 from assay.snapshot._tree import Tree, memory_tree, open_tree, tree_members
@@ -134,6 +135,8 @@ class SnapshotState:
             return hl7_digests(self._hl7)
         if surface == "portal":
             return portal_digests(self._portal)
+        if surface == "x12":
+            return x12_digests(self._x12)
         return {}
 
     @cached_property

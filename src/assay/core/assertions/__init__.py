@@ -13,6 +13,8 @@ from pydantic import ValidationError
 from assay.core.assertions._base import AT_VERIFY, FieldAssertion, MatchMode, TaggedAssertion
 from assay.core.assertions.changes import (
     ALLOW_TAGS,
+    UNJUDGED_SURFACES,
+    AllowExchange,
     AllowMessage,
     AllowPath,
     AllowResource,
@@ -30,6 +32,8 @@ from assay.core.errors import AssertionInvalid
 
 __all__ = [
     "ASSERTION_MODELS",
+    "UNJUDGED_SURFACES",
+    "AllowExchange",
     "AllowMessage",
     "AllowPath",
     "AllowResource",

@@ -9,7 +9,13 @@ An allow entry names what the agent may change; the key it carries says which su
   is `ADT` when no trigger is given) and whose `where` paths (HL7 paths or the `hl7-structural`
   aliases) hold the values given;
 - `{resource, portal?, change?, where?}` — portal: a row of that resource (of that portal) whose
-  dotted `where` paths hold the values given (read from the final row).
+  dotted `where` paths hold the values given (read from the final row);
+- `{transaction_set, member_id?}` — X12: an exchange the agent posted whose request is that
+  transaction set (ST01 `270`, `276`, `278`) and, when given, about that member only.
+
+Voice is not a surface of this check: a call writes no record (what the agent said is judged by
+`voice-transcript`). `surfaces: [voice]` is refused at create, and judged `error` with that reason
+when a stored or offline criterion asks for it.
 
 Every entry may say `max`: how many changes it covers at most (a duplicate order is one too many).
 """
@@ -19,15 +25,18 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, JsonValue, PositiveInt, Tag, field_validator
+from pydantic import Discriminator, Field, JsonValue, PositiveInt, Tag, ValidationInfo, field_validator
 
-from assay.core.assertions._base import StrictModel, TaggedAssertion
+from assay.core.assertions._base import AT_VERIFY, StrictModel, TaggedAssertion
 from assay.core.assertions.fhir import known_resource_type, search_as_text
 from assay.core.assertions.hl7 import CORRELATION_ALIASES
+from assay.core.state import X12_INQUIRIES
 from assay.formats.hl7 import Hl7Path
 
 __all__ = [
     "ALLOW_TAGS",
+    "UNJUDGED_SURFACES",
+    "AllowExchange",
     "AllowMessage",
     "AllowPath",
     "AllowResource",
@@ -38,7 +47,13 @@ __all__ = [
 _MESSAGE_TYPE = re.compile(r"[A-Z0-9]{3}(\^[A-Z0-9]{3})?")
 
 Change = Literal["created", "updated", "deleted"]
-Surface = Literal["fhir", "files", "hl7", "portal"]
+Surface = Literal["fhir", "files", "hl7", "portal", "x12", "voice"]
+UNJUDGED_SURFACES = {
+    "voice": "a call changes no record: every turn the agent speaks is speech, not a write, so there "
+    "is nothing to compare with a seeded baseline; judge what the agent said with voice-transcript "
+    "(not_contains for a 'never said X' rule)",
+}
+"""Surfaces a task may have that this check does not compare, with the reason it gives."""
 
 
 class _Allow(StrictModel):
@@ -111,7 +126,27 @@ class AllowRow(_Allow):
         return value
 
 
-ALLOW_TAGS = {"resourceType": "fhir", "path": "files", "message_type": "hl7", "resource": "portal"}
+class AllowExchange(_Allow):
+    transaction_set: str = Field(pattern=r"^[0-9]{3}$")
+    """The request's ST01, a transaction set that writes: `278` (a review request)."""
+    member_id: str | None = Field(default=None, min_length=1, max_length=80)
+    """Every subscriber the request names (NM1*IL NM109) is this member."""
+
+    @field_validator("transaction_set")
+    @classmethod
+    def _writes(cls, value: str) -> str:
+        if value in X12_INQUIRIES:
+            raise ValueError(f"{value} is an inquiry: it changes nothing, so it needs no allow entry")
+        return value
+
+
+ALLOW_TAGS = {
+    "resourceType": "fhir",
+    "path": "files",
+    "message_type": "hl7",
+    "resource": "portal",
+    "transaction_set": "x12",
+}
 """The key that makes an allow entry one surface's; the tag is its surface."""
 
 
@@ -120,9 +155,13 @@ def _allow_tag(value: Any) -> str | None:
         found = [tag for key, tag in ALLOW_TAGS.items() if key in value]
         return found[0] if len(found) == 1 else None
     if isinstance(value, StrictModel):
-        return {AllowResource: "fhir", AllowPath: "files", AllowMessage: "hl7", AllowRow: "portal"}.get(
-            type(value)
-        )
+        return {
+            AllowResource: "fhir",
+            AllowPath: "files",
+            AllowMessage: "hl7",
+            AllowRow: "portal",
+            AllowExchange: "x12",
+        }.get(type(value))
     return None
 
 
@@ -130,13 +169,14 @@ Allow = Annotated[
     Annotated[AllowResource, Tag("fhir")]
     | Annotated[AllowPath, Tag("files")]
     | Annotated[AllowMessage, Tag("hl7")]
-    | Annotated[AllowRow, Tag("portal")],
+    | Annotated[AllowRow, Tag("portal")]
+    | Annotated[AllowExchange, Tag("x12")],
     Discriminator(
         _allow_tag,
         custom_error_type="allow_entry",
         custom_error_message=(
             "an allow entry has exactly one of resourceType (FHIR), path (files), "
-            "message_type (HL7) and resource (portal)"
+            "message_type (HL7), resource (portal) and transaction_set (X12)"
         ),
     ),
 ]
@@ -149,3 +189,17 @@ class NoUnexpectedChanges(TaggedAssertion):
     allow: list[Allow] = Field(default_factory=list)
     start_ms: int | None = None
     end_ms: int | None = None
+
+    @field_validator("surfaces")
+    @classmethod
+    def _judged_surfaces(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        """At create a surface the check does not compare is refused with the reason; a stored or
+        offline criterion keeps it, and the check answers `error` with the same reason."""
+        if value is None or (info.context or {}).get(AT_VERIFY):
+            return value
+        for name in value:
+            if name in UNJUDGED_SURFACES:
+                raise ValueError(
+                    f"{name} is not compared by no-unexpected-changes: {UNJUDGED_SURFACES[name]}"
+                )
+        return value

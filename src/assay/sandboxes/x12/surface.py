@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter
 from sqlalchemy.orm import Session
 
-from assay.core.state import X12Record
+from assay.core.state import X12Record, x12_digests
 from assay.sandboxes.payer import PayerDefinitionInvalid, parse_payer
 from assay.sandboxes.surface import (
     BaseSurface,
@@ -43,11 +43,21 @@ def check_x12_dataset(data: Any) -> dict[str, list[str]]:
 
 
 class X12View(StateView):
-    def __init__(self, found: Sequence[X12Record] = ()):
+    def __init__(self, found: Sequence[X12Record] = (), *, captured: bool = False):
         self.found = list(found)
+        self.captured = captured
+        """Whether a sandbox was captured; without one there is no baseline to compare with."""
 
     def x12_records(self) -> Sequence[X12Record]:
         return self.found
+
+    def baseline(self) -> dict[str, str] | None:
+        """Nothing is exchanged before the agent acts (an x12 dataset defines the payer), so every
+        exchange is the agent's (`no-unexpected-changes`)."""
+        return {} if self.captured else None
+
+    def digests(self) -> dict[str, str]:
+        return x12_digests(self.found)
 
 
 class X12Sandbox(BaseSurface):
@@ -75,9 +85,12 @@ class X12Sandbox(BaseSurface):
     def read(self, pointer: Any, session: Session | None) -> X12View:
         if session is None or not isinstance(pointer, dict):
             return X12View()
-        return X12View(records(session, str(pointer["sandbox_id"]), int(pointer["seq"])))
+        return X12View(records(session, str(pointer["sandbox_id"]), int(pointer["seq"])), captured=True)
 
     def snapshot(self, view: StateView, writer: SnapshotWriter) -> None:
         if isinstance(view, X12View):
             for record in view.found:
                 writer.add_x12(record)
+            baseline = view.baseline()
+            if baseline is not None:
+                writer.add_baseline(self.name, baseline)
