@@ -8,6 +8,7 @@ schema change) is an unsupported failure.
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,34 @@ def one_patient_bundle(family: str) -> Json:
     """A FHIR dataset holding Patient/p1 only."""
     patient = {"resourceType": "Patient", "id": "p1", "name": [{"family": family}]}
     return {"resourceType": "Bundle", "type": "collection", "entry": [{"resource": patient}]}
+
+
+ALICE_AND_BOB = {
+    "resourceType": "Bundle",
+    "type": "collection",
+    "entry": [
+        {"resource": {"resourceType": "Patient", "id": "alice", "name": [{"family": "Adams"}]}},
+        {"resource": {"resourceType": "Patient", "id": "bob", "name": [{"family": "Brown"}]}},
+    ],
+}
+"""A clinic of two patients: the task is about alice, and an edit to bob is the wrong patient."""
+
+
+def book_alice(fhir: httpx.Client, base: str, *, edit_bob: bool = False) -> None:
+    """Play the agent on FHIR REST: book alice an appointment and, with `edit_bob`, also edit bob."""
+    appointment = {
+        "resourceType": "Appointment",
+        "status": "booked",
+        "participant": [{"actor": {"reference": "Patient/alice"}, "status": "accepted"}],
+    }
+    headers = {"content-type": "application/fhir+json"}
+    created = fhir.post(f"{base}/Appointment", content=json.dumps(appointment), headers=headers)
+    assert created.status_code == 201, created.text
+    if edit_bob:
+        bob = ok(fhir.get(f"{base}/Patient/bob"))
+        bob["name"] = [{"family": "Brown-Edited"}]
+        edited = fhir.put(f"{base}/Patient/bob", content=json.dumps(bob), headers=headers)
+        assert edited.status_code == 200, edited.text
 
 
 def unique(name: str) -> str:

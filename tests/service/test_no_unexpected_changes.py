@@ -1,6 +1,6 @@
 """`no-unexpected-changes` end to end (issue 14): seeded datasets and scenario steps on FHIR, files,
-HL7 and the portal, the agent's writes through the real surfaces (FHIR REST, SFTP with paramiko,
-HL7 over HTTP, portal REST), `complete`, `rescore`, and `GET /task-runs/{id}/state` scored offline
+HL7, the portal and X12, the agent's writes through the real surfaces (FHIR REST, SFTP with paramiko,
+HL7 over HTTP, portal REST, X12 over HTTP), `complete`, `rescore`, and `GET /task-runs/{id}/state` scored offline
 by `assay verify` — the wrong patient and the stray file are caught live and from the tarball."""
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ from tests.sandboxes.portal.world import PAYER, SUBMISSION
 from tests.sandboxes.x12.requests import eligibility_270, interchange, review_278, subscriber_270
 
 from ..sandboxes.payer.samples import PAYER as X12_PAYER
-from .builders import criterion, make_dataset, ok, start_run, unique
+from .builders import ALICE_AND_BOB, book_alice, criterion, make_dataset, ok, start_run, unique
 from .conftest import Server
 
-FHIR = "application/fhir+json"
 ALLOW_ALICE_APPOINTMENT = {
     "assert": "no-unexpected-changes",
     "allow": [{"resourceType": "Appointment", "change": "created", "search": {"patient": "Patient/alice"}}],
@@ -32,15 +31,7 @@ ALLOW_ALICE_APPOINTMENT = {
 
 
 def _benchmark(api: httpx.Client) -> str:
-    bundle = {
-        "resourceType": "Bundle",
-        "type": "collection",
-        "entry": [
-            {"resource": {"resourceType": "Patient", "id": "alice", "name": [{"family": "Adams"}]}},
-            {"resource": {"resourceType": "Patient", "id": "bob", "name": [{"family": "Brown"}]}},
-        ],
-    }
-    dataset = make_dataset(api, "fhir", bundle)
+    dataset = make_dataset(api, "fhir", ALICE_AND_BOB)
     environment = ok(
         api.post("/environments", json={"name": unique("env"), "dataset_ids": [dataset["id"]]}), 201
     )
@@ -52,29 +43,11 @@ def _benchmark(api: httpx.Client) -> str:
     return str(benchmark["id"])
 
 
-def _book(fhir: httpx.Client, base: str) -> None:
-    appointment = {
-        "resourceType": "Appointment",
-        "status": "booked",
-        "participant": [{"actor": {"reference": "Patient/alice"}, "status": "accepted"}],
-    }
-    response = fhir.post(
-        f"{base}/Appointment", content=json.dumps(appointment), headers={"content-type": FHIR}
-    )
-    assert response.status_code == 201, response.text
-
-
 def _run(
     server: Server, api: httpx.Client, benchmark_id: str, tmp_path: Path, *, edit_bob: bool
 ) -> dict[str, Any]:
     def act(agent: httpx.Client, started: dict[str, Any]) -> None:
-        base = started["endpoints"]["fhir"]
-        _book(agent, base)
-        if edit_bob:
-            bob = ok(agent.get(f"{base}/Patient/bob"))
-            bob["name"] = [{"family": "Brown-Edited"}]
-            edited = agent.put(f"{base}/Patient/bob", content=json.dumps(bob), headers={"content-type": FHIR})
-            assert edited.status_code == 200, edited.text
+        book_alice(agent, started["endpoints"]["fhir"], edit_bob=edit_bob)
 
     return _judged(server, api, benchmark_id, tmp_path, act)
 

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import tarfile
 from typing import Any
 
 import httpx
 import pytest
 
-from .builders import criterion, error, make_dataset, ok, start_run, unique
+from .builders import ALICE_AND_BOB, book_alice, criterion, error, make_dataset, ok, start_run, unique
 from .conftest import Server
 
-FHIR = "application/fhir+json"
 BOOKED_ALICE = {
     "assert": "fhir-resource-state",
     "resource_type": "Appointment",
@@ -38,15 +36,7 @@ ONLY_ALICE = {
 
 
 def _task(api: httpx.Client) -> tuple[str, str]:
-    bundle = {
-        "resourceType": "Bundle",
-        "type": "collection",
-        "entry": [
-            {"resource": {"resourceType": "Patient", "id": "alice", "name": [{"family": "Adams"}]}},
-            {"resource": {"resourceType": "Patient", "id": "bob", "name": [{"family": "Brown"}]}},
-        ],
-    }
-    dataset = make_dataset(api, "fhir", bundle)
+    dataset = make_dataset(api, "fhir", ALICE_AND_BOB)
     benchmark = ok(api.post("/benchmarks", json={"name": unique("reference snapshot")}), 201)
     task = ok(
         api.post(
@@ -67,21 +57,7 @@ def _played(server: Server, api: httpx.Client, benchmark_id: str, *, edit_bob: b
     run = start_run(api, benchmark_id)
     [task_run] = run.task_runs
     with server.client(run.token) as agent:
-        base = ok(agent.post(task_run["start_url"]))["endpoints"]["fhir"]
-        appointment = {
-            "resourceType": "Appointment",
-            "status": "booked",
-            "participant": [{"actor": {"reference": "Patient/alice"}, "status": "accepted"}],
-        }
-        created = agent.post(
-            f"{base}/Appointment", content=json.dumps(appointment), headers={"content-type": FHIR}
-        )
-        assert created.status_code == 201, created.text
-        if edit_bob:
-            bob = ok(agent.get(f"{base}/Patient/bob"))
-            bob["name"] = [{"family": "Brown-Edited"}]
-            edited = agent.put(f"{base}/Patient/bob", content=json.dumps(bob), headers={"content-type": FHIR})
-            assert edited.status_code == 200, edited.text
+        book_alice(agent, ok(agent.post(task_run["start_url"]))["endpoints"]["fhir"], edit_bob=edit_bob)
         ok(agent.post(task_run["complete_url"]))
     state = api.get(f"/task-runs/{task_run['id']}/state")
     assert state.status_code == 200, state.text

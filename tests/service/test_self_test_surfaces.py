@@ -23,7 +23,7 @@ from tests.sandboxes.portal.world import MRI_APPROVED, PORTAL, SUBMISSION
 from tests.sandboxes.x12.requests import eligibility_270, interchange, review_278, subscriber_270
 
 from ..sandboxes.payer.samples import PAYER
-from .builders import criterion, error, make_dataset, ok, unique
+from .builders import ALICE_AND_BOB, criterion, error, make_dataset, ok, unique
 
 Json = dict[str, Any]
 
@@ -59,20 +59,12 @@ _270 = interchange(
     ),
 )
 
-_CLINIC = {
-    "resourceType": "Bundle",
-    "type": "collection",
-    "entry": [
-        {"resource": {"resourceType": "Patient", "id": "alice", "name": [{"family": "Adams"}]}},
-        {"resource": {"resourceType": "Patient", "id": "bob", "name": [{"family": "Brown"}]}},
-    ],
-}
 _278 = interchange("278", review_278("W123456789", "70553"))
 
 SURFACES = {
     "fhir": Surface(
         kind="fhir",
-        data=_CLINIC,
+        data=ALICE_AND_BOB,
         criteria={
             "booked alice": {
                 "assert": "fhir-resource-state",

@@ -120,6 +120,8 @@ def test_lint_judges_a_reference_snapshot_in_the_package(cli: CliRunner, tmp_pat
     assert written["participant"][0]["actor"]["display"] == "Dr. Rivera"
     again = json.loads(run(cli, "push", str(pulled), "--json").stdout)
     assert not again["changed"], again
+    by_name = run(cli, "lint", name)  # BENCHMARK_DIR or SLUG|name|id: the server's draft as it stands
+    assert "reference pass 1" in by_name.stdout and "1 of 1 task(s) clean" in by_name.stdout, by_name.stdout
     published = json.loads(run(cli, "publish", str(pulled), "--json").stdout)  # clean: no --force
     assert published["version"] == 1
 
