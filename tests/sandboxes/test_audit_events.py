@@ -6,6 +6,7 @@ of `seq` order: 57 concurrent FHIR requests on SQLite came back as seq 1, 2, 4, 
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import httpx
 import pytest
@@ -92,3 +93,81 @@ def test_queued_events_are_all_written_in_order_with_the_ids_returned(
         mine = [event for event in listed if str(event["path"]).startswith(f"/t{thread}/")]
         assert [event["path"] for event in mine] == [f"/t{thread}/{n}" for n in range(25) if n != 3]
         assert [event["id"] for event in mine] == [ident for n, ident in enumerate(ids) if n != 3]
+
+
+def test_a_lingering_writer_writes_one_batch_and_a_flush_or_shutdown_cuts_the_wait_short(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer waits a little for more events before it writes (issue 9: one transaction per
+    batch, not per request); a flush (event lists, `complete`) or shutdown never waits for that
+    linger, and nothing queued is lost. With the linger made a minute, a flush that waited for it
+    would give up (`Busy`) after its 10 s instead of returning."""
+    from sqlalchemy import event as sa_event
+
+    org_id, sandbox_id = _fhir_sandbox(server, api)
+    engine = server.database.engine
+    events.flush_events(engine)
+    monkeypatch.setattr(events, "_LINGER", 60.0)
+    commits: list[object] = []
+
+    def count(conn: object) -> None:
+        commits.append(conn)
+
+    def record(n: int) -> None:
+        record_event(
+            engine, org_id=org_id, sandbox_id=sandbox_id, type="fhir_request",
+            method="GET", path=f"/b{n}", status=200,
+        )  # fmt: skip
+
+    sa_event.listen(engine, "commit", count)
+    try:
+        for n in range(30):
+            record(n)
+        events.flush_events(engine, timeout=10)
+        written = len(commits)
+        for n in range(30, 40):
+            record(n)
+        events.close_event_logs(engine, timeout=10)  # shutdown drains what is queued
+    finally:
+        sa_event.remove(engine, "commit", count)
+    assert written == 1, "30 events queued while the writer lingered are one transaction"
+    listed = ok(api.get(f"/sandboxes/{sandbox_id}/events", params={"limit": 100}))["data"]
+    assert [e["path"] for e in listed] == [f"/b{n}" for n in range(40)]
+    assert [e["seq"] for e in listed] == list(range(1, 41))
+
+
+def test_a_rendered_fhir_response_is_stored_as_the_json_it_is(server: Server, api: httpx.Client) -> None:
+    """The FHIR surface's own JSON bodies go to the event log as text, not parsed, walked and
+    re-encoded (issue 9); listed, they are the objects the agent was sent, non-ASCII text included."""
+    run = start_run(api, make_benchmark(api, [[]]).benchmark_id)
+    task_run_id = run.task_runs[0]["id"]
+    with server.client(run.token) as agent:
+        playground_id = ok(agent.post(run.task_runs[0]["start_url"]))["playground_id"]
+        base = f"/v1/task-runs/{task_run_id}/fhir"
+        patient = {"resourceType": "Patient", "name": [{"family": "Ünal"}]}
+        assert agent.post(f"{base}/Patient", json=patient).status_code == 201
+        searched = agent.get(f"{base}/Patient", params={"family": "Ünal"})
+        assert searched.status_code == 200
+    [fhir] = [
+        box for box in ok(api.get(f"/playgrounds/{playground_id}"))["sandboxes"] if box["type"] == "fhir"
+    ]
+    listed = ok(api.get(f"/sandboxes/{fhir['id']}/events", params={"limit": 100}))["data"]
+    assert listed[-1]["response"] == searched.json()
+    assert listed[-1]["response"]["entry"][0]["resource"]["name"] == [{"family": "Ünal"}]
+    assert listed[-1]["truncated"] is False
+
+
+def test_rendered_json_on_an_engine_without_the_pass_through_is_parsed(tmp_path: Path) -> None:
+    """`JsonText` is bound as it is only where the engine's serializer knows it
+    (`store.json_values.serialize_json`, set by `Database`); elsewhere the body is parsed as before."""
+    from sqlalchemy import create_engine
+
+    from assay.store.json_values import JsonText, serialize_json
+
+    assert serialize_json(JsonText('{"a":[1,2]}')) == '{"a":[1,2]}'
+    assert serialize_json({"a": "x"}) == '{"a": "x"}'
+    plain = events._EventLog(create_engine(f"sqlite:///{tmp_path / 'plain.db'}"))
+    queued = events._Queued("evt_1", utcnow(), "org", "sbx", "fhir_request", "GET", "/p", 200, b"",
+                            b'{"a":[1,2]}', True)  # fmt: skip
+    assert events._row(queued, plain._passthrough)["response"] == {"a": [1, 2]}
+    assert events._row(queued, True)["response"] == JsonText('{"a":[1,2]}')

@@ -44,7 +44,7 @@ from sqlalchemy import Connection, Engine, bindparam, insert, select
 from assay.sandboxes.json_depth import nested_deeper_than
 from assay.store import Busy, new_id, utcnow
 from assay.store.driver import DriverTransaction
-from assay.store.json_values import strict_json_problem
+from assay.store.json_values import JsonText, serialize_json, strict_json_problem
 from assay.store.models import Sandbox, SandboxEvent
 
 __all__ = ["MAX_BODY", "close_event_logs", "flush_events", "record_event", "stored_body", "write_event"]
@@ -57,6 +57,9 @@ MAX_QUEUED = 10_000
 QUEUE_WAIT = 30.0
 """Seconds `record_event` waits for room in a full queue, and `flush_events` for the writer."""
 _BATCH = 500
+_LINGER = 0.005
+"""Seconds a woken writer waits for more events before it writes a small batch (unless a flush
+waits): one transaction per batch is the point, and each costs far more than the wait."""
 _IDLE = 5.0
 """Seconds an idle writer thread waits for work before it exits (the next event starts one)."""
 
@@ -88,9 +91,13 @@ def record_event(
     status: int | None,
     request: bytes = b"",
     response: bytes = b"",
+    response_json: bool = False,
 ) -> str:
-    """Queue one event for this process's writer; its id (the id it is stored under)."""
-    event = _new(org_id, sandbox_id, type, method, path, status, request, response)
+    """Queue one event for this process's writer; its id (the id it is stored under).
+
+    `response_json`: the response is strict JSON the server rendered itself (the FHIR surface's
+    bodies), stored as the text it is without being parsed and checked again."""
+    event = _new(org_id, sandbox_id, type, method, path, status, request, response, response_json)
     _log_of(engine).put(event)
     return event.id
 
@@ -114,7 +121,7 @@ def write_event(
     with the data it describes, or neither does. `truncated` marks a request the caller already
     cut (an MLLP frame over 1 MB keeps only its first MiB)."""
     event = _new(org_id, sandbox_id, type, method, path, status, request, response)
-    row = _row(event)
+    row = _row(event, passthrough=False)
     row["truncated"] = row["truncated"] or truncated
     _append(conn, [row])
     return event.id
@@ -146,6 +153,7 @@ class _Queued:
     status: int | None
     request: bytes
     response: bytes
+    response_json: bool = False
     ticket: int = field(default=0)
 
 
@@ -159,6 +167,9 @@ class _EventLog:
         self._queued = 0  # tickets handed out
         self._written = 0  # tickets written (or given up on, logged)
         self._writer: threading.Thread | None = None
+        self._idle = False  # the writer waits for work (rather than lingering over a small batch)
+        self._flushes = 0  # flushes waiting: the writer does not linger while there are any
+        self._passthrough = getattr(engine.dialect, "_json_serializer", None) is serialize_json
 
     def put(self, event: _Queued) -> None:
         with self._cond:
@@ -172,21 +183,31 @@ class _EventLog:
             if self._writer is None:
                 self._writer = threading.Thread(target=self._run, name="assay-event-log", daemon=True)
                 self._writer.start()
-            else:
+            elif self._idle or len(self._queue) >= _BATCH:
+                # A lingering writer is not woken for each event (a thread switch per request).
                 self._cond.notify_all()
 
     def flush(self, timeout: float) -> None:
         with self._cond:
             target = self._queued
-            if not self._cond.wait_for(lambda: self._written >= target, timeout):
-                raise Busy("the sandbox event log is behind", retry_after=1)
+            self._flushes += 1
+            self._cond.notify_all()  # a lingering writer writes now
+            try:
+                if not self._cond.wait_for(lambda: self._written >= target, timeout):
+                    raise Busy("the sandbox event log is behind", retry_after=1)
+            finally:
+                self._flushes -= 1
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                if not self._cond.wait_for(lambda: bool(self._queue), _IDLE):
+                self._idle = True
+                found = self._cond.wait_for(lambda: bool(self._queue), _IDLE)
+                self._idle = False
+                if not found:
                     self._writer = None  # the next `put` starts a new writer
                     return
+                self._cond.wait_for(lambda: len(self._queue) >= _BATCH or self._flushes > 0, _LINGER)
                 batch = [self._queue.popleft() for _ in range(min(_BATCH, len(self._queue)))]
                 self._cond.notify_all()  # room for waiting producers
             self._write(batch)
@@ -195,7 +216,7 @@ class _EventLog:
                 self._cond.notify_all()
 
     def _write(self, batch: list[_Queued]) -> None:
-        rows = [_row(event) for event in batch]
+        rows = [_row(event, self._passthrough) for event in batch]
         try:
             with self.engine.begin() as conn:
                 _append(conn, rows)
@@ -222,17 +243,23 @@ def _new(
     status: int | None,
     request: bytes,
     response: bytes,
+    response_json: bool = False,
 ) -> _Queued:
     """The event with its id and time, given now: its place in line (SPEC §1.1)."""
     return _Queued(
         new_id("evt_"), utcnow(), org_id, sandbox_id, type, method,
         None if path is None else path.replace("\x00", "\\x00"), status, bytes(request), bytes(response),
+        response_json,
     )  # fmt: skip
 
 
-def _row(event: _Queued) -> dict[str, Any]:
+def _row(event: _Queued, passthrough: bool) -> dict[str, Any]:
     request_body, request_cut = stored_body(event.request)
-    response_body, response_cut = stored_body(event.response)
+    response_body: Any
+    if event.response_json and passthrough and 0 < len(event.response) <= MAX_BODY:
+        response_body, response_cut = JsonText(event.response.decode("utf-8")), False
+    else:
+        response_body, response_cut = stored_body(event.response)
     return {
         "id": event.id,
         "created_at": event.created_at,

@@ -145,8 +145,9 @@ class SandboxHandle:
         status: int | None,
         request: bytes = b"",
         response: bytes = b"",
+        response_json: bool = False,
     ) -> str:
-        """Append one sandbox event (SPEC §1.1) in its own short transaction; its id."""
+        """Queue one sandbox event (SPEC §1.1) for the event log (`events.record_event`); its id."""
         return record_event(
             self.deployment.engine,
             org_id=self.org_id,
@@ -157,6 +158,7 @@ class SandboxHandle:
             status=status,
             request=request,
             response=response,
+            response_json=response_json,
         )
 
 

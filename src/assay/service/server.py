@@ -1,4 +1,8 @@
-"""Running the app under uvicorn, with TCP_NODELAY on every connection.
+"""Running the app under uvicorn (httptools and uvloop), with TCP_NODELAY on every connection.
+
+uvicorn's pure-Python h11 parser and the stock asyncio loop cost a measurable share of every
+request on the agent path (issue 9, `docs/performance.md`); httptools (C parser) and uvloop are
+dependencies, so `run` uses them. `NoDelayH11Protocol` stays for callers that want h11.
 
 asyncio turns Nagle's algorithm off only for sockets it creates with `IPPROTO_TCP`; the sockets
 uvicorn binds for `--workers N` (and sockets handed in by callers) have protocol 0, so responses
@@ -22,32 +26,44 @@ from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["GRACEFUL_SHUTDOWN", "WORKER_HEALTHCHECK", "NoDelayH11Protocol", "run"]
+__all__ = ["GRACEFUL_SHUTDOWN", "WORKER_HEALTHCHECK", "NoDelayH11Protocol", "NoDelayHttpToolsProtocol", "run"]
 
 GRACEFUL_SHUTDOWN = 5.0
 WORKER_HEALTHCHECK = 60.0
 
 
+def _no_delay(transport: asyncio.Transport) -> None:
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 class NoDelayH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
-        sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        _no_delay(transport)
+        super().connection_made(transport, *args, **kwargs)
+
+
+class NoDelayHttpToolsProtocol(HttpToolsProtocol):
+    def connection_made(self, transport: asyncio.Transport, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        _no_delay(transport)
         super().connection_made(transport, *args, **kwargs)
 
 
 def run(app: Any, *, host: str, port: int, workers: int = 1, **options: Any) -> None:
     """`uvicorn.run` with the no-delay protocol; `app` is the app, or an import string for workers."""
     options.setdefault("timeout_graceful_shutdown", GRACEFUL_SHUTDOWN)
+    options.setdefault("loop", "uvloop")
     if workers > 1:
         # uvicorn kills a worker that does not answer its health ping within the timeout (5 s by
         # default); a worker still starting (spawn, imports, migrations) on a loaded machine took
         # longer and was killed and respawned in a loop, so the API never came up.
         options.setdefault("timeout_worker_healthcheck", WORKER_HEALTHCHECK)
         uvicorn.run(
-            app, factory=True, host=host, port=port, workers=workers, http=NoDelayH11Protocol, **options
+            app, factory=True, host=host, port=port, workers=workers, http=NoDelayHttpToolsProtocol, **options
         )
     else:
-        uvicorn.run(app, host=host, port=port, http=NoDelayH11Protocol, **options)
+        uvicorn.run(app, host=host, port=port, http=NoDelayHttpToolsProtocol, **options)

@@ -23,6 +23,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from assay.store.errors import Busy
+from assay.store.json_values import serialize_json
 
 __all__ = ["LOCK_WAIT", "POOL_WAIT", "Database", "FairLock", "read_only", "sqlite_url"]
 
@@ -109,6 +110,7 @@ class Database:
                 max_overflow=_POOL_OVERFLOW,
                 pool_timeout=POOL_WAIT,
                 pool_recycle=1800,
+                json_serializer=serialize_json,
             )
         if self.url.database:
             Path(self.url.database).parent.mkdir(parents=True, exist_ok=True)
@@ -118,6 +120,7 @@ class Database:
             pool_size=_POOL_SIZE,
             max_overflow=_POOL_OVERFLOW,
             pool_timeout=POOL_WAIT,
+            json_serializer=serialize_json,
         )
 
         @event.listens_for(engine, "connect")

@@ -23,7 +23,30 @@ import json
 import math
 from typing import Any
 
-__all__ = ["NUL_TEXT", "content_hash", "not_strict_json", "storable_json_problem", "strict_json_problem"]
+__all__ = [
+    "NUL_TEXT",
+    "JsonText",
+    "content_hash",
+    "not_strict_json",
+    "serialize_json",
+    "storable_json_problem",
+    "strict_json_problem",
+]
+
+
+class JsonText(str):
+    """Strict JSON text the server has already written (a FHIR response it rendered), bound to a
+    JSON column as it is: `serialize_json` passes it through instead of parsing and re-encoding
+    it (issue 9: the event log decoded, walked and re-encoded every response body it stored)."""
+
+    __slots__ = ()
+
+
+def serialize_json(value: Any) -> str:
+    """The engines' `json_serializer`: `json.dumps`, except that a `JsonText` is already JSON."""
+    if type(value) is JsonText:
+        return str.__str__(value)
+    return json.dumps(value)
 
 
 def content_hash(value: Any) -> str:

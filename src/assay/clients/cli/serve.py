@@ -54,8 +54,14 @@ def serve(
     workers: Annotated[int, typer.Option(min=1, help="API worker processes.")] = 1,
     sftp_port: Annotated[int | None, typer.Option(help="SFTP port (ASSAY_SFTP_PORT, default 2222).")] = None,
     mllp_port: Annotated[int | None, typer.Option(help="MLLP port (ASSAY_MLLP_PORT, default 2575).")] = None,
+    access_log: Annotated[
+        bool, typer.Option(help="Print a line per HTTP request (off: it cost ~7% of an agent request).")
+    ] = False,
 ) -> None:
-    """Run the Assay API. Stops cleanly on Ctrl-C (SIGINT) or SIGTERM."""
+    """Run the Assay API. Stops cleanly on Ctrl-C (SIGINT) or SIGTERM.
+
+    Every agent request to a sandbox surface is in the run's event log whether or not the access
+    log is on (issue 9: uvicorn's per-request log line was a measurable share of the agent path)."""
     from assay.service.app import create_app
     from assay.service.server import run
 
@@ -85,12 +91,12 @@ def serve(
     settings = replace(settings, listen_host=host)
     os.environ["ASSAY_LISTEN_HOST"] = host
     if workers == 1:
-        run(create_app(settings), host=host, port=port)
+        run(create_app(settings), host=host, port=port, access_log=access_log)
         return
-    _serve_workers(settings, host=host, port=port, workers=workers)
+    _serve_workers(settings, host=host, port=port, workers=workers, access_log=access_log)
 
 
-def _serve_workers(settings: Settings, *, host: str, port: int, workers: int) -> None:
+def _serve_workers(settings: Settings, *, host: str, port: int, workers: int, access_log: bool) -> None:
     """N API workers plus, when a surface has a listener, one supervised listener process whose
     bound ports the workers are told (SPEC §5.2: listeners run once per deployment)."""
     from assay.service.listeners import ListenerSupervisor, needs_listener_process
@@ -114,7 +120,7 @@ def _serve_workers(settings: Settings, *, host: str, port: int, workers: int) ->
     else:
         os.environ["ASSAY_LISTENERS"] = "0"
     try:
-        run("assay.service.app:create_app", host=host, port=port, workers=workers)
+        run("assay.service.app:create_app", host=host, port=port, workers=workers, access_log=access_log)
     finally:
         if supervisor is not None:
             supervisor.stop()

@@ -60,6 +60,8 @@ class SurfaceEvent:
     status: int
     request: bytes
     response: bytes
+    response_json: bool = False
+    """The response is strict JSON rendered here (`_render`), so the event log stores it as is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,9 +197,19 @@ def _as_outcome(answer: Response, media_type: str) -> Response:
     return JSONResponse(outcome, status, headers, media_type=media_type)
 
 
-def _render(result: FhirResult, media_type: str) -> Response:
-    content = b"" if result.body is None else json.dumps(result.body, separators=(",", ":")).encode()
-    return Response(content, result.status, result.headers, media_type=media_type if content else None)
+def _render(result: FhirResult, media_type: str) -> tuple[Response, bool]:
+    """The response, and whether its body is strict JSON (no NaN or Infinity; the stores hold no
+    lone surrogate, refused where bodies enter)."""
+    strict = result.body is not None
+    if result.body is None:
+        content = b""
+    else:
+        try:
+            content = json.dumps(result.body, separators=(",", ":"), allow_nan=False).encode()
+        except ValueError:
+            strict, content = False, json.dumps(result.body, separators=(",", ":")).encode()
+    response = Response(content, result.status, result.headers, media_type=media_type if content else None)
+    return response, strict
 
 
 def _handle(
@@ -207,9 +219,9 @@ def _handle(
         result = work()
     except FhirError as error:
         result = FhirResult(error.status, error.outcome())
-    response = _render(result, media_type)
+    response, strict = _render(result, media_type)
     if surface.record is not None:
-        surface.record(SurfaceEvent(method, path, response.status_code, raw, bytes(response.body)))
+        surface.record(SurfaceEvent(method, path, response.status_code, raw, bytes(response.body), strict))
     return response
 
 

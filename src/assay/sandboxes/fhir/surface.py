@@ -207,6 +207,7 @@ class FhirSandbox(BaseSurface):
                     status=event.status,
                     request=event.request,
                     response=event.response,
+                    response_json=event.response_json,
                 )
 
             fhir = embedded_fhir(handle.deployment.engine)
