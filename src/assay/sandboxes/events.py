@@ -47,7 +47,15 @@ from assay.store.driver import DriverTransaction
 from assay.store.json_values import JsonText, serialize_json, strict_json_problem
 from assay.store.models import Sandbox, SandboxEvent
 
-__all__ = ["MAX_BODY", "close_event_logs", "flush_events", "record_event", "stored_body", "write_event"]
+__all__ = [
+    "MAX_BODY",
+    "close_event_logs",
+    "flush_events",
+    "has_room",
+    "record_event",
+    "stored_body",
+    "write_event",
+]
 
 log = logging.getLogger("assay.sandboxes.events")
 
@@ -125,6 +133,12 @@ def write_event(
     row["truncated"] = row["truncated"] or truncated
     _append(conn, [row])
     return event.id
+
+
+def has_room(engine: Engine) -> bool:
+    """Whether this process's queue is far from full (`record_event` will not wait for room)."""
+    found = _LOGS.get(engine)
+    return found is None or len(found._queue) < MAX_QUEUED // 2
 
 
 def flush_events(engine: Engine, timeout: float = QUEUE_WAIT) -> None:

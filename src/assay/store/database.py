@@ -22,6 +22,7 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from assay.store.epoch import Epoch, track
 from assay.store.errors import Busy
 from assay.store.json_values import serialize_json
 
@@ -138,6 +139,10 @@ class Database:
             reading = connection.get_execution_options().get(_READ_ONLY)
             connection.exec_driver_sql("BEGIN" if reading else "BEGIN IMMEDIATE")
 
+        # The change epoch the agent path's caches check (`store/epoch.py`): a file beside the
+        # database, shared by every worker on it; only this process for a database in memory.
+        on_disk = self.url.database not in (None, "", ":memory:") and "mode=memory" not in str(self.url)
+        track(engine, Epoch(Path(f"{self.url.database}-epoch") if on_disk else None))
         return engine
 
     @contextmanager

@@ -77,6 +77,9 @@ class StoreIndex:
         self.strict = strict
         """Validate every written version (`validation.py`); False for a lenient playground."""
         self.seq = 0
+        self.refreshed_at: bytes | None = None
+        """The change epoch read just before the index was last brought up to the store's current
+        sequence (`EmbeddedFhir.reading`); None when that is not known."""
         self.overlay: dict[Key, Current] = {}
         self._own: FhirStore | None = None
         self.lock = threading.RLock()

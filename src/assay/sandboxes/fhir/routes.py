@@ -3,8 +3,11 @@
 The service mounts `fhir_router(surface)` under `/v1/task-runs/{id}/fhir` and
 `/v1/benchmark-runs/{id}/fhir`; `surface` is a FastAPI dependency that resolves the caller's run
 token to a `FhirSurface` (which store, which base URL, where events go) or refuses (409 once the
-task run ended). Handlers read the body on the event loop and do the store work in the thread pool.
-Every request, failed ones included, is handed to `FhirSurface.record` as one sandbox event.
+task run ended). Handlers read the body on the event loop and do the store work in the thread pool,
+except reads of the embedded store whose index is known current (issue 9): those are served on
+the event loop, with no thread hand-off and no SQL (`store.CACHED_ONLY`), and fall back to the
+thread pool the moment they would need either. Every request, failed ones included, is handed to
+`FhirSurface.record` as one sandbox event.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
 from assay.formats.fhir import is_resource_type
+from assay.sandboxes.events import has_room
 from assay.sandboxes.fhir import actions, operations
 from assay.sandboxes.fhir.actions import FhirResult, parse_json
 from assay.sandboxes.fhir.bundles import post_bundle
@@ -31,7 +35,7 @@ from assay.sandboxes.fhir.external import SEED_HEADER, FhirForwarder, ForwardedR
 from assay.sandboxes.fhir.openapi import FHIR_ERRORS, answers
 from assay.sandboxes.fhir.outcomes import FhirError, operation_outcome
 from assay.sandboxes.fhir.preferences import parse_prefer, shape_write
-from assay.sandboxes.fhir.store import SEEDING, EmbeddedFhir
+from assay.sandboxes.fhir.store import CACHED_ONLY, SEEDING, EmbeddedFhir, NeedsDatabase
 from assay.sandboxes.fhir.subsetting import parse_subset
 from assay.store.json_values import strict_json_problem
 
@@ -268,10 +272,20 @@ def _event_path(request: Request) -> str:
 
 
 async def _run(
-    request: Request, surface: FhirSurface, work: Callable[[bytes], FhirResult], reads: str | None = None
+    request: Request,
+    surface: FhirSurface,
+    work: Callable[[bytes], FhirResult],
+    reads: str | None = None,
+    *,
+    inline: bool = False,
 ) -> Response:
     """Run `work` on the body in the thread pool and record the event; `reads` is the body format
     the interaction takes (`"json"`, `"form"`, None for none), refused with 415 before any work.
+
+    `inline`: `work` only reads the embedded store through `EmbeddedFhir.reading` (or nothing), so
+    it is first tried on the event loop under `CACHED_ONLY`; `NeedsDatabase` (raised before
+    anything is rendered or recorded) sends it to the thread pool as usual. Not while the event
+    log is nearly full: recording must not wait for room on the event loop.
 
     With an external server the request is forwarded instead of running `work`; a JSON body (and
     a PATCH's JSON Patch) gets `_json`'s strict check first, as the embedded interactions do, so
@@ -297,6 +311,14 @@ async def _run(
             return external.forward(forwarded, engine=surface.fhir.engine)
 
     media_type = _media_type(request)
+    if inline and external is None and refused is None and has_room(surface.fhir.engine):
+        token = CACHED_ONLY.set(True)
+        try:
+            return _handle(surface, request.method, path, raw, lambda: work(raw), media_type)
+        except NeedsDatabase:
+            pass
+        finally:
+            CACHED_ONLY.reset(token)
     return await run_in_threadpool(_handle, surface, request.method, path, raw, lambda: work(raw), media_type)
 
 
@@ -366,7 +388,9 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
 
     @router.get("/metadata", responses=answers("FhirCapabilityStatement"))
     async def metadata(request: Request, s: FhirSurface = resolved) -> Response:
-        return await _run(request, s, lambda _: FhirResult(200, capability_statement(s.base_url)))
+        return await _run(
+            request, s, lambda _: FhirResult(200, capability_statement(s.base_url)), inline=True
+        )
 
     @router.post("", responses=answers("FhirBundle", description="The batch or transaction response"))
     @router.post("/", responses=answers("FhirBundle", description="The batch or transaction response"))
@@ -424,6 +448,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
             request,
             s,
             lambda _: actions.search(s.fhir, s.store_id, s.base_url, resource_type, pairs, lenient=lenient),
+            inline=True,
         )
 
     @router.post("/{resource_type}/_search", responses=answers("FhirBundle"))
@@ -462,7 +487,9 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
     @router.get("/Observation/$lastn", responses=answers("FhirBundle"))
     async def lastn(request: Request, s: FhirSurface = resolved) -> Response:
         pairs = list(request.query_params.multi_items())
-        return await _run(request, s, lambda _: operations.lastn(s.fhir, s.store_id, s.base_url, pairs))
+        return await _run(
+            request, s, lambda _: operations.lastn(s.fhir, s.store_id, s.base_url, pairs), inline=True
+        )
 
     @router.get("/{resource_type}/{resource_id}", responses=answers("FhirResource"))
     async def read(
@@ -470,7 +497,10 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
     ) -> Response:
         subset = parse_subset(list(request.query_params.multi_items()))
         return await _run(
-            request, s, lambda _: actions.read(s.fhir, s.store_id, resource_type, resource_id, subset)
+            request,
+            s,
+            lambda _: actions.read(s.fhir, s.store_id, resource_type, resource_id, subset),
+            inline=True,
         )
 
     @router.get("/{resource_type}/{resource_id}/_history", responses=answers("FhirBundle"))
@@ -488,7 +518,10 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
     async def everything(request: Request, patient_id: str, s: FhirSurface = resolved) -> Response:
         pairs = list(request.query_params.multi_items())
         return await _run(
-            request, s, lambda _: operations.everything(s.fhir, s.store_id, s.base_url, patient_id, pairs)
+            request,
+            s,
+            lambda _: operations.everything(s.fhir, s.store_id, s.base_url, patient_id, pairs),
+            inline=True,
         )
 
     @router.get("/{compartment}/{owner_id}/{resource_type}", responses=answers("FhirBundle"))
@@ -502,6 +535,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
             lambda _: operations.compartment_search(
                 s.fhir, s.store_id, s.base_url, compartment, owner_id, resource_type, pairs
             ),
+            inline=True,
         )
 
     @router.get("/{resource_type}/{resource_id}/_history/{version_id}", responses=answers("FhirResource"))

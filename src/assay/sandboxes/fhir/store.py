@@ -32,14 +32,33 @@ from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
 from assay.sandboxes.fhir.validation import validate_resource
 from assay.snapshot import is_file_name
 from assay.store.database import read_only
+from assay.store.epoch import epoch_of
 from assay.store.ids import iso, utcnow
 from assay.store.models import Sandbox
 
-__all__ = ["SEEDING", "STRICT_KEY", "EmbeddedFhir", "WriteTransaction", "embedded_fhir", "is_strict"]
+__all__ = [
+    "CACHED_ONLY",
+    "SEEDING",
+    "STRICT_KEY",
+    "EmbeddedFhir",
+    "NeedsDatabase",
+    "WriteTransaction",
+    "embedded_fhir",
+    "is_strict",
+]
 
 SEEDING: ContextVar[bool] = ContextVar("fhir_seeding", default=False)
 """True while a trusted caller seeds a dataset through the REST surface (`routes.py`, only where
 `FhirSurface.trusts_seeding`): its writes skip validation, as dataset loading does."""
+
+CACHED_ONLY: ContextVar[bool] = ContextVar("fhir_cached_only", default=False)
+"""True while a read is served on the event loop (`routes.py`): `reading` may not touch SQL or
+wait for a lock, and raises `NeedsDatabase` instead; the caller runs it again on a worker thread."""
+
+
+class NeedsDatabase(Exception):
+    """Serving this read needs SQL (an index not known current, or not built) or a busy lock."""
+
 
 Key = tuple[str, str]
 MAX_INDEXES = 256
@@ -120,6 +139,9 @@ class EmbeddedFhir:
         self.read_engine = read_only(engine)
         """Reads (searches, reads, history) take no write lock: a plain `BEGIN` on SQLite."""
         self.layers = LayerCache(engine)
+        self.epoch = epoch_of(engine)
+        """Moves on every committed change (`store/epoch.py`): an index refreshed at the current
+        epoch is current without reading the store's row."""
         self._indexes: OrderedDict[str, StoreIndex] = OrderedDict()
         self._lock = threading.Lock()
         self.lenient = False
@@ -194,12 +216,38 @@ class EmbeddedFhir:
 
     @contextmanager
     def reading(self, store_id: str, conn: Connection | None = None) -> Iterator[StoreIndex]:
-        """The store's index, current as of now, locked for the caller."""
+        """The store's index, current as of now, locked for the caller.
+
+        No SQL when nothing was committed anywhere since the index was last brought up to date
+        (the epoch it was refreshed at is still the current one, `store/epoch.py`); else the
+        store's row is read (and the versions written since applied), as always. Under
+        `CACHED_ONLY`, whatever would need SQL or wait for the index's lock raises `NeedsDatabase`.
+        """
+        stamp = self.epoch.current() if conn is None else None
+        if stamp is not None:
+            with self._lock:
+                index = self._indexes.get(store_id)
+                if index is not None:
+                    self._indexes.move_to_end(store_id)
+            if index is not None and index.refreshed_at == stamp:
+                if not index.lock.acquire(blocking=not CACHED_ONLY.get()):
+                    raise NeedsDatabase(store_id)
+                if index.refreshed_at == stamp:  # no write applied while we waited
+                    try:
+                        yield index
+                    finally:
+                        index.lock.release()
+                    return
+                index.lock.release()
+        if CACHED_ONLY.get():
+            raise NeedsDatabase(store_id)
         with using(self.read_engine, conn) as db:
             index = self._index(store_id, db)
             index.lock.acquire()
             try:
                 index.refresh(db)
+                # Only a read of our own connection, begun after `stamp` was read, vouches for it.
+                index.refreshed_at = stamp
             except BaseException:
                 index.lock.release()
                 raise
@@ -276,6 +324,7 @@ class EmbeddedFhir:
             _refuse_if_torn_down(conn, store_id)
             index = self._index(store_id, conn)
             with index.lock:
+                index.refreshed_at = None  # refreshed inside a write transaction: vouches for nothing
                 index.refresh(conn)
             tx = WriteTransaction(index, conn, iso(now_dt) or "")
             yield tx
@@ -286,6 +335,7 @@ class EmbeddedFhir:
                 )
         if tx.rows:
             with index.lock:
+                index.refreshed_at = None
                 if index.seq == tx.base_seq:
                     index.apply(tx.rows, tx.rows[-1].seq)
 
@@ -328,6 +378,7 @@ class EmbeddedFhir:
             index = self._index(store_id, db)
             with index.lock:
                 if index.seq < seq:
+                    index.refreshed_at = None  # brought up to a capture, not to now
                     index.refresh(db, upto=seq)
                 if index.seq == seq:
                     return index.search_index

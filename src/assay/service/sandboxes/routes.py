@@ -5,15 +5,22 @@ task run's sandbox; `/v1/benchmark-runs/{id}/<name>/...` reaches the single star
 benchmark run (409 listing the started ids when none or several are). Once the task run has ended —
 or its deadline passed — every surface answers 409, so the captured state is final (SPEC §1.1).
 
-Resolving a request is one short read on one worker thread, before the surface's work starts
-(issue 9): the run token comes from the worker's cache (`service/auth/cache.py`) on the event loop,
-then the task run's state and its sandbox row are read in a read-only unit of work
-(`Database.reading()`: no write lock, no `BEGIN IMMEDIATE`), only the columns the check needs. The
-stores take their own locks for writes, and re-check that the playground is still active under them.
+Resolving a request needs no SQL and no thread hand-off when nothing changed (issue 9): the run
+token comes from the worker's cache (`service/auth/cache.py`), and the task run's state and its
+sandbox row from the worker's `SandboxRows`, on the event loop. The rows are what one read-only
+unit of work read (`Database.reading()`: no write lock, no `BEGIN IMMEDIATE`, only the columns the
+check needs), kept while the change epoch is the one read before them (`store/epoch.py`): any
+committed change anywhere — a `complete`, a cancel, the sweeper's timeout — moves it, and the next
+request reads them again on a worker thread. The checks themselves (state, deadline against the
+clock) run on every request. The stores take their own locks for writes, and re-check that the
+playground is still active under them.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
@@ -28,9 +35,54 @@ from assay.service.deps import limit_rate
 from assay.service.limits import storable_parameters
 from assay.service.runs import states
 from assay.store import Caller, Conflict, Database, Forbidden, NotFound, utcnow
+from assay.store.epoch import Epoch, epoch_of
 from assay.store.models import Sandbox, TaskRun
 
-__all__ = ["benchmark_run_target", "sandbox_routers", "task_run_target"]
+__all__ = ["SandboxRows", "benchmark_run_target", "sandbox_routers", "task_run_target"]
+
+MAX_ENTRIES = 10_000
+
+_Key = tuple[str | None, str | None, str | None, str]
+"""(org, benchmark run, task run or None for "the started one", surface)."""
+
+
+class SandboxRows:
+    """Per worker: the rows `_rows` read for a caller's task run (or benchmark run) and surface,
+    each kept with the change epoch read before it was read; used only while that epoch is
+    current. Without an epoch (PostgreSQL) nothing is kept and every request reads."""
+
+    def __init__(self, epoch: Epoch, max_entries: int = MAX_ENTRIES):
+        self.epoch = epoch
+        self.max_entries = max_entries
+        self._entries: OrderedDict[_Key, tuple[bytes, list[Any]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: _Key) -> list[Any] | None:
+        stamp = self.epoch.current()
+        found = self._entries.get(key) if stamp is not None else None
+        return found[1] if found is not None and found[0] == stamp else None
+
+    def load(self, key: _Key, read: Callable[[], list[Any]]) -> list[Any]:
+        """`read()` now, remembered under the epoch read before it (on the calling thread)."""
+        stamp = self.epoch.current()
+        rows = read()
+        if stamp is not None:
+            with self._lock:
+                self._entries[key] = (stamp, rows)
+                self._entries.move_to_end(key)
+                while len(self._entries) > self.max_entries:
+                    self._entries.popitem(last=False)
+        return rows
+
+
+def sandbox_rows(request: Request) -> SandboxRows:
+    """The app's `SandboxRows`, made on first use from its database's epoch."""
+    state = request.app.state
+    found: SandboxRows | None = getattr(state, "sandbox_rows", None)
+    if found is None:
+        database: Database = state.database
+        found = state.sandbox_rows = SandboxRows(epoch_of(database.engine))
+    return found
 
 
 async def _run_caller(request: Request, authorization: str | None) -> Caller:
@@ -84,25 +136,38 @@ def _open(deployment: Deployment, row: Any, surface: str) -> SandboxHandle:
     )
 
 
-def _task_run_sandbox(
-    database: Database, deployment: Deployment, caller: Caller, task_run_id: str, surface: str
-) -> SandboxHandle:
+def _read_rows(database: Database, caller: Caller, surface: str, task_run_id: str | None) -> list[Any]:
+    where = () if task_run_id is None else (TaskRun.id == task_run_id,)
     with database.reading() as session:
-        rows = _rows(session, caller, surface, TaskRun.id == task_run_id)
+        return _rows(session, caller, surface, *where)
+
+
+async def _cached_rows(request: Request, caller: Caller, surface: str, task_run_id: str | None) -> list[Any]:
+    """`_rows` for the caller: from the worker's `SandboxRows` on the event loop when nothing has
+    changed since they were read, else read on a worker thread."""
+    cache = sandbox_rows(request)
+    key = (caller.org_id, caller.benchmark_run_id, task_run_id, surface)
+    rows = cache.get(key)
+    if rows is None:
+        database: Database = request.app.state.database
+        rows = await run_in_threadpool(
+            cache.load, key, lambda: _read_rows(database, caller, surface, task_run_id)
+        )
+    return rows
+
+
+def _task_run_sandbox(
+    deployment: Deployment, rows: list[Any], task_run_id: str, surface: str
+) -> SandboxHandle:
     if not rows:
         raise NotFound.of("task run", task_run_id)
     return _open(deployment, rows[0], surface)
 
 
 def _started_sandbox(
-    database: Database, deployment: Deployment, caller: Caller, benchmark_run_id: str, surface: str
+    deployment: Deployment, rows: list[Any], benchmark_run_id: str, surface: str
 ) -> SandboxHandle:
-    if caller.benchmark_run_id != benchmark_run_id:
-        raise NotFound.of("benchmark run", benchmark_run_id)
-    with database.reading() as session:
-        started = [
-            row for row in _rows(session, caller, surface) if states.is_running((row.phase, row.status))
-        ]
+    started = [row for row in rows if states.is_running((row.phase, row.status))]
     if len(started) != 1:
         ids = [row.id for row in started]
         which = ", ".join(ids) if ids else "none"
@@ -121,10 +186,8 @@ def task_run_target(surface: str) -> SurfaceTarget:
         request: Request, task_run_id: str, authorization: Annotated[str | None, Header()] = None
     ) -> SandboxHandle:
         caller = await _run_caller(request, authorization)
-        app = request.app
-        return await run_in_threadpool(
-            _task_run_sandbox, app.state.database, app.state.deployment, caller, task_run_id, surface
-        )
+        rows = await _cached_rows(request, caller, surface, task_run_id)
+        return _task_run_sandbox(request.app.state.deployment, rows, task_run_id, surface)
 
     return target
 
@@ -137,10 +200,10 @@ def benchmark_run_target(surface: str) -> SurfaceTarget:
         request: Request, benchmark_run_id: str, authorization: Annotated[str | None, Header()] = None
     ) -> SandboxHandle:
         caller = await _run_caller(request, authorization)
-        app = request.app
-        return await run_in_threadpool(
-            _started_sandbox, app.state.database, app.state.deployment, caller, benchmark_run_id, surface
-        )
+        if caller.benchmark_run_id != benchmark_run_id:
+            raise NotFound.of("benchmark run", benchmark_run_id)
+        rows = await _cached_rows(request, caller, surface, None)
+        return _started_sandbox(request.app.state.deployment, rows, benchmark_run_id, surface)
 
     return target
 
