@@ -69,10 +69,18 @@ class BodySizeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        has_body = False
         for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await self._refuse(scope, receive, send)
-                return
+            if name == b"content-length":
+                if value.isdigit() and int(value) > self.max_bytes:
+                    await self._refuse(scope, receive, send)
+                    return
+                has_body = value != b"0"
+            elif name == b"transfer-encoding":
+                has_body = True
+        if not has_body:  # no body to count (most agent requests): no wrappers on the hot path
+            await self.app(scope, receive, send)
+            return
         received = 0
         started = False
 
