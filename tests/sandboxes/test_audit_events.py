@@ -5,6 +5,7 @@ of `seq` order: 57 concurrent FHIR requests on SQLite came back as seq 1, 2, 4, 
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -100,21 +101,20 @@ def test_a_lingering_writer_writes_one_batch_and_a_flush_or_shutdown_cuts_the_wa
 ) -> None:
     """The writer waits a little for more events before it writes (issue 9: one transaction per
     batch, not per request); a flush (event lists, `complete`) or shutdown never waits for that
-    linger, and nothing queued is lost. With the linger made a minute, a flush that waited for it
-    would give up (`Busy`) after its 10 s instead of returning."""
-    import threading
-
+    linger — it writes what is queued itself — and nothing queued is lost. With the linger made a
+    minute, a flush that waited for it would give up (`Busy`) after its 10 s instead of returning.
+    A batch is one multi-row INSERT (a statement per row released the GIL per row)."""
     from sqlalchemy import event as sa_event
 
     org_id, sandbox_id = _fhir_sandbox(server, api)
     engine = server.database.engine
     events.flush_events(engine)
     monkeypatch.setattr(events, "_LINGER", 60.0)
-    commits: list[object] = []
+    inserts: list[int] = []
 
-    def count(conn: object) -> None:
-        if threading.current_thread().name == "assay-event-log":  # not the sweeper's, say
-            commits.append(conn)
+    def count(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        if statement.startswith("INSERT INTO sandbox_events"):
+            inserts.append(statement.count("), (") + 1)  # rows in its VALUES
 
     def record(n: int) -> None:
         record_event(
@@ -122,18 +122,21 @@ def test_a_lingering_writer_writes_one_batch_and_a_flush_or_shutdown_cuts_the_wa
             method="GET", path=f"/b{n}", status=200,
         )  # fmt: skip
 
-    sa_event.listen(engine, "commit", count)
+    sa_event.listen(engine, "before_cursor_execute", count)
     try:
         for n in range(30):
             record(n)
         events.flush_events(engine, timeout=10)
-        written = len(commits)
+        written = list(inserts)
         for n in range(30, 40):
             record(n)
         events.close_event_logs(engine, timeout=10)  # shutdown drains what is queued
     finally:
-        sa_event.remove(engine, "commit", count)
-    assert written == 1, "30 events queued while the writer lingered are one transaction"
+        sa_event.remove(engine, "before_cursor_execute", count)
+    assert len(written) == 1, "30 events queued while the writer lingered are one INSERT"
+    assert len(inserts) == 2, inserts
+    if server.database.is_sqlite:  # one statement with 30 rows, not 30 executions of one row
+        assert inserts == [30, 10], inserts
     listed = ok(api.get(f"/sandboxes/{sandbox_id}/events", params={"limit": 100}))["data"]
     assert [e["path"] for e in listed] == [f"/b{n}" for n in range(40)]
     assert [e["seq"] for e in listed] == list(range(1, 41))
@@ -174,3 +177,50 @@ def test_rendered_json_on_an_engine_without_the_pass_through_is_parsed(tmp_path:
                             b'{"a":[1,2]}', True)  # fmt: skip
     assert events._row(queued, plain._passthrough)["response"] == {"a": [1, 2]}
     assert events._row(queued, True)["response"] == JsonText('{"a":[1,2]}')
+
+
+def test_the_event_writer_takes_its_turn_at_the_sqlite_write_lock_in_line(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The event log's writes queue for this process's SQLite write lock with the request
+    transactions, first come first served (issue 9): before, they met only at SQLite's own lock,
+    whose busy handler polls with growing sleeps, and a steady writer kept a waiting `complete`
+    out. A transaction that asks after a flush started waits for the flush's write."""
+    import threading
+
+    if not server.database.is_sqlite:
+        pytest.skip("PostgreSQL locks rows, not the database")
+    org_id, sandbox_id = _fhir_sandbox(server, api)
+    database, engine = server.database, server.database.engine
+    events.flush_events(engine)
+    monkeypatch.setattr(events, "_LINGER", 60.0)  # only the flush writes
+    lock = database._write_lock
+    assert lock is not None
+    order: list[str] = []
+
+    def flush() -> None:
+        events.flush_events(engine, timeout=30)
+        order.append("flush")
+
+    def transaction() -> None:
+        with database.transaction():
+            order.append("transaction")
+
+    threads = [threading.Thread(target=flush), threading.Thread(target=transaction)]
+    with database.transaction():
+        record_event(
+            engine, org_id=org_id, sandbox_id=sandbox_id, type="fhir_request",
+            method="GET", path="/in-line", status=200,
+        )  # fmt: skip
+        for waiting, thread in enumerate(threads, start=1):
+            thread.start()
+            for _ in range(30_000):  # bounded: until the thread waits in line
+                if len(lock._waiters) >= waiting:
+                    break
+                time.sleep(0.001)
+            assert len(lock._waiters) == waiting
+    for thread in threads:
+        thread.join(timeout=30)
+    assert order == ["flush", "transaction"]
+    listed = ok(api.get(f"/sandboxes/{sandbox_id}/events", params={"limit": 100}))["data"]
+    assert listed[-1]["path"] == "/in-line"

@@ -14,7 +14,9 @@ the suite; nothing is timed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+import sqlite3
 import subprocess
 import time
 import uuid
@@ -207,3 +209,74 @@ def test_fair_lock_serves_waiters_in_arrival_order() -> None:
     for thread in threads:
         thread.join(timeout=30)
     assert order == [0, 1, 2, 3, 4]
+
+
+LOAD_CLIENTS = 16
+COMPLETES_UNDER_LOAD = 5
+COMPLETE_DEADLINE = 60.0
+"""Per `complete` while the agent load runs: generous (a starved one waited behind the event log
+for ever longer), so only starvation fails, never a slow machine."""
+
+
+async def _agent_load(url: str, agent: Agent, stop: asyncio.Event, answered: Counter[int]) -> None:
+    """`LOAD_CLIENTS` keep-alive clients sending run-token FHIR searches and reads, each its next as
+    soon as the last is answered, until `stop` (bounded by the test's own bound on the completes)."""
+    run = {"Authorization": f"Bearer {agent.token}"}
+    fhir = f"/v1/task-runs/{agent.busy}/fhir"
+    limits = httpx.Limits(max_connections=LOAD_CLIENTS)
+    async with httpx.AsyncClient(base_url=url, headers=run, timeout=REQUEST_TIMEOUT, limits=limits) as client:
+
+        async def one(i: int) -> None:
+            while not stop.is_set():
+                if i % 2:
+                    answer = await client.get(f"{fhir}/Patient", params={"family": "Load"})
+                else:
+                    answer = await client.get(f"{fhir}/Patient/p1")
+                answered[answer.status_code] += 1
+
+        await asyncio.gather(*(one(i) for i in range(LOAD_CLIENTS)))
+
+
+def _events_stored(data_dir: Path) -> int:
+    with contextlib.closing(sqlite3.connect(data_dir / "assay.db", timeout=60)) as db:
+        return int(db.execute("SELECT count(*) FROM sandbox_events").fetchone()[0])
+
+
+def test_complete_is_answered_while_the_agent_path_is_loaded(tmp_path: Path) -> None:
+    """`complete` gets through while 16 clients keep the agent path busy (issue 9): each flushes the
+    event log and takes its turn at the write lock in bounded time, instead of waiting behind an
+    event log that grew faster than it was written (the fast path served from the event loop had
+    `complete` at 5 s and rising). Every agent request answered is in the event log after
+    shutdown: nothing lost to the flushes written on `complete`'s thread."""
+    data_dir = tmp_path / "data"
+    with serving(data_dir, database_url=None, key=BOOTSTRAP_KEY) as served:
+        agent = _prepare(served.url)
+        before = _events_stored(data_dir)
+        answered: Counter[int] = Counter()
+        completed: list[dict[str, object]] = []
+
+        async def scenario() -> None:
+            stop = asyncio.Event()
+            load = asyncio.create_task(_agent_load(served.url, agent, stop, answered))
+            try:
+                run = {"Authorization": f"Bearer {agent.token}"}
+                async with httpx.AsyncClient(base_url=served.url, headers=run) as client:
+                    while sum(answered.values()) < 2 * LOAD_CLIENTS and not load.done():
+                        await asyncio.sleep(0.05)  # the load is under way (bounded by its own timeouts)
+                    for task_run in agent.to_complete[:COMPLETES_UNDER_LOAD]:
+                        reply = await asyncio.wait_for(
+                            client.post(f"/v1/task-runs/{task_run}/complete", timeout=COMPLETE_DEADLINE),
+                            COMPLETE_DEADLINE,
+                        )
+                        completed.append(ok(reply))
+                        assert not load.done(), "the load stopped before the completes were done"
+            finally:
+                stop.set()
+                await load
+
+        asyncio.run(scenario())
+        assert [c["phase"] for c in completed] == ["completed"] * COMPLETES_UNDER_LOAD, completed
+        assert set(answered) == {200}, answered
+        served.process.send_signal(signal.SIGTERM)
+        served.process.wait(timeout=60)
+    assert _events_stored(data_dir) - before == sum(answered.values())

@@ -17,8 +17,11 @@ with the next per-sandbox `seq`, in the order they were queued. So:
   holds, for a protocol whose answer promises the interaction is stored (the MLLP listener: an
   `AA` goes back only once the message and its event are committed, one commit for both).
 - **Flushed before anything reads it.** `flush_events(engine)` returns once every event queued
-  before the call is committed: the event lists and `complete` call it first. An event queued
+  before the call is committed, writing what is still queued on the caller's own thread (not
+  waiting for the writer's): the event lists and `complete` call it first. An event queued
   by another worker process is written by that worker's writer, which starts on it at once.
+  The writer takes its turn at the SQLite write lock in line with the request transactions
+  (`store.database.write_turn`), and a batch is one multi-row INSERT.
 
 Bodies are stored as JSON when they are JSON (so `GET /sandboxes/{id}/events` shows objects), as
 text otherwise, when nested past `MAX_JSON_DEPTH`, or when not strict JSON (`store.json_values`: a
@@ -43,6 +46,7 @@ from sqlalchemy import Connection, Engine, bindparam, insert, select
 
 from assay.sandboxes.json_depth import nested_deeper_than
 from assay.store import Busy, new_id, utcnow
+from assay.store.database import write_turn
 from assay.store.driver import DriverTransaction
 from assay.store.json_values import JsonText, serialize_json, strict_json_problem
 from assay.store.models import Sandbox, SandboxEvent
@@ -50,6 +54,7 @@ from assay.store.models import Sandbox, SandboxEvent
 __all__ = [
     "MAX_BODY",
     "close_event_logs",
+    "events_pending",
     "flush_events",
     "has_room",
     "record_event",
@@ -142,10 +147,17 @@ def has_room(engine: Engine) -> bool:
 
 
 def flush_events(engine: Engine, timeout: float = QUEUE_WAIT) -> None:
-    """Return once every event this process queued before the call is in the database."""
+    """Return once every event this process queued before the call is in the database (writing
+    what is still queued on the caller's thread)."""
     found = _LOGS.get(engine)
     if found is not None:
         found.flush(timeout)
+
+
+def events_pending(engine: Engine) -> bool:
+    """Whether this process has queued events not yet written (a flush would have work to do)."""
+    found = _LOGS.get(engine)
+    return found is not None and found.pending()
 
 
 def close_event_logs(engine: Engine, timeout: float = QUEUE_WAIT) -> None:
@@ -172,17 +184,21 @@ class _Queued:
 
 
 class _EventLog:
-    """One engine's queue and writer thread in this process."""
+    """One engine's queue and writer thread in this process.
+
+    Events are taken off the queue and written only under `_writing`, a batch at a time, so they
+    reach the database in the order they were queued whoever writes them: the writer thread, or a
+    flush that writes what is still queued itself (below)."""
 
     def __init__(self, engine: Engine):
         self.engine = engine
         self._queue: deque[_Queued] = deque()
         self._cond = threading.Condition()
+        self._writing = threading.Lock()
         self._queued = 0  # tickets handed out
         self._written = 0  # tickets written (or given up on, logged)
         self._writer: threading.Thread | None = None
         self._idle = False  # the writer waits for work (rather than lingering over a small batch)
-        self._flushes = 0  # flushes waiting: the writer does not linger while there are any
         self._passthrough = getattr(engine.dialect, "_json_serializer", None) is serialize_json
 
     def put(self, event: _Queued) -> None:
@@ -201,16 +217,25 @@ class _EventLog:
                 # A lingering writer is not woken for each event (a thread switch per request).
                 self._cond.notify_all()
 
+    def pending(self) -> bool:
+        return self._written < self._queued
+
     def flush(self, timeout: float) -> None:
+        """Write, on the caller's thread, whatever of the events queued before the call is not
+        written yet (issue 9: waiting for the writer thread instead meant a hand-off each way,
+        each a wait for the GIL behind the busy event loop; and a flush cut the writer's linger
+        short, so under load it wrote batch after tiny batch)."""
         with self._cond:
             target = self._queued
-            self._flushes += 1
-            self._cond.notify_all()  # a lingering writer writes now
-            try:
-                if not self._cond.wait_for(lambda: self._written >= target, timeout):
-                    raise Busy("the sandbox event log is behind", retry_after=1)
-            finally:
-                self._flushes -= 1
+            if self._written >= target:
+                return
+        if not self._writing.acquire(timeout=timeout):  # the writer thread is writing a batch
+            raise Busy("the sandbox event log is behind", retry_after=1)
+        try:
+            while self._write_next(target):
+                pass
+        finally:
+            self._writing.release()
 
     def _run(self) -> None:
         while True:
@@ -221,18 +246,32 @@ class _EventLog:
                 if not found:
                     self._writer = None  # the next `put` starts a new writer
                     return
-                self._cond.wait_for(lambda: len(self._queue) >= _BATCH or self._flushes > 0, _LINGER)
-                batch = [self._queue.popleft() for _ in range(min(_BATCH, len(self._queue)))]
-                self._cond.notify_all()  # room for waiting producers
+                self._cond.wait_for(lambda: len(self._queue) >= _BATCH, _LINGER)
+            with self._writing:
+                self._write_next(None)
+
+    def _write_next(self, upto: int | None) -> bool:
+        """Take the next batch (of tickets up to `upto`, when given) off the queue and write it;
+        False when there was nothing to take. Call it holding `_writing`."""
+        with self._cond:
+            batch: list[_Queued] = []
+            while self._queue and len(batch) < _BATCH and (upto is None or self._queue[0].ticket <= upto):
+                batch.append(self._queue.popleft())
+            if not batch:
+                return False
+            self._cond.notify_all()  # room for waiting producers
+        try:
             self._write(batch)
+        finally:
             with self._cond:
                 self._written = batch[-1].ticket
                 self._cond.notify_all()
+        return True
 
     def _write(self, batch: list[_Queued]) -> None:
         rows = [_row(event, self._passthrough) for event in batch]
         try:
-            with self.engine.begin() as conn:
+            with write_turn(self.engine), self.engine.begin() as conn:
                 _append(conn, rows)
             return
         except Exception:
@@ -242,7 +281,7 @@ class _EventLog:
             log.warning("a batch of %d sandbox events failed; storing them one by one", len(rows))
         for row in rows:
             try:
-                with self.engine.begin() as conn:
+                with write_turn(self.engine), self.engine.begin() as conn:
                     _append(conn, [row])
             except Exception:
                 log.exception("sandbox event %s could not be stored", row["id"])

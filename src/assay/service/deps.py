@@ -18,7 +18,7 @@ from fastapi import Depends, Header, Query, Request
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from assay.sandboxes.events import flush_events
+from assay.sandboxes.events import events_pending, flush_events
 from assay.service.auth.cache import TokenCache
 from assay.service.grading import Grading
 from assay.service.limits import RateLimiter
@@ -63,7 +63,9 @@ GradingDep = Annotated[Grading, Depends(_grading)]
 
 
 async def _events_flushed(request: Request) -> None:
-    await run_in_threadpool(flush_events, request.app.state.database.engine)
+    engine = request.app.state.database.engine
+    if events_pending(engine):  # no thread hand-off when there is nothing to write
+        await run_in_threadpool(flush_events, engine)
 
 
 EventsFlushed = Depends(_events_flushed)
