@@ -127,3 +127,66 @@ def test_complete_is_seen_by_the_next_request_after_warm_ones(server: Server, ap
         ok(agent.post(f"/v1/task-runs/{task_run_id}/complete"))
         assert agent.get(f"/v1/task-runs/{task_run_id}/fhir/Patient").status_code == 409
         assert agent.get(f"/v1/benchmark-runs/{run.id}/fhir/Patient").status_code == 409
+
+
+def test_a_warm_read_is_answered_before_routing_exactly_as_the_routes_answer_it(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Warm run-token FHIR searches and reads skip FastAPI (`service/fast_path.py`) and answer —
+    status, headers, body, and the event recorded — what the routes answer; whatever the fast
+    path cannot answer (a 406, a write, history) reaches the routes as before."""
+    from fastapi import FastAPI
+
+    from assay.service import fast_path
+
+    cached = server.backend == "sqlite"
+    run = start_run(api, make_benchmark(api, [[]]).benchmark_id)
+    task_run_id = run.task_runs[0]["id"]
+    base = f"/v1/task-runs/{task_run_id}/fhir"
+    routed: list[str] = []
+    original = FastAPI.__call__
+
+    async def counted(self: Any, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            routed.append(scope["path"])
+        await original(self, scope, receive, send)
+
+    with server.client(run.token) as agent:
+        playground_id = ok(agent.post(run.task_runs[0]["start_url"]))["playground_id"]
+        patient = {"resourceType": "Patient", "name": [{"family": "Fast"}], "gender": "female"}
+        patient_id = ok(agent.post(f"{base}/Patient", json=patient), 201)["id"]
+        requests: list[tuple[str, dict[str, str], dict[str, str]]] = [
+            (f"{base}/Patient", {"family": "Fast"}, {}),
+            (f"{base}/Patient", {"family": "Fast", "_format": "json"}, {}),
+            (f"{base}/Patient", {"_count": "1", "_sort": "-_lastUpdated"}, {"Prefer": "handling=lenient"}),
+            (f"{base}/Patient", {"bogus-parameter": "1"}, {}),  # 400, an OperationOutcome
+            (f"{base}/Patient/{patient_id}", {}, {}),
+            (f"{base}/Patient/{patient_id}", {"_summary": "true"}, {}),
+            (f"{base}/Patient/{patient_id}", {"_elements": "gender"}, {}),
+            (f"{base}/Patient/no-such-patient", {}, {}),  # 404
+            (f"{base}/Patient/{patient_id}", {"_summary": "bogus"}, {}),  # 400 (it was a 500)
+            (f"{base}/Patient/{patient_id}/_history", {}, {}),  # the routes only
+            (f"{base}/Patient", {}, {"Accept": "application/xml"}),  # 406 from the route
+        ]
+        agent.get(f"{base}/Patient")  # warms the index and the task run's rows
+        monkeypatch.setattr(FastAPI, "__call__", counted)
+        fast = [agent.get(path, params=params, headers=headers) for path, params, headers in requests]
+        fast_routed = list(routed)
+        monkeypatch.setattr(fast_path, "serve_cached", lambda app, scope: None)
+        slow = [agent.get(path, params=params, headers=headers) for path, params, headers in requests]
+    if cached:  # only the history and the 406 were routed
+        assert fast_routed == [f"{base}/Patient/{patient_id}/_history", f"{base}/Patient"]
+    else:
+        assert len(fast_routed) == len(requests), "PostgreSQL keeps nothing: every request is routed"
+    for (path, params, _), one, other in zip(requests, fast, slow, strict=True):
+        assert one.status_code == other.status_code, (path, params)
+        assert one.content == other.content, (path, params)
+        for header in ("content-type", "etag", "last-modified", "location"):
+            assert one.headers.get(header) == other.headers.get(header), (path, params, header)
+    assert [r.status_code for r in fast] == [200, 200, 200, 400, 200, 200, 200, 404, 400, 200, 406]
+    sandboxes = ok(api.get(f"/playgrounds/{playground_id}"))["sandboxes"]
+    [fhir] = [box for box in sandboxes if box["type"] == "fhir"]
+    listed = ok(api.get(f"/sandboxes/{fhir['id']}/events", params={"limit": 100}))["data"]
+    recorded = [(e["method"], e["path"], e["status"], e["response"]) for e in listed[-2 * len(requests) :]]
+    assert recorded[: len(requests)] == recorded[len(requests) :], "the same events, fast or routed"
+    assert [status for _, _, status, _ in recorded[: len(requests)]] == [r.status_code for r in fast]

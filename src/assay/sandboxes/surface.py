@@ -42,7 +42,7 @@ from assay.sandboxes.events import record_event
 from assay.store.models import Sandbox
 
 if TYPE_CHECKING:
-    from fastapi import APIRouter
+    from fastapi import APIRouter, Request, Response
 
     from assay.snapshot import SnapshotWriter
 
@@ -249,6 +249,12 @@ class Surface(Protocol):
 
     def router(self, target: SurfaceTarget) -> APIRouter | None: ...
 
+    def serve_cached(self, request: Request, handle: SandboxHandle, relative: str) -> Response | None:
+        """The answer to a request at `relative` (the path under the surface's prefix) from what
+        this worker already holds, with no SQL and no thread hand-off, recorded like the router's
+        answer; None when the router must answer it (issue 9: the agent path below FastAPI)."""
+        ...
+
     def listener(self, deployment: Deployment) -> Listener | None: ...
 
     def capture(
@@ -298,6 +304,9 @@ class BaseSurface:
         return {}
 
     def router(self, target: SurfaceTarget) -> APIRouter | None:
+        return None
+
+    def serve_cached(self, request: Request, handle: SandboxHandle, relative: str) -> Response | None:
         return None
 
     def listener(self, deployment: Deployment) -> Listener | None:

@@ -24,6 +24,7 @@ from assay.service.auth.cache import TokenCache
 from assay.service.catalog.routes import router as catalog_router
 from assay.service.catalog.task_routes import router as task_router
 from assay.service.errors import ERROR_RESPONSES, install_error_handlers
+from assay.service.fast_path import AssayApp
 from assay.service.grading import Grading
 from assay.service.health import router as health_router
 from assay.service.limits import BodySizeLimit, RateLimiter, json_body_limit
@@ -100,7 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             close_surfaces(deployment)  # the pooled connections to an ASSAY_FHIR_URL server
             database.dispose()
 
-    app = FastAPI(
+    app = AssayApp(
         title="Assay",
         version="0.1.0",
         summary="Verification engine for healthcare AI-agent benchmarks.",

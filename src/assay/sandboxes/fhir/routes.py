@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -47,6 +48,7 @@ __all__ = [
     "SurfaceEvent",
     "base_url_of",
     "fhir_router",
+    "serve_cached",
 ]
 
 FHIR_JSON = "application/fhir+json"
@@ -322,6 +324,58 @@ async def _run(
     return await run_in_threadpool(_handle, surface, request.method, path, raw, lambda: work(raw), media_type)
 
 
+_READ_ID = re.compile(r"[A-Za-z0-9\-.]{1,64}")
+"""An id `serve_cached` reads: FHIR's id syntax, so never `_history`, `_search` or `$lastn`, the
+routes a two-segment path can also be."""
+
+
+def serve_cached(request: Request, surface: FhirSurface, relative: str) -> Response | None:
+    """A GET search (`/{type}`) or read (`/{type}/{id}`) of the embedded store answered from this
+    worker's current index, with no SQL and no thread hand-off, as `search_get` and `read` answer
+    it under `CACHED_ONLY`, and recorded the same way; None for any other request, or when the
+    answer would need SQL — nothing is recorded then, and the routes above answer it.
+
+    It is how the agent path skips FastAPI's routing, dependency solving and middleware for the
+    requests agents send most (issue 9, `service/fast_path.py`)."""
+    if surface.external is not None or not has_room(surface.fhir.engine):
+        return None
+    headers = request.headers
+    if (
+        headers.get("content-length", "0") != "0"
+        or "transfer-encoding" in headers
+        or not _acceptable(request)
+    ):
+        return None  # a GET with a body, or a format refused with 406: the routes' way
+    parts = relative.split("/")
+    work: Callable[[], FhirResult]
+    if len(parts) == 2 and is_resource_type(parts[1]):
+        resource_type, pairs = parts[1], list(request.query_params.multi_items())
+        lenient = parse_prefer(headers.get("prefer")).lenient
+
+        def work() -> FhirResult:
+            return actions.search(
+                surface.fhir, surface.store_id, surface.base_url, resource_type, pairs, lenient=lenient
+            )
+
+    elif len(parts) == 3 and is_resource_type(parts[1]) and _READ_ID.fullmatch(parts[2]):
+        resource_type, resource_id = parts[1], parts[2]
+        pairs = list(request.query_params.multi_items())
+
+        def work() -> FhirResult:
+            subset = parse_subset(pairs)
+            return actions.read(surface.fhir, surface.store_id, resource_type, resource_id, subset)
+
+    else:
+        return None
+    token = CACHED_ONLY.set(True)
+    try:
+        return _handle(surface, "GET", _event_path(request), b"", work, _media_type(request))
+    except NeedsDatabase:
+        return None
+    finally:
+        CACHED_ONLY.reset(token)
+
+
 def _json(raw: bytes) -> Any:
     """The body as strict JSON: `parse_json`'s 400s, plus 400 for NaN, Infinity, numbers that
     overflow and lone surrogate escapes, which `json.loads` accepts but no store or client can hold
@@ -495,11 +549,12 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
     async def read(
         request: Request, resource_type: str, resource_id: str, s: FhirSurface = resolved
     ) -> Response:
-        subset = parse_subset(list(request.query_params.multi_items()))
+        pairs = list(request.query_params.multi_items())
         return await _run(
             request,
             s,
-            lambda _: actions.read(s.fhir, s.store_id, resource_type, resource_id, subset),
+            # parsed in the work, so a bad `_summary` is the 400 OperationOutcome (it was a 500)
+            lambda _: actions.read(s.fhir, s.store_id, resource_type, resource_id, parse_subset(pairs)),
             inline=True,
         )
 

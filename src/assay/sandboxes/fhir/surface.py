@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy import Engine, event, select, update
 from sqlalchemy.orm import Session
 
@@ -30,7 +30,7 @@ from assay.sandboxes.fhir.external import (
     recorded_space,
 )
 from assay.sandboxes.fhir.layers import LayerNotLoadable, LayerSource, layer_key, seeded_resources
-from assay.sandboxes.fhir.routes import FhirSurface, SurfaceEvent, base_url_of, fhir_router
+from assay.sandboxes.fhir.routes import FhirSurface, SurfaceEvent, base_url_of, fhir_router, serve_cached
 from assay.sandboxes.fhir.store import embedded_fhir
 from assay.sandboxes.fhir.validation import strict_available
 from assay.sandboxes.surface import (
@@ -92,6 +92,26 @@ def external_of(deployment: Deployment) -> ExternalBackend | None:
 def _lenient(deployment: Deployment) -> bool:
     """`ASSAY_FHIR_LENIENT=1`: every playground's writes get the structural checks only."""
     return bool(deployment.option("fhir", "lenient", False))
+
+
+def _surface(request: Request, handle: SandboxHandle) -> FhirSurface:
+    """The FHIR surface a run-token request reaches: its playground's store, recording to its sandbox."""
+
+    def record(event: SurfaceEvent) -> None:
+        handle.record(
+            "fhir_request",
+            method=event.method,
+            path=event.path,
+            status=event.status,
+            request=event.request,
+            response=event.response,
+            response_json=event.response_json,
+        )
+
+    fhir = embedded_fhir(handle.deployment.engine)
+    return FhirSurface(
+        fhir, handle.playground_id, base_url_of(request), record, external_of(handle.deployment)
+    )
 
 
 class FhirView(StateView):
@@ -199,23 +219,12 @@ class FhirSandbox(BaseSurface):
         # annotation strings in the module's globals, where the local `target` is not. `async`:
         # it does no I/O, so it runs on the event loop instead of taking a worker thread.
         async def surface(request: Request, handle: SandboxHandle = Depends(target)) -> FhirSurface:
-            def record(event: SurfaceEvent) -> None:
-                handle.record(
-                    "fhir_request",
-                    method=event.method,
-                    path=event.path,
-                    status=event.status,
-                    request=event.request,
-                    response=event.response,
-                    response_json=event.response_json,
-                )
-
-            fhir = embedded_fhir(handle.deployment.engine)
-            return FhirSurface(
-                fhir, handle.playground_id, base_url_of(request), record, external_of(handle.deployment)
-            )
+            return _surface(request, handle)
 
         return fhir_router(surface)
+
+    def serve_cached(self, request: Request, handle: SandboxHandle, relative: str) -> Response | None:
+        return serve_cached(request, _surface(request, handle), relative)
 
     def capture(self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment) -> Any:
         """Embedded: `{"store_id", "seq"}`, one locked read of the store row, never a copy.

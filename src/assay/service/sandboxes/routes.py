@@ -38,7 +38,7 @@ from assay.store import Caller, Conflict, Database, Forbidden, NotFound, utcnow
 from assay.store.epoch import Epoch, epoch_of
 from assay.store.models import Sandbox, TaskRun
 
-__all__ = ["SandboxRows", "benchmark_run_target", "sandbox_routers", "task_run_target"]
+__all__ = ["SandboxRows", "benchmark_run_target", "cached_handle", "sandbox_routers", "task_run_target"]
 
 MAX_ENTRIES = 10_000
 
@@ -177,6 +177,15 @@ def _started_sandbox(
             {"started_task_run_ids": ids},
         )
     return _open(deployment, started[0], surface)
+
+
+def cached_handle(request: Request, caller: Caller, task_run_id: str, surface: str) -> SandboxHandle | None:
+    """What `task_run_target` resolves to, from the worker's `SandboxRows` alone (no SQL, no thread);
+    None when they hold nothing current for it. `Conflict` as the dependency raises it."""
+    rows = sandbox_rows(request).get((caller.org_id, caller.benchmark_run_id, task_run_id, surface))
+    if not rows:
+        return None
+    return _open(request.app.state.deployment, rows[0], surface)
 
 
 def task_run_target(surface: str) -> SurfaceTarget:

@@ -1,0 +1,69 @@
+"""The agent path below FastAPI: warm run-token sandbox reads answered before routing (issue 9).
+
+A run-token FHIR search through FastAPI cost about nine times a bare hello-world of the same
+stack, and most of that was not FHIR work: route matching over every route, dependency solving
+(pydantic validation of the path, query and `Authorization` parameters), and the middleware
+layers each wrapping `send` (`docs/performance.md`, "Issue 9"). `AssayApp` looks at a request
+before all of that: a `GET /v1/task-runs/{id}/<surface>/…` whose run token and task-run rows this
+worker already holds (`TokenCache.cached`, `SandboxRows.get`: the same caches, and the same
+change epoch, the dependencies use on the event loop) is handed to the surface's `serve_cached`,
+which answers it from memory or declines. Anything else — an unknown or expired token, rows not
+cached, a task run whose surfaces take no traffic, a rate limit configured, a request the
+surface does not serve this way, or one that would need SQL — goes through FastAPI exactly as
+before, which answers it (and its errors) the usual way; nothing is recorded by a request the
+fast path declined. The routes stay the documented surface (OpenAPI); the fast path only answers
+sooner what they would answer.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+
+from assay.sandboxes import SURFACES
+from assay.service.auth.cache import TokenCache
+from assay.service.sandboxes.routes import cached_handle
+from assay.store import DomainError
+
+__all__ = ["AssayApp", "serve_cached"]
+
+_AGENT_GET = re.compile(r"/v1/task-runs/([^/]+)/([a-z0-9]+)(/.*)")
+
+
+def serve_cached(app: FastAPI, scope: dict[str, Any]) -> Response | None:
+    """The answer to a warm run-token surface read, or None for FastAPI to answer."""
+    found = _AGENT_GET.fullmatch(scope["path"])
+    if found is None or scope.get("root_path"):
+        return None
+    task_run_id, name, relative = found.groups()
+    surface = SURFACES.get(name)
+    state = app.state
+    if surface is None or getattr(state, "rate_limiter", None) is not None:
+        return None
+    request = Request(scope)
+    tokens: TokenCache = state.tokens
+    try:
+        caller = tokens.cached(request.headers.get("authorization"))
+        if caller is None or caller.kind != "run":
+            return None
+        handle = cached_handle(request, caller, task_run_id, name)
+    except DomainError:  # expired token, ended task run: the routes' 401 or 409
+        return None
+    if handle is None:
+        return None
+    return surface.serve_cached(request, handle, relative)
+
+
+class AssayApp(FastAPI):
+    """FastAPI, with warm run-token surface reads answered before routing (module docstring)."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            scope["app"] = self
+            response = serve_cached(self, scope)
+            if response is not None:
+                await response(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
