@@ -42,7 +42,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import httpx
-from bench_complete import KEY, _free_port, postgres, serve
+from _serve import free_port
+from bench_complete import KEY, postgres, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 SYNTHEA = ROOT / "tests" / "fixtures" / "fhir" / "synthea"
@@ -129,7 +130,7 @@ def _get(path: str, token: str | None = None) -> bytes:
 
 @contextmanager
 def hello_world() -> Iterator[int]:
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen([sys.executable, "-c", HELLO, str(port)])
     try:
         for _ in range(600):
