@@ -62,7 +62,10 @@ class AssayApp(FastAPI):
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["method"] == "GET":
             scope["app"] = self
-            response = serve_cached(self, scope)
+            try:
+                response = serve_cached(self, scope)
+            except Exception:  # nothing recorded yet (the event is the last step): the routes
+                response = None  # answer it, and their error handlers shape and log a failure
             if response is not None:
                 await response(scope, receive, send)
                 return
