@@ -190,3 +190,26 @@ def test_a_warm_read_is_answered_before_routing_exactly_as_the_routes_answer_it(
     recorded = [(e["method"], e["path"], e["status"], e["response"]) for e in listed[-2 * len(requests) :]]
     assert recorded[: len(requests)] == recorded[len(requests) :], "the same events, fast or routed"
     assert [status for _, _, status, _ in recorded[: len(requests)]] == [r.status_code for r in fast]
+
+
+def test_an_unexpected_error_in_the_fast_path_is_answered_by_the_routes(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in the shortcut must not cost the agent its answer (nor the service a 500): nothing is
+    recorded before the fast path's last step, so the routes answer the request as if it had
+    declined, and log one event for it."""
+    from assay.service import fast_path
+
+    run = start_run(api, make_benchmark(api, [[]]).benchmark_id)
+    task_run_id = run.task_runs[0]["id"]
+    with server.client(run.token) as agent:
+        ok(agent.post(run.task_runs[0]["start_url"]))
+        ok(agent.get(f"/v1/task-runs/{task_run_id}/fhir/Patient"))  # warm
+
+        def broken(app: Any, scope: Any) -> None:
+            raise RuntimeError("a bug in the fast path")
+
+        monkeypatch.setattr(fast_path, "serve_cached", broken)
+        answer = agent.get(f"/v1/task-runs/{task_run_id}/fhir/Patient", params={"_count": "1"})
+    assert answer.status_code == 200
+    assert answer.json()["resourceType"] == "Bundle"
