@@ -171,3 +171,34 @@ class Run:
 def start_run(api: httpx.Client, benchmark_id: str, *, scored: bool = False) -> Run:
     created = ok(api.post("/v1/benchmark-runs", json={"benchmark_id": benchmark_id, "scored": scored}), 201)
     return Run(created["benchmark_run_id"], created["bearer_token"], created["task_runs"], created)
+
+
+def catalog_of_every_kind(api: httpx.Client, bundle: Json) -> Json:
+    """One of every catalog object (a FHIR dataset of `bundle` with an entity, an environment, a
+    benchmark whose task uses both, a criterion, a solver and its key), each id under the name of
+    the API's path parameter: what the schema-driven tests fill paths with."""
+    dataset = ok(api.post("/datasets", json={"name": unique("st"), "type": "fhir", "data": bundle}), 201)
+    entity = ok(api.post(f"/datasets/{dataset['id']}/entities", json={"kind": "patient", "data": {}}), 201)
+    environment = ok(
+        api.post("/environments", json={"name": unique("st"), "dataset_ids": [dataset["id"]]}), 201
+    )
+    catalog = make_benchmark(api, [[]])
+    ok(api.patch(f"/benchmarks/{catalog.benchmark_id}", json={"environment_id": environment["id"]}))
+    task_id = catalog.task_ids[0]
+    ok(api.post(f"/tasks/{task_id}/entities", json={"entity_id": entity["id"]}), 201)
+    assertion = {"assert": "voice-transcript", "speaker": "agent", "not_contains": ["x"]}
+    criterion = ok(
+        api.post("/criteria", json={"task_id": task_id, "label": "c", "assertion": assertion}), 201
+    )
+    solver = ok(api.post("/solvers", json={"name": unique("st")}), 201)
+    solver_key = ok(api.post(f"/solvers/{solver['id']}/api-keys", json={}), 201)
+    return {
+        "dataset_id": dataset["id"],
+        "entity_id": entity["id"],
+        "environment_id": environment["id"],
+        "benchmark_id": catalog.benchmark_id,
+        "task_id": task_id,
+        "criterion_id": criterion["id"],
+        "solver_id": solver["id"],
+        "key_id": solver_key["id"],
+    }

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from assay.service.app import create_app
 from assay.service.settings import Settings
 
-from .builders import make_benchmark, ok, start_run
+from .builders import catalog_of_every_kind, ok, one_patient_bundle, start_run
 from .conftest import BOOTSTRAP_KEY, Server
 
 Json = dict[str, Any]
@@ -108,24 +108,8 @@ def targets(server: Server) -> Iterator[tuple[Json, str]]:
     rescore, …) a second one, so no fuzzed call takes the FHIR surface away from the others.
     """
     with server.client() as api:
-        dataset = ok(api.post("/datasets", json={"name": "fuzz", "type": "fhir", "data": _bundle()}), 201)
-        entity = ok(
-            api.post(f"/datasets/{dataset['id']}/entities", json={"kind": "patient", "data": {}}), 201
-        )
-        environment = ok(
-            api.post("/environments", json={"name": "fuzz", "dataset_ids": [dataset["id"]]}), 201
-        )
-        catalog = make_benchmark(api, [[]])
-        ok(api.patch(f"/benchmarks/{catalog.benchmark_id}", json={"environment_id": environment["id"]}))
-        task_id = catalog.task_ids[0]
-        ok(api.post(f"/tasks/{task_id}/entities", json={"entity_id": entity["id"]}), 201)
-        assertion = {"assert": "voice-transcript", "speaker": "agent", "not_contains": ["x"]}
-        criterion = ok(
-            api.post("/criteria", json={"task_id": task_id, "label": "c", "assertion": assertion}), 201
-        )
-        solver = ok(api.post("/solvers", json={"name": "fuzz"}), 201)
-        solver_key = ok(api.post(f"/solvers/{solver['id']}/api-keys", json={}), 201)
-        fhir_run, other_run = (start_run(api, catalog.benchmark_id) for _ in range(2))
+        made = catalog_of_every_kind(api, one_patient_bundle("Fuzz"))
+        fhir_run, other_run = (start_run(api, made["benchmark_id"]) for _ in range(2))
         for run in (fhir_run, other_run):
             task_run = run.task_runs[0]["id"]
             with server.client(run.token) as client:
@@ -134,14 +118,7 @@ def targets(server: Server) -> Iterator[tuple[Json, str]]:
                     ok(client.post(f"/v1/task-runs/{task_run}/complete"))
         criterion_run = ok(api.get("/criterion-runs", params={"task_run_id": other_run.task_runs[0]["id"]}))
     ids = {
-        "dataset_id": dataset["id"],
-        "entity_id": entity["id"],
-        "environment_id": environment["id"],
-        "benchmark_id": catalog.benchmark_id,
-        "task_id": task_id,
-        "criterion_id": criterion["id"],
-        "solver_id": solver["id"],
-        "key_id": solver_key["id"],
+        **made,
         "benchmark_run_id": other_run.id,
         "task_run_id": other_run.task_runs[0]["id"],
         "criterion_run_id": criterion_run["data"][0]["id"],
@@ -162,11 +139,6 @@ def targets(server: Server) -> Iterator[tuple[Json, str]]:
         "fhir:token": fhir_run.token,
     }
     yield ids, server.url
-
-
-def _bundle() -> Json:
-    patient = {"resourceType": "Patient", "id": "p1", "name": [{"family": "Fuzz"}]}
-    return {"resourceType": "Bundle", "type": "collection", "entry": [{"resource": patient}]}
 
 
 def _path_value(ids: Json, name: str, fhir: bool, method: str, draw: Any) -> str:

@@ -32,7 +32,7 @@ from schemathesis.specs.openapi.checks import (
 from assay.service.app import create_app
 from assay.service.settings import Settings
 
-from .builders import make_benchmark, ok, start_run, unique
+from .builders import catalog_of_every_kind, ok, one_patient_bundle, start_run
 from .conftest import Server
 
 Json = dict[str, Any]
@@ -50,45 +50,11 @@ SCHEMA = schemathesis.openapi.from_dict(
 )
 
 
-def _bundle() -> Json:
-    patient = {"resourceType": "Patient", "id": "p1", "name": [{"family": "Schema"}]}
-    return {"resourceType": "Bundle", "type": "collection", "entry": [{"resource": patient}]}
-
-
-def _catalog(api: Any) -> Json:
-    """One of every catalog object, with its id under the path parameter's name."""
-    dataset = ok(api.post("/datasets", json={"name": unique("st"), "type": "fhir", "data": _bundle()}), 201)
-    entity = ok(api.post(f"/datasets/{dataset['id']}/entities", json={"kind": "patient", "data": {}}), 201)
-    environment = ok(
-        api.post("/environments", json={"name": unique("st"), "dataset_ids": [dataset["id"]]}), 201
-    )
-    catalog = make_benchmark(api, [[]])
-    ok(api.patch(f"/benchmarks/{catalog.benchmark_id}", json={"environment_id": environment["id"]}))
-    task_id = catalog.task_ids[0]
-    ok(api.post(f"/tasks/{task_id}/entities", json={"entity_id": entity["id"]}), 201)
-    assertion = {"assert": "voice-transcript", "speaker": "agent", "not_contains": ["x"]}
-    criterion = ok(
-        api.post("/criteria", json={"task_id": task_id, "label": "c", "assertion": assertion}), 201
-    )
-    solver = ok(api.post("/solvers", json={"name": unique("st")}), 201)
-    solver_key = ok(api.post(f"/solvers/{solver['id']}/api-keys", json={}), 201)
-    return {
-        "dataset_id": dataset["id"],
-        "entity_id": entity["id"],
-        "environment_id": environment["id"],
-        "benchmark_id": catalog.benchmark_id,
-        "task_id": task_id,
-        "criterion_id": criterion["id"],
-        "solver_id": solver["id"],
-        "key_id": solver_key["id"],
-    }
-
-
 @pytest.fixture(scope="module")
 def targets(server: Server) -> Iterator[Json]:
     with server.client() as api:
-        ids = _catalog(api)
-        throwaway = _catalog(api)
+        ids = catalog_of_every_kind(api, one_patient_bundle("Schema"))
+        throwaway = catalog_of_every_kind(api, one_patient_bundle("Schema"))
         surfaces, other = (start_run(api, ids["benchmark_id"]) for _ in range(2))
         for run in (surfaces, other):
             with server.client(run.token) as agent:
