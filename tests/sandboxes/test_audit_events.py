@@ -206,19 +206,29 @@ def test_the_event_writer_takes_its_turn_at_the_sqlite_write_lock_in_line(
         with database.transaction():
             order.append("transaction")
 
+    # The shared server's own threads (its sweeper) may queue too: watch for ours by name.
+    arrived: list[str] = []
+    acquire = lock.acquire
+
+    def acquire_noting_who(timeout: float) -> bool:
+        arrived.append(threading.current_thread().name)
+        return acquire(timeout)
+
+    monkeypatch.setattr(lock, "acquire", acquire_noting_who)
     threads = [threading.Thread(target=flush), threading.Thread(target=transaction)]
     with database.transaction():
         record_event(
             engine, org_id=org_id, sandbox_id=sandbox_id, type="fhir_request",
             method="GET", path="/in-line", status=200,
         )  # fmt: skip
-        for waiting, thread in enumerate(threads, start=1):
+        for thread in threads:
+            before = len(lock._waiters)  # we hold the lock: the line only grows meanwhile
             thread.start()
             for _ in range(30_000):  # bounded: until the thread waits in line
-                if len(lock._waiters) >= waiting:
+                if thread.name in arrived and len(lock._waiters) > before:
                     break
                 time.sleep(0.001)
-            assert len(lock._waiters) == waiting
+            assert thread.name in arrived and len(lock._waiters) > before
     for thread in threads:
         thread.join(timeout=30)
     assert order == ["flush", "transaction"]
