@@ -49,9 +49,13 @@ def assay_serve(
     if database_url:
         environment["ASSAY_DATABASE_URL"] = database_url
     command = [ASSAY, "serve", "--data-dir", str(data_dir), "--port", str(port), "--workers", str(workers)]
-    output = subprocess.DEVNULL if log is None else log.open("wb")
+    handle = None if log is None else log.open("wb")
     process = subprocess.Popen(
-        command, env=environment, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+        command,
+        env=environment,
+        stdout=subprocess.DEVNULL if handle is None else handle,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -65,8 +69,8 @@ def assay_serve(
     finally:
         process.terminate()
         process.wait(timeout=60)
-        if log is not None and not isinstance(output, int):
-            output.close()
+        if handle is not None:
+            handle.close()
 
 
 def _healthy(url: str) -> bool:
