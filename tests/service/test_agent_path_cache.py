@@ -6,6 +6,8 @@ through SQLAlchemy — is seen by the very next request."""
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -13,15 +15,17 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from assay.sandboxes.fhir import routes as fhir_routes
 from assay.service.sandboxes import routes as sandbox_routes
 from assay.store import Database, sqlite_url, utcnow
+from assay.store import epoch as epoch_module
 from assay.store.epoch import epoch_of
 from assay.store.models import Lease, Organization, TaskRun
 
 from .builders import make_benchmark, ok, start_run
-from .conftest import POSTGRES_URL, Server
+from .conftest import Server, serving
 
 
 def test_the_epoch_moves_on_committed_writes_only_and_every_worker_sees_it(tmp_path: Path) -> None:
@@ -51,14 +55,71 @@ def test_the_epoch_moves_on_committed_writes_only_and_every_worker_sees_it(tmp_p
         other_worker.dispose()
 
 
-@pytest.mark.skipif(not POSTGRES_URL, reason="needs ASSAY_TEST_POSTGRES_URL")
-def test_postgresql_has_no_epoch_so_nothing_is_cached() -> None:
-    """Instances on PostgreSQL may run on several machines: no shared file, every request reads."""
-    database = Database(str(POSTGRES_URL))
+@pytest.mark.postgres
+def test_the_postgresql_epoch_is_read_once_per_request_and_moves_on_committed_writes_only(
+    _postgres_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Instances on PostgreSQL may be on several machines: the epoch is a sequence in the database,
+    bumped after each tracked commit and read once at the start of an agent request (`snapshot`).
+    Outside such a request, after a write of this process, or when the read fails, there is none
+    (the request reads SQL); a lost connection is reopened by the next read."""
+    database, other_instance = Database(_postgres_database), Database(_postgres_database)
+    monkeypatch.setattr(epoch_module, "RETRY_AFTER", 0.0)
+
+    async def scenario() -> None:
+        epoch, elsewhere = epoch_of(database.engine), epoch_of(other_instance.engine)
+        assert epoch.remote and epoch.current() is None, "no request read it: nothing may be cached"
+        await epoch.snapshot()
+        first = epoch.current()
+        assert first is not None
+        with database.reading() as session:
+            session.query(Organization).all()
+        with database.transaction() as session:
+            session.add(Lease(name=f"quiet-{uuid.uuid4().hex[:8]}", holder="h", expires_at=utcnow()))
+        await epoch.snapshot()
+        assert epoch.current() == first, "reads and the sweeper's lease move nothing"
+
+        with other_instance.transaction() as session:
+            session.add(_organization())
+        assert epoch.current() == first, "the snapshot is this request's: read before it loaded"
+        await epoch.snapshot()
+        second = epoch.current()
+        assert second not in (None, first), "another instance's committed write moves it"
+        await elsewhere.snapshot()
+        assert elsewhere.current() == second
+
+        with database.transaction() as session:
+            session.add(_organization())
+        assert epoch.current() is None, "a write of this process voids the request's snapshot"
+        await epoch.snapshot()
+        third = epoch.current()
+        assert third not in (None, first, second)
+
+        with database.reading() as session:  # the reader's connection is lost
+            session.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": _reader_pid(epoch)})
+        await epoch.snapshot()
+        assert epoch.current() is None, "a failed read is no snapshot, not an error"
+        await epoch.snapshot()
+        assert epoch.current() == third, "the next read reconnects"
+        await epoch.aclose()
+        await elsewhere.aclose()
+
     try:
-        assert epoch_of(database.engine).current() is None
+        database.migrate()
+        asyncio.run(scenario())
     finally:
         database.dispose()
+        other_instance.dispose()
+
+
+def _organization() -> Organization:
+    tag = uuid.uuid4().hex[:12]
+    return Organization(id=f"org_{tag}", name=f"epoch {tag}", created_at=utcnow())
+
+
+def _reader_pid(epoch: Any) -> int:
+    """The backend of the epoch reader's connection (to terminate it)."""
+    return int(epoch._reader._connection.info.backend_pid)
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[Callable[..., Any]]:
@@ -78,7 +139,6 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> list[Callable[..., Any]]:
 def test_a_warm_search_takes_no_thread_and_every_change_is_seen_at_once(
     server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cached = server.backend == "sqlite"  # PostgreSQL reads every time (no epoch)
     run = start_run(api, make_benchmark(api, [[]]).benchmark_id)
     task_run_id = run.task_runs[0]["id"]
     base = f"/v1/task-runs/{task_run_id}/fhir"
@@ -88,8 +148,7 @@ def test_a_warm_search_takes_no_thread_and_every_change_is_seen_at_once(
         calls = _counting(monkeypatch)
         assert ok(agent.get(f"{base}/Patient", params={"family": "Epoch"}))["total"] == 0
         assert ok(agent.get(f"{base}/metadata"))["resourceType"] == "CapabilityStatement"
-        if cached:
-            assert calls == [], "served from the worker's caches on the event loop"
+        assert calls == [], "served from the worker's caches on the event loop"
 
         created = agent.post(
             f"{base}/Patient", json={"resourceType": "Patient", "name": [{"family": "Epoch"}]}
@@ -139,7 +198,6 @@ def test_a_warm_read_is_answered_before_routing_exactly_as_the_routes_answer_it(
 
     from assay.service import fast_path
 
-    cached = server.backend == "sqlite"
     run = start_run(api, make_benchmark(api, [[]]).benchmark_id)
     task_run_id = run.task_runs[0]["id"]
     base = f"/v1/task-runs/{task_run_id}/fhir"
@@ -174,10 +232,8 @@ def test_a_warm_read_is_answered_before_routing_exactly_as_the_routes_answer_it(
         fast_routed = list(routed)
         monkeypatch.setattr(fast_path, "serve_cached", lambda app, scope: None)
         slow = [agent.get(path, params=params, headers=headers) for path, params, headers in requests]
-    if cached:  # only the history and the 406 were routed
-        assert fast_routed == [f"{base}/Patient/{patient_id}/_history", f"{base}/Patient"]
-    else:
-        assert len(fast_routed) == len(requests), "PostgreSQL keeps nothing: every request is routed"
+    # only the history and the 406 were routed
+    assert fast_routed == [f"{base}/Patient/{patient_id}/_history", f"{base}/Patient"]
     for (path, params, _), one, other in zip(requests, fast, slow, strict=True):
         assert one.status_code == other.status_code, (path, params)
         assert one.content == other.content, (path, params)
@@ -213,3 +269,72 @@ def test_an_unexpected_error_in_the_fast_path_is_answered_by_the_routes(
         answer = agent.get(f"/v1/task-runs/{task_run_id}/fhir/Patient", params={"_count": "1"})
     assert answer.status_code == 200
     assert answer.json()["resourceType"] == "Bundle"
+
+
+def test_complete_or_cancel_through_one_worker_is_seen_by_the_other_workers_next_request(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers (or instances: each app its own `Database`, caches and epoch) on one database,
+    both warm: a `complete` through one, or a cancel through the other, is what the other's very
+    next request sees (409), served from the rows it cached before — never the cached rows."""
+    done = start_run(api, make_benchmark(api, [[]]).benchmark_id)
+    cancelled = start_run(api, make_benchmark(api, [[]]).benchmark_id)
+    with serving(server) as second:
+        for run in (done, cancelled):
+            with server.client(run.token) as agent:
+                ok(agent.post(run.task_runs[0]["start_url"]))
+        with (
+            server.client(done.token) as on_first,
+            second.client(done.token) as on_second,
+            server.client(cancelled.token) as cancelled_on_first,
+            second.client(cancelled.token) as cancelled_on_second,
+            second.client() as api_on_second,
+        ):
+            agents = (on_first, on_second, cancelled_on_first, cancelled_on_second)
+            paths = [
+                f"/v1/task-runs/{run.task_runs[0]['id']}/fhir/Patient"
+                for run in (done, done, cancelled, cancelled)
+            ]
+            for agent, path in zip(agents, paths, strict=True):
+                ok(agent.get(path))  # warms this worker's rows and index
+            calls = _counting(monkeypatch)
+            for agent, path in zip(agents, paths, strict=True):
+                ok(agent.get(path))
+            assert calls == [], "every worker answers from its caches"
+
+            ok(on_first.post(done.task_runs[0]["complete_url"]))
+            refused = on_second.get(paths[1])
+            assert refused.status_code == 409, refused.text
+            ok(api_on_second.post(f"/task-runs/{cancelled.task_runs[0]['id']}/cancel"))
+            refused = cancelled_on_first.get(paths[2])
+            assert refused.status_code == 409, refused.text
+            assert on_first.get(f"/v1/benchmark-runs/{done.id}/fhir/Patient").status_code == 409
+
+
+@pytest.mark.postgres
+def test_a_lost_epoch_connection_costs_a_sql_read_never_an_error(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL: the worker's epoch reader loses its connection (a restart, a failover, a
+    terminated backend). The next agent request is answered from SQL, exactly; the one after
+    reconnects, and from then on requests are served from the caches again."""
+    if server.backend != "postgres":
+        pytest.skip("the SQLite epoch is a memory read")
+    monkeypatch.setattr(epoch_module, "RETRY_AFTER", 0.0)
+    run = start_run(api, make_benchmark(api, [[]]).benchmark_id)
+    search = f"/v1/task-runs/{run.task_runs[0]['id']}/fhir/Patient"
+    with server.client(run.token) as agent:
+        ok(agent.post(run.task_runs[0]["start_url"]))
+        warm = ok(agent.get(search))
+        with server.database.reading() as session:
+            pid = _reader_pid(epoch_of(server.database.engine))
+            session.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        calls = _counting(monkeypatch)
+        answered = agent.get(search)
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["total"] == warm["total"]
+        assert calls, "no epoch: the rows were read from SQL on a worker thread"
+        ok(agent.get(search))  # reconnects; the index is vouched for at this epoch again
+        calls.clear()
+        ok(agent.get(search))
+        assert calls == [], "served from the caches again"

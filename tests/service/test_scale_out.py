@@ -3,9 +3,10 @@ own data dir, on one PostgreSQL and one shared file storage, as `docs/deployment
 
 A run is created and started through instance A, driven through both (FHIR writes, HL7 over REST
 and MLLP, X12, files over REST and SFTP) and completed through instance B. A FHIR write through
-one instance is visible to a search through the other at once: each process's FHIR index catches
-up from SQL by sequence number before every read (`sandboxes/fhir/index.py`), there is no cache to
-invalidate. Instance A runs the listeners (MLLP, SFTP); B runs with `ASSAY_LISTENERS=0` and two
+one instance is visible to a search through the other at once, though each worker answers warm
+searches from memory (its FHIR index and the task run's rows): they are used only while
+PostgreSQL's change epoch is the one the request read first, and every committed write moves it
+before it answers (`store/epoch.py`). Instance A runs the listeners (MLLP, SFTP); B runs with `ASSAY_LISTENERS=0` and two
 workers, names the same ports in its credentials, and would fail to start if it bound them too.
 """
 
@@ -153,11 +154,17 @@ def test_a_run_started_on_one_instance_is_driven_and_completed_on_another(
             assert again["credentials"]["sftp"]["port"] == sftp_port
             fhir = _path(started["endpoints"]["fhir"])
 
-            # FHIR: a write through one instance is what the other reads and searches, at once
+            # FHIR: a write through one instance is what the other reads and searches, at once,
+            # though both have the store's index and the task run cached (warm: every worker
+            # answers these searches from memory until the change epoch moves)
+            booked = {"patient": "Patient/john-smith"}
+            for _ in range(4):  # B's two workers, whichever answers
+                assert ok(on_a.get(f"{fhir}/Appointment", params=booked))["total"] == 0
+                assert ok(on_b.get(f"{fhir}/Appointment", params=booked))["total"] == 0
             created = on_a.post(f"{fhir}/Appointment", json=_appointment("Dr. Nobody"))
             assert created.status_code == 201, created.text
             appointment_id = created.json()["id"]
-            found = ok(on_b.get(f"{fhir}/Appointment", params={"patient": "Patient/john-smith"}))
+            found = ok(on_b.get(f"{fhir}/Appointment", params=booked))
             assert [e["resource"]["id"] for e in found.get("entry", [])] == [appointment_id]
             updated = on_b.put(
                 f"{fhir}/Appointment/{appointment_id}",
@@ -223,11 +230,15 @@ def test_a_run_started_on_one_instance_is_driven_and_completed_on_another(
             listed = ok(on_b.get(files))["data"]
             assert {"outbox/rest.json", "outbox/sftp.txt"} <= {entry["path"] for entry in listed}
 
+            for _ in range(2):  # A's rows for the task run: warm
+                ok(on_a.get(f"{fhir}/Appointment", params={"status": "booked"}))
             completed = ok(on_b.post(task_run["complete_url"]))
             failed = [(c["label"], c.get("details")) for c in completed["checks"] if not c["passed"]]
             assert not failed, failed
             assert completed["verdict"] == "pass" and completed["score"] == 1.0
             assert ok(on_a.post(task_run["complete_url"]))["score"] == 1.0  # the stored result
+            after = on_a.get(f"{fhir}/Appointment", params={"status": "booked"})
+            assert after.status_code == 409, after.text  # A's warm rows are stale at once
             late = on_a.post(f"{fhir}/Appointment", json=_appointment())
             assert late.status_code == 409, late.text  # the playground ended for every instance
 

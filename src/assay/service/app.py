@@ -37,6 +37,7 @@ from assay.service.sandboxes.routes import sandbox_routers
 from assay.service.settings import Settings
 from assay.service.ui import router as ui_router
 from assay.store import Database
+from assay.store.epoch import epoch_of
 from assay.store.tokens import ensure_api_key
 
 __all__ = ["create_app"]
@@ -66,6 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if settings.bootstrap_api_key:
             _bootstrap(database, settings.bootstrap_api_key)
         app.state.database = database
+        app.state.epoch = epoch_of(database.engine)  # read by `AssayApp` (service/fast_path.py)
         app.state.tokens = TokenCache(database)
         app.state.settings = settings
         deployment = open_deployment(
@@ -99,6 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 judge.close()
             close_event_logs(database.engine)  # the events still queued (sandboxes/events.py)
             close_surfaces(deployment)  # the pooled connections to an ASSAY_FHIR_URL server
+            await app.state.epoch.aclose()  # PostgreSQL: the epoch reader's connection
             database.dispose()
 
     app = AssayApp(

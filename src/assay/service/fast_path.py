@@ -13,6 +13,11 @@ surface does not serve this way, or one that would need SQL — goes through Fas
 before, which answers it (and its errors) the usual way; nothing is recorded by a request the
 fast path declined. The routes stay the documented surface (OpenAPI); the fast path only answers
 sooner what they would answer.
+
+On PostgreSQL the change epoch costs a round trip (`store/epoch.py`, `PostgresEpoch`): a request
+to any surface path (`/v1/task-runs/{id}/<surface>/…`, `/v1/benchmark-runs/{id}/<surface>/…`,
+any method) reads it here, first, once, on the event loop — before anything is looked up — and
+the caches, here and in the routes, use that reading for the rest of the request.
 """
 
 from __future__ import annotations
@@ -26,10 +31,12 @@ from assay.sandboxes import SURFACES
 from assay.service.auth.cache import TokenCache
 from assay.service.sandboxes.routes import cached_handle
 from assay.store import DomainError
+from assay.store.epoch import ChangeEpoch
 
 __all__ = ["AssayApp", "serve_cached"]
 
 _AGENT_GET = re.compile(r"/v1/task-runs/([^/]+)/([a-z0-9]+)(/.*)")
+_SURFACE_PATH = re.compile(r"/v1/(?:task|benchmark)-runs/[^/]+/([a-z0-9]+)(?:/.*)?")
 
 
 def serve_cached(app: FastAPI, scope: dict[str, Any]) -> Response | None:
@@ -60,7 +67,15 @@ class AssayApp(FastAPI):
     """FastAPI, with warm run-token surface reads answered before routing (module docstring)."""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["method"] == "GET":
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        epoch: ChangeEpoch | None = getattr(self.state, "epoch", None)
+        if epoch is not None and epoch.remote:
+            found = _SURFACE_PATH.fullmatch(scope["path"])
+            if found is not None and found.group(1) in SURFACES:
+                await epoch.snapshot()  # never raises: a failed read is no snapshot (SQL then)
+        if scope["method"] == "GET":
             scope["app"] = self
             try:
                 response = serve_cached(self, scope)

@@ -23,7 +23,7 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from assay.store.epoch import Epoch, track
+from assay.store.epoch import Epoch, PostgresEpoch, epoch_of, track
 from assay.store.errors import Busy
 from assay.store.json_values import serialize_json
 
@@ -132,7 +132,7 @@ class Database:
 
     def _create_engine(self) -> Engine:
         if not self.is_sqlite:
-            return create_engine(
+            engine = create_engine(
                 self.url,
                 pool_size=_POOL_SIZE,
                 max_overflow=_POOL_OVERFLOW,
@@ -140,6 +140,9 @@ class Database:
                 pool_recycle=1800,
                 json_serializer=serialize_json,
             )
+            # The change epoch in the database itself, shared by instances on any machine.
+            track(engine, PostgresEpoch(engine))
+            return engine
         if self.url.database:
             Path(self.url.database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(
@@ -229,4 +232,7 @@ class Database:
             command.upgrade(config, "heads")  # surfaces add migrations side by side (architecture.md)
 
     def dispose(self) -> None:
+        epoch = epoch_of(self.engine)
+        if epoch.remote:  # its reader's connection (SQLite's map stays: caches may still ask it)
+            epoch.close()
         self.engine.dispose()

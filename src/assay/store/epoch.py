@@ -17,8 +17,14 @@ and sandbox (`service/sandboxes/routes.py`) and how far a FHIR store's index is 
   mapped into the memory of every process that opens the database through `Database`; a bump
   writes 16 random bytes, a check is a 16-byte memory read (workers of one `assay serve` share
   the file, as they share the database file). SQLite in memory: this process only (nobody else
-  can open it). PostgreSQL: **none** — instances may run on several machines, where a file is no
-  shared memory; `current()` is None and every request reads SQL as it did before.
+  can open it). PostgreSQL (`PostgresEpoch`): the sequence `assay_change_epoch` in the database
+  itself, so instances on several machines share it. A bump is a `nextval` on the connection
+  that wrote, after its commit (non-transactional: writers never wait for each other on it);
+  reading costs a round trip, so it is read once per agent request, on the event loop, before
+  anything is loaded (`snapshot`, called by `AssayApp` for the surface paths), and `current()`
+  answers that request's snapshot — None outside such a request, or once this process wrote
+  since, so whatever is not an agent request reads SQL as before. A failed read is a None
+  snapshot: the request reads SQL, it does not fail.
 
 The event log (`sandbox_events`, one insert per agent request) and the sweeper's lease are
 `QUIET_TABLES`: the caches read neither, and bumping on each would make them useless.
@@ -26,27 +32,60 @@ The event log (`sandbox_events`, one insert per agent request) and the sweeper's
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import mmap
 import os
 import threading
+import time
 import weakref
+from contextlib import suppress
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, event
 
-__all__ = ["QUIET_TABLES", "Epoch", "epoch_of", "track"]
+__all__ = ["QUIET_TABLES", "SEQUENCE", "ChangeEpoch", "Epoch", "PostgresEpoch", "epoch_of", "track"]
 
 QUIET_TABLES = frozenset({"sandbox_events", "leases"})
 """Tables whose writes do not bump the epoch: nothing cached reads them."""
 
+SEQUENCE = "assay_change_epoch"
+"""PostgreSQL's epoch (migration `0009_change_epoch`)."""
+
 _SIZE = 16
 _DIRTY = "assay_epoch_dirty"
 _READS = ("SELECT", "BEGIN", "PRAGMA", "SAVEPO", "RELEAS", "ROLLBA", "COMMIT", "SHOW")
+_LOG = logging.getLogger(__name__)
 
 
-class Epoch:
-    """16 bytes that change whenever a tracked write commits; None from `current` when disabled."""
+class ChangeEpoch:
+    """What the caches ask: `current()` — bytes that change whenever a tracked write commits, or
+    None when nothing may be cached."""
+
+    remote = False
+    """True when reading it costs a round trip: `snapshot` it once per agent request first."""
+
+    def current(self) -> bytes | None:
+        return None
+
+    async def snapshot(self) -> None:
+        """Read the epoch for the rest of this request (`PostgresEpoch`); nothing for the others."""
+
+    def bump(self, dbapi_connection: Any = None) -> None:
+        """A tracked write committed (on `dbapi_connection`, back in the pool, when known)."""
+
+    async def aclose(self) -> None:
+        """Close what `snapshot` opened on the running event loop."""
+
+    def close(self) -> None:
+        pass
+
+
+class Epoch(ChangeEpoch):
+    """16 bytes in memory (a file mapped by every process on one SQLite file, or this process's
+    own); None from `current` when disabled."""
 
     def __init__(self, path: Path | None = None, *, enabled: bool = True):
         self.enabled = enabled
@@ -67,7 +106,7 @@ class Epoch:
         """The epoch now, or None when there is none (nothing may be cached)."""
         return bytes(self._map[:_SIZE]) if self.enabled else None
 
-    def bump(self) -> None:
+    def bump(self, dbapi_connection: Any = None) -> None:
         with self._lock:
             self._map[:_SIZE] = os.urandom(_SIZE)
 
@@ -76,11 +115,194 @@ class Epoch:
             self._map.close()
 
 
+_SNAPSHOT: ContextVar[tuple[PostgresEpoch, bytes, int] | None] = ContextVar("assay_epoch", default=None)
+"""(epoch, its value read at the start of this request, that process's write count then)."""
+
+READ_WAIT = 2.0
+"""Seconds a read of PostgreSQL's epoch may take (connecting included) before the request goes
+on without it (reading SQL, as with no epoch)."""
+RETRY_AFTER = 1.0
+"""Seconds after a failed read before the next attempt to reconnect: meanwhile, no snapshot."""
+
+_READ = f"SELECT last_value FROM {SEQUENCE}"
+_BUMP = f"SELECT nextval('{SEQUENCE}')"
+
+
+class PostgresEpoch(ChangeEpoch):
+    """The sequence `assay_change_epoch`: bumped after each tracked commit, read once per agent
+    request on the event loop (module docstring)."""
+
+    remote = True
+
+    def __init__(self, engine: Engine):
+        args, params = engine.dialect.create_connect_args(engine.url)
+        params.pop("context", None)  # the dialect's adapters: nothing we read needs them
+        params.setdefault("connect_timeout", max(2, int(READ_WAIT)))
+        self._args, self._params = list(args), {**params, "application_name": "assay-epoch"}
+        self._lock = threading.Lock()
+        self._writes = 0
+        """Tracked commits by this process: a snapshot older than one of them vouches for nothing."""
+        self._reader: _Reader | None = None
+
+    def current(self) -> bytes | None:
+        found = _SNAPSHOT.get()
+        if found is None or found[0] is not self or found[2] != self._writes:
+            return None
+        return found[1]
+
+    async def snapshot(self) -> None:
+        writes = self._writes  # before the read: a commit of ours after it voids the snapshot
+        reader = self._reader
+        loop = asyncio.get_running_loop()
+        if reader is None or reader.loop is not loop:
+            if reader is not None:
+                reader.drop()
+            reader = self._reader = _Reader(loop, self._connect)
+        try:
+            value = await reader.read()
+        except Exception:  # never the request's failure: it reads SQL instead
+            _LOG.exception("reading the change epoch failed")
+            value = None
+        _SNAPSHOT.set(None if value is None else (self, value, writes))
+
+    async def _connect(self) -> Any:
+        import psycopg
+
+        return await psycopg.AsyncConnection.connect(*self._args, **self._params, autocommit=True)
+
+    def bump(self, dbapi_connection: Any = None) -> None:
+        with self._lock:
+            self._writes += 1
+        if dbapi_connection is not None and _nextval(dbapi_connection):
+            return
+        # The connection that wrote is gone (invalidated) or failed just now: one of our own.
+        try:
+            connection = self._connect_sync()
+            try:
+                connection.execute(_BUMP)
+            finally:
+                connection.close()
+        except Exception:
+            _LOG.error(
+                "could not move the change epoch after a commit: other processes may answer from "
+                "what they cached before it until the next change",
+                exc_info=True,
+            )
+
+    def _connect_sync(self) -> Any:
+        import psycopg
+
+        return psycopg.connect(*self._args, **self._params, autocommit=True)
+
+    async def aclose(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            await reader.aclose()
+
+    def close(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.drop()
+
+
+def _nextval(connection: Any) -> bool:
+    """`nextval` on a psycopg connection just back in the pool (its transaction already ended),
+    in autocommit for one round trip; False when that failed."""
+    try:
+        import psycopg.pq
+
+        if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            connection.rollback()
+        autocommit = connection.autocommit
+        connection.autocommit = True
+        try:
+            connection.execute(_BUMP)
+        finally:
+            connection.autocommit = autocommit
+        return True
+    except Exception:
+        return False
+
+
+class _Reader:
+    """One connection on one event loop, and one read at a time: the requests that arrive while a
+    read is in flight share the next one, which starts after they arrived (so each still sees
+    every write answered before it began), whatever the number of concurrent requests."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, connect: Any):
+        self.loop = loop
+        self._connect = connect
+        self._connection: Any = None
+        self._next: asyncio.Future[bytes | None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._retry_at = 0.0
+        self._failing = False
+
+    async def read(self) -> bytes | None:
+        waiting = self._next
+        if waiting is None:
+            waiting = self._next = self.loop.create_future()
+            if self._task is None:
+                self._task = self.loop.create_task(self._serve())
+        # Shielded: one caller cancelled (its client went away) must not cancel the others' read.
+        return await asyncio.shield(waiting)
+
+    async def _serve(self) -> None:
+        waiting: asyncio.Future[bytes | None] | None = None
+        try:
+            while self._next is not None:
+                waiting, self._next = self._next, None
+                value = await self._read_once()
+                if not waiting.done():
+                    waiting.set_result(value)
+        finally:
+            self._task = None
+            for left in (waiting, self._next):  # cancelled (the loop is closing): no epoch
+                if left is not None and not left.done():
+                    left.set_result(None)
+            self._next = None
+
+    async def _read_once(self) -> bytes | None:
+        try:
+            async with asyncio.timeout(READ_WAIT):
+                connection = self._connection
+                if connection is None or connection.closed:
+                    if time.monotonic() < self._retry_at:
+                        return None
+                    connection = self._connection = await self._connect()
+                cursor = await connection.execute(_READ)
+                row = await cursor.fetchone()
+        except Exception:  # lost, timed out, no sequence yet: this request reads SQL instead
+            if not self._failing:
+                _LOG.warning(
+                    "reading the change epoch failed; serving from SQL until it works", exc_info=True
+                )
+            self._failing = True
+            self._retry_at = time.monotonic() + RETRY_AFTER
+            self.drop()
+            return None
+        self._failing = False
+        return None if row is None else int(row[0]).to_bytes(8, "big", signed=True)
+
+    def drop(self) -> None:
+        """Close the connection at once, from any thread (a cancelled or failed read, another loop)."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with suppress(Exception):  # already gone
+                connection.pgconn.finish()
+
+    async def aclose(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with suppress(Exception):
+                await connection.close()
+
+
 _DISABLED = Epoch(enabled=False)
-_EPOCHS: weakref.WeakKeyDictionary[Engine, Epoch] = weakref.WeakKeyDictionary()
+_EPOCHS: weakref.WeakKeyDictionary[Engine, ChangeEpoch] = weakref.WeakKeyDictionary()
 
 
-def epoch_of(engine: Engine) -> Epoch:
+def epoch_of(engine: Engine) -> ChangeEpoch:
     """The epoch `track` gave `engine` (or the engine it is an `execution_options` copy of); a
     disabled one for an engine nobody tracks."""
     found = _EPOCHS.get(engine)
@@ -90,7 +312,7 @@ def epoch_of(engine: Engine) -> Epoch:
     return found or _DISABLED
 
 
-def track(engine: Engine, epoch: Epoch) -> Epoch:
+def track(engine: Engine, epoch: ChangeEpoch) -> ChangeEpoch:
     """Bump `epoch` whenever a connection of `engine` that wrote goes back to the pool."""
     _EPOCHS[engine] = epoch
 
@@ -107,14 +329,14 @@ def track(engine: Engine, epoch: Epoch) -> Epoch:
             info[_DIRTY] = True
 
     @event.listens_for(engine, "checkin")
-    def _returned(_dbapi_connection: Any, record: Any) -> None:
+    def _returned(dbapi_connection: Any, record: Any) -> None:
         # After the commit (or rollback): a reader that sees the new epoch sees the change.
         if record is None or record.info.pop(_DIRTY, False):
-            epoch.bump()
+            epoch.bump(dbapi_connection)
 
     @event.listens_for(engine, "invalidate")
     def _invalidated(_dbapi_connection: Any, record: Any, _exception: Any) -> None:
         if record is None or record.info.pop(_DIRTY, False):
-            epoch.bump()
+            epoch.bump()  # whether it committed is unknown: move it anyway, elsewhere
 
     return epoch

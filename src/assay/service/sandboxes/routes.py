@@ -35,7 +35,7 @@ from assay.service.deps import limit_rate
 from assay.service.limits import storable_parameters
 from assay.service.runs import states
 from assay.store import Caller, Conflict, Database, Forbidden, NotFound, utcnow
-from assay.store.epoch import Epoch, epoch_of
+from assay.store.epoch import ChangeEpoch, epoch_of
 from assay.store.models import Sandbox, TaskRun
 
 __all__ = ["SandboxRows", "benchmark_run_target", "cached_handle", "sandbox_routers", "task_run_target"]
@@ -49,9 +49,10 @@ _Key = tuple[str | None, str | None, str | None, str]
 class SandboxRows:
     """Per worker: the rows `_rows` read for a caller's task run (or benchmark run) and surface,
     each kept with the change epoch read before it was read; used only while that epoch is
-    current. Without an epoch (PostgreSQL) nothing is kept and every request reads."""
+    current. Without an epoch (`current()` None: PostgreSQL outside a request that read it, or
+    when reading it failed) nothing is used or kept and the request reads."""
 
-    def __init__(self, epoch: Epoch, max_entries: int = MAX_ENTRIES):
+    def __init__(self, epoch: ChangeEpoch, max_entries: int = MAX_ENTRIES):
         self.epoch = epoch
         self.max_entries = max_entries
         self._entries: OrderedDict[_Key, tuple[bytes, list[Any]]] = OrderedDict()
