@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
+import orjson
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -205,15 +206,24 @@ def _as_outcome(answer: Response, media_type: str) -> Response:
 
 def _render(result: FhirResult, media_type: str) -> tuple[Response, bool]:
     """The response, and whether its body is strict JSON (no NaN or Infinity; the stores hold no
-    lone surrogate, refused where bodies enter)."""
+    lone surrogate, refused where bodies enter).
+
+    orjson first (issue 9: `json.dumps` was a fifth of a warm search's time on the event loop,
+    orjson ~20 times faster): compact, keys in the same order, non-ASCII as UTF-8 rather than
+    `\\u` escapes. What it will not encode (an integer past 64 bits, a lone surrogate) goes to
+    `json.dumps` as before. Bodies hold no NaN or Infinity (refused where they enter), which orjson
+    would write as `null`."""
     strict = result.body is not None
     if result.body is None:
         content = b""
     else:
         try:
-            content = json.dumps(result.body, separators=(",", ":"), allow_nan=False).encode()
-        except ValueError:
-            strict, content = False, json.dumps(result.body, separators=(",", ":")).encode()
+            content = orjson.dumps(result.body)
+        except TypeError:  # orjson.JSONEncodeError
+            try:
+                content = json.dumps(result.body, separators=(",", ":"), allow_nan=False).encode()
+            except ValueError:
+                strict, content = False, json.dumps(result.body, separators=(",", ":")).encode()
     response = Response(content, result.status, result.headers, media_type=media_type if content else None)
     return response, strict
 
