@@ -29,9 +29,11 @@ from assay.formats.fhir.extract import compile_extractor
 from assay.formats.fhir.parameters import is_resource_type, search_parameter
 from assay.formats.fhir.query import check_search_keys
 from assay.formats.fhir.references import parse_reference
+from assay.sandboxes.fhir.answers import SearchAnswers
 from assay.sandboxes.fhir.fhirpath_patch import apply_fhirpath_patch, is_fhirpath_patch
 from assay.sandboxes.fhir.index import Current, VersionRow
 from assay.sandboxes.fhir.outcomes import FhirError
+from assay.sandboxes.fhir.rendering import render_json
 from assay.sandboxes.fhir.resources import check_resource, check_type, parse_etag
 from assay.sandboxes.fhir.store import EmbeddedFhir, WriteTransaction
 from assay.sandboxes.fhir.subsetting import Subset, parse_subset
@@ -81,6 +83,9 @@ class FhirResult:
     status: int
     body: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    content: bytes | None = None
+    """The body already rendered (`rendering.render_json`): a search answer from `SearchAnswers`
+    comes as bytes only (`body` None)."""
 
 
 def _existing(tx: WriteTransaction, resource_type: str, resource_id: str) -> Current:
@@ -517,16 +522,29 @@ def search(
     compartment: tuple[str, Sequence[str]] | None = None,
     path: str | None = None,
     lenient: bool = False,
+    answers: SearchAnswers | None = None,
 ) -> FhirResult:
     """Search with paging (`_count`, default 50, max 1000; `next` links), includes, `_summary` and
     `_elements`; within a compartment (`Patient/1`, its parameters) when one is given. `lenient`
-    drops parameters it does not know instead of answering 400."""
+    drops parameters it does not know instead of answering 400.
+
+    With `answers` (the HTTP routes), an answer already rendered for this store's state and this
+    request comes from there as bytes (`FhirResult.content`, no `body`), and a new one is kept."""
     check_type(resource_type)
+    key: tuple[Any, ...] | None = None
+    if answers is not None:
+        within = None if compartment is None else (compartment[0], tuple(compartment[1]))
+        key = (resource_type, tuple(pairs), base, within, path, lenient)
     if lenient:
         pairs = _known(resource_type, pairs)
-    subset = parse_subset(pairs)
-    request = _search_request(pairs)
     with fhir.reading(store_id) as index:
+        if answers is not None:
+            key = (index.generation, index.seq, key)
+            content = answers.get(key)
+            if content is not None:
+                return FhirResult(200, content=content)
+        subset = parse_subset(pairs)
+        request = _search_request(pairs)
         store = index.search_index
         try:
             matches = store.search(resource_type, _engine_params(request.params), compartment=compartment)
@@ -540,7 +558,13 @@ def search(
         path or f"{base}/{resource_type}", pairs, base, page, len(matches), request.count, request.offset,
         included, subset,
     )  # fmt: skip
-    return FhirResult(200, bundle)
+    if answers is None:
+        return FhirResult(200, bundle)
+    # The lists were taken at `index.seq`: the answer is that state's, whatever was written since.
+    content, strict = render_json(bundle)
+    if strict:
+        answers.put(key, content)
+    return FhirResult(200, bundle, content=content if strict else None)
 
 
 # -- writes --------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ the first write gives the playground an index of its own (copy on write).
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections.abc import Iterable
@@ -23,6 +24,8 @@ from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
 __all__ = ["Current", "StoreIndex", "VersionRow"]
 
 Key = tuple[str, str]
+
+_GENERATIONS = itertools.count(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,9 @@ class StoreIndex:
 
     def __init__(self, store_id: str, layer: Layer | None, strict: bool = True):
         self.store_id = store_id
+        self.generation = next(_GENERATIONS)
+        """Unique to this index in this process: with `seq`, names the state it holds (a store
+        dropped and created again, or an index evicted and rebuilt, starts a new generation)."""
         self.layer = layer
         self.strict = strict
         """Validate every written version (`validation.py`); False for a lenient playground."""

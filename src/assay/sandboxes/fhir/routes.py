@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
-import orjson
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -37,6 +36,7 @@ from assay.sandboxes.fhir.external import SEED_HEADER, FhirForwarder, ForwardedR
 from assay.sandboxes.fhir.openapi import FHIR_ERRORS, answers
 from assay.sandboxes.fhir.outcomes import FhirError, operation_outcome
 from assay.sandboxes.fhir.preferences import parse_prefer, shape_write
+from assay.sandboxes.fhir.rendering import render_json
 from assay.sandboxes.fhir.store import CACHED_ONLY, SEEDING, EmbeddedFhir, NeedsDatabase
 from assay.sandboxes.fhir.subsetting import parse_subset
 from assay.store.json_values import strict_json_problem
@@ -206,24 +206,13 @@ def _as_outcome(answer: Response, media_type: str) -> Response:
 
 def _render(result: FhirResult, media_type: str) -> tuple[Response, bool]:
     """The response, and whether its body is strict JSON (no NaN or Infinity; the stores hold no
-    lone surrogate, refused where bodies enter).
-
-    orjson first (issue 9: `json.dumps` was a fifth of a warm search's time on the event loop,
-    orjson ~20 times faster): compact, keys in the same order, non-ASCII as UTF-8 rather than
-    `\\u` escapes. What it will not encode (an integer past 64 bits, a lone surrogate) goes to
-    `json.dumps` as before. Bodies hold no NaN or Infinity (refused where they enter), which orjson
-    would write as `null`."""
-    strict = result.body is not None
-    if result.body is None:
-        content = b""
+    lone surrogate, refused where bodies enter). A search answer from the cache comes rendered."""
+    if result.content is not None:
+        content, strict = result.content, True
+    elif result.body is None:
+        content, strict = b"", False
     else:
-        try:
-            content = orjson.dumps(result.body)
-        except TypeError:  # orjson.JSONEncodeError
-            try:
-                content = json.dumps(result.body, separators=(",", ":"), allow_nan=False).encode()
-            except ValueError:
-                strict, content = False, json.dumps(result.body, separators=(",", ":")).encode()
+        content, strict = render_json(result.body)
     response = Response(content, result.status, result.headers, media_type=media_type if content else None)
     return response, strict
 
@@ -364,7 +353,13 @@ def serve_cached(request: Request, surface: FhirSurface, relative: str) -> Respo
 
         def work() -> FhirResult:
             return actions.search(
-                surface.fhir, surface.store_id, surface.base_url, resource_type, pairs, lenient=lenient
+                surface.fhir,
+                surface.store_id,
+                surface.base_url,
+                resource_type,
+                pairs,
+                lenient=lenient,
+                answers=surface.fhir.answers,
             )
 
     elif len(parts) == 3 and is_resource_type(parts[1]) and _READ_ID.fullmatch(parts[2]):
@@ -511,7 +506,9 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
         return await _run(
             request,
             s,
-            lambda _: actions.search(s.fhir, s.store_id, s.base_url, resource_type, pairs, lenient=lenient),
+            lambda _: actions.search(
+                s.fhir, s.store_id, s.base_url, resource_type, pairs, lenient=lenient, answers=s.fhir.answers
+            ),
             inline=True,
         )
 
@@ -522,7 +519,9 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
         def work(raw: bytes) -> FhirResult:
             form = parse_qsl(raw.decode("utf-8", errors="replace"), keep_blank_values=True)
             pairs = list(request.query_params.multi_items()) + form
-            return actions.search(s.fhir, s.store_id, s.base_url, resource_type, pairs, lenient=lenient)
+            return actions.search(
+                s.fhir, s.store_id, s.base_url, resource_type, pairs, lenient=lenient, answers=s.fhir.answers
+            )
 
         return await _run(request, s, work, "form")
 

@@ -24,6 +24,7 @@ from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 
 from assay.formats.fhir import FhirStore
 from assay.sandboxes.fhir._db import using
+from assay.sandboxes.fhir.answers import SearchAnswers
 from assay.sandboxes.fhir.index import _VERSION_COLUMNS, Current, StoreIndex, VersionRow, version_rows
 from assay.sandboxes.fhir.layers import LayerCache, LayerSource
 from assay.sandboxes.fhir.outcomes import FhirError
@@ -139,6 +140,8 @@ class EmbeddedFhir:
         self.read_engine = read_only(engine)
         """Reads (searches, reads, history) take no write lock: a plain `BEGIN` on SQLite."""
         self.layers = LayerCache(engine)
+        self.answers = SearchAnswers()
+        """Rendered search answers by store state (`answers.py`), for the HTTP routes."""
         self.epoch = epoch_of(engine)
         """Moves on every committed change (`store/epoch.py`): an index refreshed at the current
         epoch is current without reading the store's row."""
