@@ -234,3 +234,43 @@ def test_the_event_writer_takes_its_turn_at_the_sqlite_write_lock_in_line(
     assert order == ["flush", "transaction"]
     listed = ok(api.get(f"/sandboxes/{sandbox_id}/events", params={"limit": 100}))["data"]
     assert listed[-1]["path"] == "/in-line"
+
+
+def test_a_flush_for_some_sandboxes_writes_theirs_in_order_and_leaves_the_others_queued(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`complete` and the event lists flush only their own sandboxes' events (issue 9: under agent
+    load the queue holds every run's traffic, and writing all of it first made each `complete`
+    wait for everyone). Each sandbox's events still get their `seq` in the order they were queued."""
+    from sqlalchemy import select
+
+    from assay.store.models import SandboxEvent
+
+    (org_a, box_a), (org_b, box_b) = _fhir_sandbox(server, api), _fhir_sandbox(server, api)
+    engine = server.database.engine
+    events.flush_events(engine)
+    monkeypatch.setattr(events, "_LINGER", 60.0)  # the writer thread waits: only flushes write
+
+    def stored(sandbox_id: str) -> list[tuple[int, str]]:
+        with server.database.reading() as session:
+            rows = session.execute(
+                select(SandboxEvent.seq, SandboxEvent.path)
+                .where(SandboxEvent.sandbox_id == sandbox_id)
+                .order_by(SandboxEvent.seq)
+            )
+            return [(seq, path) for seq, path in rows]
+
+    for n in range(20):
+        for org_id, box, name in ((org_a, box_a, "a"), (org_b, box_b, "b")):
+            record_event(
+                engine, org_id=org_id, sandbox_id=box, type="fhir_request",
+                method="GET", path=f"/{name}{n}", status=200,
+            )  # fmt: skip
+    events.flush_events(engine, timeout=10, sandbox_ids=[box_a])
+    assert stored(box_a) == [(n + 1, f"/a{n}") for n in range(20)]
+    assert stored(box_b) == [] and events.events_pending(engine), "the other sandbox's are still queued"
+
+    # Through the API: a sandbox's event list flushes that sandbox's events.
+    listed = ok(api.get(f"/sandboxes/{box_b}/events", params={"limit": 100}))["data"]
+    assert [(e["seq"], e["path"]) for e in listed] == [(n + 1, f"/b{n}") for n in range(20)]
+    assert not events.events_pending(engine)

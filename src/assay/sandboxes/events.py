@@ -18,7 +18,10 @@ with the next per-sandbox `seq`, in the order they were queued. So:
   `AA` goes back only once the message and its event are committed, one commit for both).
 - **Flushed before anything reads it.** `flush_events(engine)` returns once every event queued
   before the call is committed, writing what is still queued on the caller's own thread (not
-  waiting for the writer's): the event lists and `complete` call it first. An event queued
+  waiting for the writer's): the event lists call it first. `complete` flushes only its own
+  task run's sandboxes (`sandbox_ids`): under agent load the queue holds other runs' events,
+  and writing all of them first made every `complete` wait for everyone's traffic. Each
+  sandbox's events are still written in the order they were queued (its `seq`). An event queued
   by another worker process is written by that worker's writer, which starts on it at once.
   The writer takes its turn at the SQLite write lock in line with the request transactions
   (`store.database.write_turn`), and a batch is one multi-row INSERT.
@@ -38,6 +41,7 @@ import logging
 import threading
 import weakref
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -146,18 +150,24 @@ def has_room(engine: Engine) -> bool:
     return found is None or len(found._queue) < MAX_QUEUED // 2
 
 
-def flush_events(engine: Engine, timeout: float = QUEUE_WAIT) -> None:
-    """Return once every event this process queued before the call is in the database (writing
-    what is still queued on the caller's thread)."""
+def flush_events(
+    engine: Engine, timeout: float = QUEUE_WAIT, sandbox_ids: Collection[str] | None = None
+) -> None:
+    """Return once every event this process queued before the call (of `sandbox_ids` only, when
+    given) is in the database, writing what is still queued on the caller's thread."""
     found = _LOGS.get(engine)
     if found is not None:
-        found.flush(timeout)
+        found.flush(timeout, sandbox_ids)
 
 
 def events_pending(engine: Engine) -> bool:
     """Whether this process has queued events not yet written (a flush would have work to do)."""
     found = _LOGS.get(engine)
     return found is not None and found.pending()
+
+
+def _wanted(event: _Queued, wanted: frozenset[str] | None) -> bool:
+    return wanted is None or event.sandbox_id in wanted
 
 
 def close_event_logs(engine: Engine, timeout: float = QUEUE_WAIT) -> None:
@@ -196,7 +206,7 @@ class _EventLog:
         self._cond = threading.Condition()
         self._writing = threading.Lock()
         self._queued = 0  # tickets handed out
-        self._written = 0  # tickets written (or given up on, logged)
+        self._in_flight: list[_Queued] = []  # the batch being written (under `_writing`)
         self._writer: threading.Thread | None = None
         self._idle = False  # the writer waits for work (rather than lingering over a small batch)
         self._passthrough = getattr(engine.dialect, "_json_serializer", None) is serialize_json
@@ -218,21 +228,25 @@ class _EventLog:
                 self._cond.notify_all()
 
     def pending(self) -> bool:
-        return self._written < self._queued
+        return bool(self._queue or self._in_flight)
 
-    def flush(self, timeout: float) -> None:
+    def flush(self, timeout: float, sandbox_ids: Collection[str] | None = None) -> None:
         """Write, on the caller's thread, whatever of the events queued before the call is not
         written yet (issue 9: waiting for the writer thread instead meant a hand-off each way,
         each a wait for the GIL behind the busy event loop; and a flush cut the writer's linger
-        short, so under load it wrote batch after tiny batch)."""
+        short, so under load it wrote batch after tiny batch).
+
+        `sandbox_ids`: only those sandboxes' events (and whatever batch is being written, which
+        may hold some of them); the others stay queued for the writer, in their order."""
+        wanted = None if sandbox_ids is None else frozenset(sandbox_ids)
         with self._cond:
             target = self._queued
-            if self._written >= target:
+            if not any(_wanted(e, wanted) for e in (*self._in_flight, *self._queue)):
                 return
         if not self._writing.acquire(timeout=timeout):  # the writer thread is writing a batch
             raise Busy("the sandbox event log is behind", retry_after=1)
         try:
-            while self._write_next(target):
+            while self._write_next(target, wanted):
                 pass
         finally:
             self._writing.release()
@@ -250,21 +264,36 @@ class _EventLog:
             with self._writing:
                 self._write_next(None)
 
-    def _write_next(self, upto: int | None) -> bool:
-        """Take the next batch (of tickets up to `upto`, when given) off the queue and write it;
-        False when there was nothing to take. Call it holding `_writing`."""
+    def _write_next(self, upto: int | None, wanted: frozenset[str] | None = None) -> bool:
+        """Take the next batch (of tickets up to `upto`, when given; of the `wanted` sandboxes,
+        when given) off the queue and write it; False when there was nothing to take. Call it
+        holding `_writing`."""
         with self._cond:
             batch: list[_Queued] = []
-            while self._queue and len(batch) < _BATCH and (upto is None or self._queue[0].ticket <= upto):
-                batch.append(self._queue.popleft())
+            if wanted is None:
+                while self._queue and len(batch) < _BATCH and (upto is None or self._queue[0].ticket <= upto):
+                    batch.append(self._queue.popleft())
+            else:
+                kept: deque[_Queued] = deque()
+                for event in self._queue:
+                    if (
+                        len(batch) < _BATCH
+                        and event.sandbox_id in wanted
+                        and (upto is None or event.ticket <= upto)
+                    ):
+                        batch.append(event)
+                    else:
+                        kept.append(event)
+                self._queue = kept
             if not batch:
                 return False
+            self._in_flight = batch
             self._cond.notify_all()  # room for waiting producers
         try:
             self._write(batch)
         finally:
             with self._cond:
-                self._written = batch[-1].ticket
+                self._in_flight = []
                 self._cond.notify_all()
         return True
 

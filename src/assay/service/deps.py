@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Header, Query, Request
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -24,19 +25,21 @@ from assay.service.grading import Grading
 from assay.service.limits import RateLimiter
 from assay.service.settings import Settings
 from assay.service.transactions import PendingSession
-from assay.store import Caller, Forbidden, RateLimited, clamp_limit
+from assay.store import Caller, Database, Forbidden, RateLimited, clamp_limit
+from assay.store.models import Sandbox, TaskRun
 
 __all__ = [
     "AnyCaller",
-    "EventsFlushed",
     "GradingDep",
     "OrgCaller",
     "PageDep",
     "PageQuery",
     "RunCaller",
     "RunCreator",
+    "SandboxEventsFlushed",
     "SessionDep",
     "SettingsDep",
+    "TaskRunEventsFlushed",
     "limit_rate",
     "public_host",
 ]
@@ -62,15 +65,35 @@ SettingsDep = Annotated[Settings, Depends(_settings)]
 GradingDep = Annotated[Grading, Depends(_grading)]
 
 
-async def _events_flushed(request: Request) -> None:
+def _flush_task_run(database: Database, task_run_id: str) -> None:
+    with database.reading() as session:
+        sandbox_ids = session.scalars(
+            select(Sandbox.id)
+            .join(TaskRun, TaskRun.playground_id == Sandbox.playground_id)
+            .where(TaskRun.id == task_run_id)
+        ).all()
+    if sandbox_ids:
+        flush_events(database.engine, sandbox_ids=sandbox_ids)
+
+
+async def _task_run_events_flushed(request: Request, task_run_id: str) -> None:
+    database: Database = request.app.state.database
+    if events_pending(database.engine):  # no thread hand-off when there is nothing to write
+        await run_in_threadpool(_flush_task_run, database, task_run_id)
+
+
+async def _sandbox_events_flushed(request: Request, sandbox_id: str) -> None:
     engine = request.app.state.database.engine
-    if events_pending(engine):  # no thread hand-off when there is nothing to write
-        await run_in_threadpool(flush_events, engine)
+    if events_pending(engine):
+        await run_in_threadpool(flush_events, engine, sandbox_ids=(sandbox_id,))
 
 
-EventsFlushed = Depends(_events_flushed)
-"""Route dependency: this worker's queued sandbox events are written before the handler's
-transaction begins (event lists, `complete`; `sandboxes/events.py`)."""
+TaskRunEventsFlushed = Depends(_task_run_events_flushed)
+"""Route dependency: this worker's queued events of the task run's sandboxes are written before
+the handler's transaction begins (its event list, `complete`; `sandboxes/events.py`). Other runs'
+events stay queued: under agent load, writing them first made `complete` wait for all traffic."""
+SandboxEventsFlushed = Depends(_sandbox_events_flushed)
+"""Route dependency: this worker's queued events of the sandbox are written first (its event list)."""
 
 
 async def _caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> Caller:

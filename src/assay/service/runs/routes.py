@@ -17,7 +17,14 @@ from assay import sandboxes
 from assay.core.errors import SnapshotError
 from assay.core.statistics import compare_paired
 from assay.sandboxes.provision import sandboxes_of
-from assay.service.deps import EventsFlushed, GradingDep, OrgCaller, PageDep, SessionDep
+from assay.service.deps import (
+    GradingDep,
+    OrgCaller,
+    PageDep,
+    SandboxEventsFlushed,
+    SessionDep,
+    TaskRunEventsFlushed,
+)
 from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import list_json
 from assay.service.runs import actions, overrides
@@ -187,7 +194,7 @@ def state_archive(session: Session, task_run: TaskRun) -> bytes:
     return data
 
 
-@router.get("/task-runs/{task_run_id}/events", tags=["task-runs"], dependencies=[EventsFlushed])
+@router.get("/task-runs/{task_run_id}/events", tags=["task-runs"], dependencies=[TaskRunEventsFlushed])
 def list_task_run_events(task_run_id: str, session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
     task_run = repo.get_task_run(session, caller, task_run_id)
     boxes = select(Sandbox.id).where(Sandbox.playground_id == task_run.playground_id)
@@ -225,7 +232,7 @@ def get_playground(playground_id: str, session: SessionDep, caller: OrgCaller) -
     return playground_json(playground, sandboxes_of(session, playground.id))
 
 
-@router.get("/sandboxes/{sandbox_id}/events", tags=["playgrounds"], dependencies=[EventsFlushed])
+@router.get("/sandboxes/{sandbox_id}/events", tags=["playgrounds"], dependencies=[SandboxEventsFlushed])
 def list_sandbox_events(sandbox_id: str, session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
     sandbox = get_owned(session, Sandbox, caller, sandbox_id, "sandbox")
     statement = select(SandboxEvent).where(SandboxEvent.sandbox_id == sandbox.id)

@@ -8,12 +8,12 @@ from fastapi.responses import JSONResponse
 
 from assay.service.deps import (
     AnyCaller,
-    EventsFlushed,
     GradingDep,
     RunCaller,
     RunCreator,
     SessionDep,
     SettingsDep,
+    TaskRunEventsFlushed,
     public_host,
 )
 from assay.service.errors import ERROR_RESPONSES, envelope
@@ -99,7 +99,7 @@ def start_task_run(
 @router.post(
     "/task-runs/{task_run_id}/complete",
     responses={200: {"model": CompletionOut, "description": "Result"}},
-    dependencies=[EventsFlushed],
+    dependencies=[TaskRunEventsFlushed],
 )
 def complete_task_run(
     task_run_id: str, request: Request, session: SessionDep, caller: RunCaller, grading: GradingDep
