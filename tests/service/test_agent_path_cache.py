@@ -230,7 +230,11 @@ def test_a_warm_read_is_answered_before_routing_exactly_as_the_routes_answer_it(
         monkeypatch.setattr(FastAPI, "__call__", counted)
         fast = [agent.get(path, params=params, headers=headers) for path, params, headers in requests]
         fast_routed = list(routed)
-        monkeypatch.setattr(fast_path, "serve_cached", lambda app, scope: None)
+
+        async def declined(app: Any, scope: Any) -> None:
+            return None
+
+        monkeypatch.setattr(fast_path, "serve_cached", declined)
         slow = [agent.get(path, params=params, headers=headers) for path, params, headers in requests]
     # only the history and the 406 were routed
     assert fast_routed == [f"{base}/Patient/{patient_id}/_history", f"{base}/Patient"]
@@ -262,7 +266,7 @@ def test_an_unexpected_error_in_the_fast_path_is_answered_by_the_routes(
         ok(agent.post(run.task_runs[0]["start_url"]))
         ok(agent.get(f"/v1/task-runs/{task_run_id}/fhir/Patient"))  # warm
 
-        def broken(app: Any, scope: Any) -> None:
+        async def broken(app: Any, scope: Any) -> None:
             raise RuntimeError("a bug in the fast path")
 
         monkeypatch.setattr(fast_path, "serve_cached", broken)
@@ -338,3 +342,62 @@ def test_a_lost_epoch_connection_costs_a_sql_read_never_an_error(
         calls.clear()
         ok(agent.get(search))
         assert calls == [], "served from the caches again"
+
+
+def test_requests_that_meet_a_moved_epoch_together_catch_up_with_one_read_and_skip_the_routes(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After any commit (another run's `complete`, here an unrelated row) every cached row and
+    index is stale. The concurrent warm requests that meet that share one read of the task run's
+    rows and one catch-up of the FHIR index on a worker thread, and are all answered before
+    routing — before, each one declined to the routes and read SQL on a thread of its own."""
+    from fastapi import FastAPI
+
+    from assay.sandboxes.fhir.store import EmbeddedFhir
+
+    run = start_run(api, make_benchmark(api, [[]]).benchmark_id)
+    task_run_id = run.task_runs[0]["id"]
+    path = f"/v1/task-runs/{task_run_id}/fhir/Patient"
+    with server.client(run.token) as agent:
+        ok(agent.post(run.task_runs[0]["start_url"]))
+        ok(agent.get(path))  # warm
+    reads: list[str] = []
+    catch_ups: list[str] = []
+    original_read, original_catch_up = sandbox_routes._read_rows, EmbeddedFhir.catch_up
+
+    def read_rows(*args: Any) -> list[Any]:
+        reads.append("rows")
+        return original_read(*args)
+
+    def catch_up(self: EmbeddedFhir, store_id: str) -> None:
+        catch_ups.append(store_id)
+        original_catch_up(self, store_id)
+
+    routed: list[str] = []
+    original_call = FastAPI.__call__
+
+    async def counted(self: Any, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            routed.append(scope["path"])
+        await original_call(self, scope, receive, send)
+
+    monkeypatch.setattr(sandbox_routes, "_read_rows", read_rows)
+    monkeypatch.setattr(EmbeddedFhir, "catch_up", catch_up)
+    monkeypatch.setattr(FastAPI, "__call__", counted)
+    with server.database.transaction() as session:  # any commit moves the epoch
+        session.add(
+            Organization(id=f"org_{uuid.uuid4().hex[:8]}", name="moves the epoch", created_at=utcnow())
+        )
+
+    async def together() -> list[httpx.Response]:
+        headers = {"Authorization": f"Bearer {run.token}"}
+        async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=60) as client:
+            return await asyncio.gather(*(client.get(path, params={"_count": str(n)}) for n in range(1, 13)))
+
+    answers = asyncio.run(together())
+    assert [answer.status_code for answer in answers] == [200] * 12
+    # Before, all 12 were routed and read the rows on 12 threads. (The shared test server's
+    # sweeper may commit once more meanwhile: allow that one more read, and one late request.)
+    assert len(routed) <= 1, routed
+    assert 1 <= len(reads) <= 2, reads
+    assert 1 <= len(catch_ups) <= 2, catch_ups

@@ -21,6 +21,7 @@ from assay.sandboxes.settings import RunEnvironment, run_environment, unsupporte
 from assay.sandboxes.surface import (
     Access,
     BaseSurface,
+    CatchUp,
     Deployment,
     ProvisionFailed,
     RunContext,
@@ -35,6 +36,7 @@ __all__ = [
     "Access",
     "BaseSurface",
     "CapturedState",
+    "CatchUp",
     "Deployment",
     "Listeners",
     "ProvisionFailed",

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Access",
     "BaseSurface",
+    "CatchUp",
     "Deployment",
     "Listener",
     "ProvisionFailed",
@@ -61,6 +62,18 @@ __all__ = [
     "deployment_of",
     "open_deployment",
 ]
+
+
+class CatchUp(Exception):
+    """Raised by `Surface.serve_cached` when what the worker holds is not current (something
+    was committed since): `run` (blocking, for a worker thread) brings it current, and the
+    request may be tried again. `key` names what it refreshes, so concurrent requests that meet
+    the same stale state share one `run` (`service/fast_path.py`)."""
+
+    def __init__(self, key: Hashable, run: Callable[[], None]):
+        super().__init__(key)
+        self.key = key
+        self.run = run
 
 
 class ProvisionFailed(Exception):
@@ -252,7 +265,8 @@ class Surface(Protocol):
     def serve_cached(self, request: Request, handle: SandboxHandle, relative: str) -> Response | None:
         """The answer to a request at `relative` (the path under the surface's prefix) from what
         this worker already holds, with no SQL and no thread hand-off, recorded like the router's
-        answer; None when the router must answer it (issue 9: the agent path below FastAPI)."""
+        answer; None when the router must answer it (issue 9: the agent path below FastAPI).
+        `CatchUp` when it would answer once what it holds is brought current."""
         ...
 
     def listener(self, deployment: Deployment) -> Listener | None: ...

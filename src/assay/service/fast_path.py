@@ -7,12 +7,18 @@ layers each wrapping `send` (`docs/performance.md`, "Issue 9"). `AssayApp` looks
 before all of that: a `GET /v1/task-runs/{id}/<surface>/…` whose run token and task-run rows this
 worker already holds (`TokenCache.cached`, `SandboxRows.get`: the same caches, and the same
 change epoch, the dependencies use on the event loop) is handed to the surface's `serve_cached`,
-which answers it from memory or declines. Anything else — an unknown or expired token, rows not
-cached, a task run whose surfaces take no traffic, a rate limit configured, a request the
-surface does not serve this way, or one that would need SQL — goes through FastAPI exactly as
-before, which answers it (and its errors) the usual way; nothing is recorded by a request the
-fast path declined. The routes stay the documented surface (OpenAPI); the fast path only answers
-sooner what they would answer.
+which answers it from memory or declines. Anything else — an unknown or expired token, a task
+run whose surfaces take no traffic, a rate limit configured, a request the surface does not
+serve this way — goes through FastAPI exactly as before, which answers it (and its errors) the
+usual way; nothing is recorded by a request the fast path declined. The routes stay the
+documented surface (OpenAPI); the fast path only answers sooner what they would answer.
+
+**Catching up once.** Every committed change anywhere moves the change epoch, so after a
+`complete` (or a write) every cached row and index is stale at once, and each of the 16 requests
+in flight used to decline to the routes and read SQL on a thread of its own. Now the first
+request that finds the task-run rows (or the surface's state, `CatchUp`) stale reads them on a
+worker thread, the others in flight for the same rows wait for that one read (`_Flights`), and
+all are then answered here. A read that fails sends its requests to the routes, which answer it.
 
 On PostgreSQL the change epoch costs a round trip (`store/epoch.py`, `PostgresEpoch`): a request
 to any surface path (`/v1/task-runs/{id}/<surface>/…`, `/v1/benchmark-runs/{id}/<surface>/…`,
@@ -22,14 +28,17 @@ the caches, here and in the routes, use that reading for the rest of the request
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
+from starlette.concurrency import run_in_threadpool
 
-from assay.sandboxes import SURFACES
+from assay.sandboxes import SURFACES, CatchUp
 from assay.service.auth.cache import TokenCache
-from assay.service.sandboxes.routes import cached_handle
+from assay.service.sandboxes.routes import cached_handle, load_rows
 from assay.store import DomainError
 from assay.store.epoch import ChangeEpoch
 
@@ -39,7 +48,22 @@ _AGENT_GET = re.compile(r"/v1/task-runs/([^/]+)/([a-z0-9]+)(/.*)")
 _SURFACE_PATH = re.compile(r"/v1/(?:task|benchmark)-runs/[^/]+/([a-z0-9]+)(?:/.*)?")
 
 
-def serve_cached(app: FastAPI, scope: dict[str, Any]) -> Response | None:
+class _Flights:
+    """One worker-thread run per key at a time: later callers for the same key wait for it."""
+
+    def __init__(self) -> None:
+        self._running: dict[Hashable, asyncio.Future[Any]] = {}
+
+    async def run(self, key: Hashable, work: Callable[[], Any]) -> None:
+        found = self._running.get(key)
+        if found is None:
+            found = asyncio.ensure_future(run_in_threadpool(work))
+            self._running[key] = found
+            found.add_done_callback(lambda _: self._running.pop(key, None))
+        await asyncio.shield(found)  # a caller that goes away leaves the run to the others
+
+
+async def serve_cached(app: FastAPI, scope: dict[str, Any]) -> Response | None:
     """The answer to a warm run-token surface read, or None for FastAPI to answer."""
     found = _AGENT_GET.fullmatch(scope["path"])
     if found is None or scope.get("root_path"):
@@ -51,16 +75,26 @@ def serve_cached(app: FastAPI, scope: dict[str, Any]) -> Response | None:
         return None
     request = Request(scope)
     tokens: TokenCache = state.tokens
+    flights: _Flights | None = getattr(state, "fast_path_flights", None)
+    if flights is None:
+        flights = state.fast_path_flights = _Flights()
     try:
         caller = tokens.cached(request.headers.get("authorization"))
         if caller is None or caller.kind != "run":
             return None
         handle = cached_handle(request, caller, task_run_id, name)
-    except DomainError:  # expired token, ended task run: the routes' 401 or 409
-        return None
-    if handle is None:
-        return None
-    return surface.serve_cached(request, handle, relative)
+        if handle is None:
+            await flights.run(*load_rows(request, caller, task_run_id, name))
+            handle = cached_handle(request, caller, task_run_id, name)
+            if handle is None:
+                return None
+        try:
+            return surface.serve_cached(request, handle, relative)
+        except CatchUp as behind:
+            await flights.run(behind.key, behind.run)
+        return surface.serve_cached(request, handle, relative)
+    except (DomainError, CatchUp):  # an expired token or an ended task run (the routes' 401 or 409),
+        return None  # or still behind after catching up once: the routes answer
 
 
 class AssayApp(FastAPI):
@@ -78,7 +112,7 @@ class AssayApp(FastAPI):
         if scope["method"] == "GET":
             scope["app"] = self
             try:
-                response = serve_cached(self, scope)
+                response = await serve_cached(self, scope)
             except Exception:  # nothing recorded yet (the event is the last step): the routes
                 response = None  # answer it, and their error handlers shape and log a failure
             if response is not None:

@@ -39,6 +39,7 @@ from assay.sandboxes.fhir.preferences import parse_prefer, shape_write
 from assay.sandboxes.fhir.rendering import render_json
 from assay.sandboxes.fhir.store import CACHED_ONLY, SEEDING, EmbeddedFhir, NeedsDatabase
 from assay.sandboxes.fhir.subsetting import parse_subset
+from assay.sandboxes.surface import CatchUp
 from assay.store.json_values import strict_json_problem
 
 __all__ = [
@@ -331,8 +332,9 @@ routes a two-segment path can also be."""
 def serve_cached(request: Request, surface: FhirSurface, relative: str) -> Response | None:
     """A GET search (`/{type}`) or read (`/{type}/{id}`) of the embedded store answered from this
     worker's current index, with no SQL and no thread hand-off, as `search_get` and `read` answer
-    it under `CACHED_ONLY`, and recorded the same way; None for any other request, or when the
-    answer would need SQL — nothing is recorded then, and the routes above answer it.
+    it under `CACHED_ONLY`, and recorded the same way; None for any other request (the routes
+    above answer it), `CatchUp` when the answer would need SQL (the index is behind the store, or
+    busy) — nothing is recorded then.
 
     It is how the agent path skips FastAPI's routing, dependency solving and middleware for the
     requests agents send most (issue 9, `service/fast_path.py`)."""
@@ -376,7 +378,8 @@ def serve_cached(request: Request, surface: FhirSurface, relative: str) -> Respo
     try:
         return _handle(surface, "GET", _event_path(request), b"", work, _media_type(request))
     except NeedsDatabase:
-        return None
+        fhir, store_id = surface.fhir, surface.store_id
+        raise CatchUp(("fhir", id(fhir), store_id), lambda: fhir.catch_up(store_id)) from None
     finally:
         CACHED_ONLY.reset(token)
 

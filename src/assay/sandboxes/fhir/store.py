@@ -259,6 +259,12 @@ class EmbeddedFhir:
         finally:
             index.lock.release()
 
+    def catch_up(self, store_id: str) -> None:
+        """Bring this worker's index of the store current (reading SQL as `reading` does), so the
+        next `CACHED_ONLY` read of it needs none."""
+        with self.reading(store_id):
+            pass
+
     def history(self, store_id: str, resource_type: str, resource_id: str) -> list[VersionRow]:
         """Every version of one resource, oldest first (the layer's seed version included)."""
         with self.read_engine.connect() as conn:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
@@ -38,7 +38,14 @@ from assay.store import Caller, Conflict, Database, Forbidden, NotFound, utcnow
 from assay.store.epoch import ChangeEpoch, epoch_of
 from assay.store.models import Sandbox, TaskRun
 
-__all__ = ["SandboxRows", "benchmark_run_target", "cached_handle", "sandbox_routers", "task_run_target"]
+__all__ = [
+    "SandboxRows",
+    "benchmark_run_target",
+    "cached_handle",
+    "load_rows",
+    "sandbox_routers",
+    "task_run_target",
+]
 
 MAX_ENTRIES = 10_000
 
@@ -187,6 +194,18 @@ def cached_handle(request: Request, caller: Caller, task_run_id: str, surface: s
     if not rows:
         return None
     return _open(request.app.state.deployment, rows[0], surface)
+
+
+def load_rows(
+    request: Request, caller: Caller, task_run_id: str, surface: str
+) -> tuple[Hashable, Callable[[], list[Any]]]:
+    """(key, blocking read) that brings the worker's `SandboxRows` entry for this task run and
+    surface current: for the fast path to run once on a worker thread for every request that
+    found it stale."""
+    cache = sandbox_rows(request)
+    key = (caller.org_id, caller.benchmark_run_id, task_run_id, surface)
+    database: Database = request.app.state.database
+    return ("rows", *key), lambda: cache.load(key, lambda: _read_rows(database, caller, surface, task_run_id))
 
 
 def task_run_target(surface: str) -> SurfaceTarget:
