@@ -15,7 +15,10 @@ client, so the generator costs little of the 2 cores it shares with the server).
   and reports `complete`'s latency.
 
 Prints requests/s, p50/p99 latency and errors for each, the agent/hello ratio and the machine's
-load average. Targets on the 2-core machine (issue 9): ratio ≥ 0.40, p99 < 50 ms, 0 errors,
+load average, and the servers' CPU per request over the measured seconds (user + system, from
+`/proc`: the `assay serve` process group — workers, listener process — and, on PostgreSQL, the
+cluster's processes too; the completes of that window are in it): on this shared machine it
+moves far less with the load than requests/s do. Targets on the 2-core machine (issue 9): ratio ≥ 0.40, p99 < 50 ms, 0 errors,
 `complete` p50 < 50 ms under load. `--postgres`: the agent path on PostgreSQL with 2 workers
 (`ASSAY_BENCH_POSTGRES_URL`, else a throwaway cluster, as `bench_complete.py` does).
 """
@@ -35,15 +38,16 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
 import httpx
-from _serve import free_port
-from bench_complete import KEY, postgres, serve
+import psycopg
+from _serve import assay_serve, free_port
+from bench_complete import KEY, postgres
 
 ROOT = Path(__file__).resolve().parents[1]
 SYNTHEA = ROOT / "tests" / "fixtures" / "fhir" / "synthea"
@@ -65,10 +69,17 @@ class Result:
     failures: Counter[str] = field(default_factory=Counter)
     """Non-2xx statuses and transport errors, by kind."""
     seconds: float = 0.0
+    cpu: dict[str, float] = field(default_factory=dict)
+    """Seconds of CPU the server's parts used over the measured seconds, when they are known."""
 
     @property
     def rate(self) -> float:
         return len(self.latencies) / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_per_request_ms(self) -> dict[str, float]:
+        count = len(self.latencies)
+        return {part: seconds / count * 1000 for part, seconds in self.cpu.items()} if count else {}
 
     def pct(self, q: float) -> float:
         ordered = sorted(self.latencies)
@@ -108,19 +119,69 @@ async def _one_client(
         writer.close()
 
 
-def drive(port: int, requests: list[bytes], clients: int, seconds: float, warmup: float = 2.0) -> Result:
-    """`clients` connections sending `requests` round-robin for `warmup` + `seconds` seconds."""
+def drive(
+    port: int,
+    requests: list[bytes],
+    clients: int,
+    seconds: float,
+    warmup: float = 2.0,
+    cpu: Callable[[], dict[str, float]] | None = None,
+) -> Result:
+    """`clients` connections sending `requests` round-robin for `warmup` + `seconds` seconds;
+    `cpu()` (the server's CPU seconds so far) is read when the measured seconds begin and end."""
     result = Result(seconds=seconds)
+    marks: list[dict[str, float]] = []
 
     async def main() -> None:
         start = time.perf_counter()
         until = start + warmup + seconds
+        if cpu is not None:
+            asyncio.get_running_loop().call_later(warmup, lambda: marks.append(cpu()))
         await asyncio.gather(
             *(_one_client(port, requests, i, until, result, start + warmup) for i in range(clients))
         )
+        if cpu is not None and marks:
+            result.cpu = {part: seconds - marks[0][part] for part, seconds in cpu().items()}
 
     asyncio.run(main())
     return result
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(
+    *, pids: tuple[int, ...] = (), groups: tuple[int, ...] = (), children_of: tuple[int, ...] = ()
+) -> float:
+    """User + system CPU seconds of the processes `pids`, of every process in `groups` and of
+    every child of `children_of`, alive or reaped by it (PostgreSQL's backends come and go)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(entry) in pids or int(fields[2]) in groups or int(fields[1]) in children_of:
+            total += int(fields[11]) + int(fields[12])
+        if int(entry) in children_of:
+            total += int(fields[13]) + int(fields[14])
+    return total / _TICK
+
+
+def postmaster(database_url: str) -> int | None:
+    """The postmaster of a local PostgreSQL cluster (each of its processes is a child of it, in a
+    session of its own), found as a backend's parent; None when it is not on this machine."""
+    try:
+        with psycopg.connect(database_url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+            backend = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert backend is not None
+        stat = Path(f"/proc/{backend[0]}/stat").read_text()
+        return int(stat[stat.rindex(")") + 2 :].split()[1])
+    except (OSError, psycopg.Error, AssertionError):
+        return None
 
 
 def _get(path: str, token: str | None = None) -> bytes:
@@ -129,7 +190,8 @@ def _get(path: str, token: str | None = None) -> bytes:
 
 
 @contextmanager
-def hello_world() -> Iterator[int]:
+def hello_world() -> Iterator[tuple[int, int]]:
+    """(port, pid) of the bare FastAPI app."""
     port = free_port()
     process = subprocess.Popen([sys.executable, "-c", HELLO, str(port)])
     try:
@@ -139,7 +201,7 @@ def hello_world() -> Iterator[int]:
                 break
             except httpx.TransportError:
                 time.sleep(0.05)
-        yield port
+        yield port, process.pid
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -231,7 +293,17 @@ def completes_during(url: str, runs: list[tuple[str, str]], stop: threading.Even
     return latencies
 
 
-def agent_path(url: str, args: argparse.Namespace) -> tuple[Result, list[float]]:
+@contextmanager
+def serve(data_dir: Path, *, database_url: str | None = None, workers: int = 1) -> Iterator[tuple[str, int]]:
+    """(URL, process group) of `assay serve`, as `bench_complete` runs it."""
+    env = {"ASSAY_SWEEP_INTERVAL": "5"}
+    with assay_serve(data_dir, KEY, database_url=database_url, workers=workers, env=env) as (url, pid):
+        yield url, pid  # a session of its own: its workers and listener process are in its group
+
+
+def agent_path(
+    url: str, args: argparse.Namespace, cpu: Callable[[], dict[str, float]]
+) -> tuple[Result, list[float]]:
     started = prepare(url, 1 + args.completes)
     (token, task_run_id), to_complete = started[0], started[1:]
     port = int(url.rsplit(":", 1)[1])
@@ -240,7 +312,7 @@ def agent_path(url: str, args: argparse.Namespace) -> tuple[Result, list[float]]
     latencies: list[float] = []
     completer = threading.Thread(target=lambda: latencies.extend(completes_during(url, to_complete, stop)))
     completer.start()
-    result = drive(port, agent_requests(task_run_id, token), args.clients, args.seconds)
+    result = drive(port, agent_requests(task_run_id, token), args.clients, args.seconds, cpu=cpu)
     stop.set()
     completer.join()
     return result, latencies
@@ -269,19 +341,31 @@ def main() -> None:
         f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.2f}; {args.clients} clients, {args.seconds:.0f} s each"
     )
-    with hello_world() as port:
+    with hello_world() as (port, pid):
         drive(port, [_get("/hello")], args.clients, 1.0, warmup=0.5)
-        hello = drive(port, [_get("/hello")], args.clients, args.seconds)
+        hello = drive(
+            port, [_get("/hello")], args.clients, args.seconds, cpu=lambda: {"": cpu_seconds(pids=(pid,))}
+        )
     rows: dict[str, tuple[Result, list[float]]] = {}
     with tempfile.TemporaryDirectory(prefix="assay-bench-") as folder:
-        with serve(Path(folder) / "sqlite") as url:
-            rows["agent path, SQLite (embedded, 1 worker)"] = agent_path(url, args)
+        with serve(Path(folder) / "sqlite") as (url, group):
+            rows["agent path, SQLite (embedded, 1 worker)"] = agent_path(
+                url, args, lambda: {"": cpu_seconds(groups=(group,))}
+            )
         if args.postgres:
             with (
                 postgres() as database_url,
-                serve(Path(folder) / "pg", database_url=database_url, workers=2) as url,
+                serve(Path(folder) / "pg", database_url=database_url, workers=2) as (url, group),
             ):
-                rows["agent path, PostgreSQL (2 workers)"] = agent_path(url, args)
+                cluster = postmaster(database_url)
+
+                def cpu() -> dict[str, float]:
+                    parts = {"assay": cpu_seconds(groups=(group,))}
+                    if cluster is not None:
+                        parts["postgres"] = cpu_seconds(pids=(cluster,), children_of=(cluster,))
+                    return parts
+
+                rows["agent path, PostgreSQL (2 workers)"] = agent_path(url, args, cpu)
     print(f"{'server':44} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
     print(_line("hello-world FastAPI (1 worker)", hello))
     for name, (result, completes) in rows.items():
@@ -292,6 +376,16 @@ def main() -> None:
             if completes
             else f"{'':44} ratio to hello-world {result.rate / hello.rate:.2f}"
         )
+    per_hello = sum(hello.cpu_per_request_ms.values())
+    for name, result in [("hello-world", hello), *((name, row[0]) for name, row in rows.items())]:
+        parts = result.cpu_per_request_ms
+        if not parts:
+            continue
+        per = sum(parts.values())
+        split = " + ".join(f"{part} {ms:.3f}" for part, ms in parts.items()) if len(parts) > 1 else ""
+        versus = f"{per / per_hello:.1f}x hello-world's" if per_hello and result is not hello else ""
+        notes = "; ".join(note for note in (split, versus) if note)
+        print(f"server CPU per request, {name}: {per:.3f} ms" + (f" ({notes})" if notes else ""))
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
