@@ -7,6 +7,7 @@ through SQLAlchemy — is seen by the very next request."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -15,9 +16,10 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from assay.sandboxes.fhir import routes as fhir_routes
+from assay.service.auth import cache as auth_cache
 from assay.service.sandboxes import routes as sandbox_routes
 from assay.store import Database, sqlite_url, utcnow
 from assay.store import epoch as epoch_module
@@ -136,6 +138,32 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> list[Callable[..., Any]]:
     return calls
 
 
+def _statements(server: Server) -> list[str]:
+    """Every statement the server's engine runs from now on for a request: not the sweeper's,
+    nor the event log writer's (it appends each request's event a moment later)."""
+    seen: list[str] = []
+
+    def noted(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if threading.current_thread().name not in ("assay-sweeper", "assay-event-log"):
+            seen.append(statement)
+
+    engine = server.database.engine
+    event.listen(engine, "before_cursor_execute", noted)
+    _LISTENERS.append((engine, noted))  # removed after the test (`_forget_listeners`)
+    return seen
+
+
+_LISTENERS: list[tuple[Any, Any]] = []
+
+
+@pytest.fixture(autouse=True)
+def _forget_listeners() -> Any:
+    yield
+    while _LISTENERS:
+        engine, noted = _LISTENERS.pop()
+        event.remove(engine, "before_cursor_execute", noted)
+
+
 def test_a_warm_search_takes_no_thread_and_every_change_is_seen_at_once(
     server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -145,10 +173,11 @@ def test_a_warm_search_takes_no_thread_and_every_change_is_seen_at_once(
     with server.client(run.token) as agent:
         ok(agent.post(run.task_runs[0]["start_url"]))
         assert ok(agent.get(f"{base}/Patient", params={"family": "Epoch"}))["total"] == 0  # warms
-        calls = _counting(monkeypatch)
+        calls, statements = _counting(monkeypatch), _statements(server)
         assert ok(agent.get(f"{base}/Patient", params={"family": "Epoch"}))["total"] == 0
         assert ok(agent.get(f"{base}/metadata"))["resourceType"] == "CapabilityStatement"
         assert calls == [], "served from the worker's caches on the event loop"
+        assert statements == [], "no SQL: no task run, no sandbox, no store row read"
 
         created = agent.post(
             f"{base}/Patient", json={"resourceType": "Patient", "name": [{"family": "Epoch"}]}
@@ -280,7 +309,7 @@ def test_complete_or_cancel_through_one_worker_is_seen_by_the_other_workers_next
 ) -> None:
     """Two workers (or instances: each app its own `Database`, caches and epoch) on one database,
     both warm: a `complete` through one, or a cancel through the other, is what the other's very
-    next request sees (409), served from the rows it cached before — never the cached rows."""
+    next request sees (409) — never the rows it cached before; an expired token is a 401 at once."""
     done = start_run(api, make_benchmark(api, [[]]).benchmark_id)
     cancelled = start_run(api, make_benchmark(api, [[]]).benchmark_id)
     with serving(server) as second:
@@ -305,6 +334,14 @@ def test_complete_or_cancel_through_one_worker_is_seen_by_the_other_workers_next
             for agent, path in zip(agents, paths, strict=True):
                 ok(agent.get(path))
             assert calls == [], "every worker answers from its caches"
+
+            # A run token is revoked by its expiry, checked against the clock on every use.
+            later = utcnow() + timedelta(days=3)
+            with monkeypatch.context() as clock:
+                clock.setattr(auth_cache, "utcnow", lambda: later)
+                for agent, path in zip(agents, paths, strict=True):
+                    expired = agent.get(path)  # the FHIR surface's OperationOutcome
+                    assert expired.status_code == 401 and "run token expired" in expired.text
 
             ok(on_first.post(done.task_runs[0]["complete_url"]))
             refused = on_second.get(paths[1])
