@@ -5,6 +5,7 @@ of `seq` order: 57 concurrent FHIR requests on SQLite came back as seq 1, 2, 4, 
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -171,7 +172,7 @@ def test_rendered_json_on_an_engine_without_the_pass_through_is_parsed(tmp_path:
     from assay.store.json_values import JsonText, serialize_json
 
     assert serialize_json(JsonText('{"a":[1,2]}')) == '{"a":[1,2]}'
-    assert serialize_json({"a": "x"}) == '{"a": "x"}'
+    assert json.loads(serialize_json({"a": "x"})) == {"a": "x"}  # any spelling (orjson's since issue 9)
     plain = events._EventLog(create_engine(f"sqlite:///{tmp_path / 'plain.db'}"))
     queued = events._Queued("evt_1", utcnow(), "org", "sbx", "fhir_request", "GET", "/p", 200, b"",
                             b'{"a":[1,2]}', True)  # fmt: skip

@@ -35,7 +35,7 @@ from assay.sandboxes.fhir.tables import FhirLayer, FhirLayerResource
 from assay.snapshot import is_file_name
 from assay.store.database import read_only
 from assay.store.ids import iso, utcnow
-from assay.store.json_values import content_hash
+from assay.store.json_values import content_hash, json_text
 
 __all__ = [
     "MAX_KEY_LENGTH",
@@ -168,7 +168,7 @@ def _rows(layer: Layer) -> list[dict[str, Any]]:
                 "resource_type": r["resourceType"],
                 "resource_id": r["id"],
                 "position": i,
-                "body": json.dumps(r, separators=(",", ":")),
+                "body": json_text(r),
             }
             for i, r in enumerate(layer.by_key.values())
         ]
