@@ -161,8 +161,8 @@ def seeded_resources(bundles: Sequence[Any], loaded_at: str) -> list[dict[str, A
 
 def _row_chunks(layer: Layer) -> Iterator[list[dict[str, Any]]]:
     """`fhir_layer_resources` rows of `layer`, in load order, `_INSERT_CHUNK` at a time: only one
-    chunk's JSON text is alive at once (all of a 1,024-patient layer's, ~450 MB, used to be held
-    until the last insert, and the allocator kept most of it as the worker's resident set)."""
+    chunk's JSON text is alive at once (all of a 1,024-patient layer's, ~450 MB, used to be built
+    before the first insert and held until the last)."""
     resources = list(layer.by_key.values())
     for start in range(0, len(resources), _INSERT_CHUNK):
         with bulk_loading():
