@@ -275,3 +275,102 @@ def test_a_flush_for_some_sandboxes_writes_theirs_in_order_and_leaves_the_others
     listed = ok(api.get(f"/sandboxes/{box_b}/events", params={"limit": 100}))["data"]
     assert [(e["seq"], e["path"]) for e in listed] == [(n + 1, f"/b{n}") for n in range(20)]
     assert not events.events_pending(engine)
+
+
+def test_a_batch_ends_at_its_byte_budget_and_keeps_the_order(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer holds SQLite's write lock for a whole batch, so a batch also ends at
+    `_BATCH_BYTES` of bodies (issue 9: 500 search answers, ≈ 3 MB, kept a `complete` waiting for
+    the lock): 12 events of 40 KB with a 100 KB budget are four INSERTs of three, in order — for a
+    full flush and for a flush of one sandbox alike."""
+    from sqlalchemy import event as sa_event
+
+    (org_a, box_a), (org_b, box_b) = _fhir_sandbox(server, api), _fhir_sandbox(server, api)
+    engine = server.database.engine
+    events.flush_events(engine)
+    monkeypatch.setattr(events, "_LINGER", 60.0)  # only flushes write
+    monkeypatch.setattr(events, "_BATCH_BYTES", 100_000)
+    body = json.dumps({"pad": "x" * 40_000}).encode()
+    inserts: list[int] = []
+
+    def count(_conn: object, _cursor: object, statement: str, parameters: object, *_: object) -> None:
+        if statement.startswith("INSERT INTO sandbox_events"):
+            inserts.append(len(parameters) if isinstance(parameters, list) else statement.count("), (") + 1)
+
+    sa_event.listen(engine, "before_cursor_execute", count)
+    try:
+        for n in range(12):
+            for org_id, box, name in ((org_a, box_a, "a"), (org_b, box_b, "b")):
+                record_event(
+                    engine, org_id=org_id, sandbox_id=box, type="fhir_request",
+                    method="GET", path=f"/{name}{n}", status=200, response=body,
+                )  # fmt: skip
+        events.flush_events(engine, timeout=10, sandbox_ids=[box_a])
+        selective = list(inserts)
+        events.flush_events(engine, timeout=10)
+    finally:
+        sa_event.remove(engine, "before_cursor_execute", count)
+    if server.database.is_sqlite:  # PostgreSQL's driver may split or join the rows differently
+        assert selective == [3, 3, 3, 3], selective
+        assert inserts[4:] == [3, 3, 3, 3], inserts
+    else:
+        assert len(selective) == 4 and len(inserts) == 8, inserts
+    for box, name in ((box_a, "a"), (box_b, "b")):
+        listed = ok(api.get(f"/sandboxes/{box}/events", params={"limit": 100}))["data"]
+        assert [(e["seq"], e["path"]) for e in listed] == [(n + 1, f"/{name}{n}") for n in range(12)]
+
+
+def test_complete_writes_its_queued_events_on_its_own_thread_before_its_transaction(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`complete` flushes its sandboxes' queued events first, on the thread that then runs its
+    transaction: one thread hand-off for the whole call (issue 9: as a dependency of its own the
+    flush was a hand-off each way, 12–27 ms of a `complete` under agent load, each one a wait for
+    the busy event loop); the events are in the task run's event list."""
+    import threading
+
+    import anyio.to_thread
+
+    from assay.service import deps
+
+    run = start_run(api, make_benchmark(api, [[]]).benchmark_id)
+    engine = server.database.engine
+    seen: list[tuple[str, int]] = []
+    real_flush, real_transaction = deps.flush_events, server.database.transaction
+    real_run_sync = anyio.to_thread.run_sync
+
+    def flush(*args: object, **kwargs: object) -> None:
+        seen.append(("flush", threading.get_ident()))
+        real_flush(*args, **kwargs)  # type: ignore[arg-type]
+
+    def transaction(*args: object, **kwargs: object) -> object:
+        seen.append(("transaction", threading.get_ident()))
+        return real_transaction(*args, **kwargs)  # type: ignore[arg-type]
+
+    async def run_sync(*args: object, **kwargs: object) -> object:
+        seen.append(("hand-off", threading.get_ident()))
+        return await real_run_sync(*args, **kwargs)  # type: ignore[arg-type]
+
+    task_run_id = run.task_runs[0]["id"]
+    with server.client(run.token) as agent:
+        ok(agent.post(run.task_runs[0]["start_url"]))
+        events.flush_events(engine)
+        monkeypatch.setattr(events, "_LINGER", 60.0)  # the agent's events stay queued
+        for n in range(5):
+            assert (
+                agent.get(f"/v1/task-runs/{task_run_id}/fhir/Patient", params={"_id": f"p{n}"}).status_code
+                == 200
+            )
+        assert events.events_pending(engine)
+        monkeypatch.setattr(deps, "flush_events", flush)
+        monkeypatch.setattr(server.database, "transaction", transaction)
+        monkeypatch.setattr(anyio.to_thread, "run_sync", run_sync)
+        ok(agent.post(f"/v1/task-runs/{task_run_id}/complete"))
+    monkeypatch.undo()
+    assert [kind for kind, _ in seen[:3]] == ["hand-off", "flush", "transaction"], seen
+    assert [kind for kind, _ in seen].count("hand-off") == 1, seen
+    assert seen[1][1] == seen[2][1], "the flush and the transaction ran on one thread"
+    listed = ok(api.get(f"/task-runs/{task_run_id}/events", params={"limit": 100}))["data"]
+    searches = [e for e in listed if str(e["path"]).split("?")[0].endswith("/fhir/Patient")]
+    assert len(searches) == 5, listed

@@ -74,6 +74,10 @@ MAX_QUEUED = 10_000
 QUEUE_WAIT = 30.0
 """Seconds `record_event` waits for room in a full queue, and `flush_events` for the writer."""
 _BATCH = 500
+_BATCH_BYTES = 128 * 1024
+"""A batch ends at this many bytes of bodies too: the writer holds SQLite's write lock for a
+whole batch, and under agent load 500 FHIR search answers (≈ 3 MB) kept a `complete` waiting
+10–40 ms for it (0–2 ms at 128 KiB; a transaction per batch costs little on SQLite's WAL)."""
 _LINGER = 0.005
 """Seconds a woken writer waits for more events before it writes a small batch (unless a flush
 waits): one transaction per batch is the point, and each costs far more than the wait."""
@@ -270,18 +274,24 @@ class _EventLog:
         holding `_writing`."""
         with self._cond:
             batch: list[_Queued] = []
+            size = 0
             if wanted is None:
-                while self._queue and len(batch) < _BATCH and (upto is None or self._queue[0].ticket <= upto):
-                    batch.append(self._queue.popleft())
+                while self._queue and len(batch) < _BATCH and size < _BATCH_BYTES:
+                    if upto is not None and self._queue[0].ticket > upto:
+                        break
+                    batch.append(event := self._queue.popleft())
+                    size += len(event.request) + len(event.response)
             else:
                 kept: deque[_Queued] = deque()
                 for event in self._queue:
                     if (
                         len(batch) < _BATCH
+                        and size < _BATCH_BYTES
                         and event.sandbox_id in wanted
                         and (upto is None or event.ticket <= upto)
                     ):
                         batch.append(event)
+                        size += len(event.request) + len(event.response)
                     else:
                         kept.append(event)
                 self._queue = kept

@@ -11,6 +11,8 @@ a commit and no lock or connection is held across a thread hand-off.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -51,7 +53,12 @@ async def _settings(request: Request) -> Settings:
 
 
 async def _session(request: Request) -> PendingSession:
-    return PendingSession(request.app.state.database)
+    return PendingSession(request.app.state.database, _steps_before_transaction(request))
+
+
+def _steps_before_transaction(request: Request) -> list[Callable[[], None]]:
+    steps: list[Callable[[], None]] = request.scope.setdefault("assay.before_transaction", [])
+    return steps
 
 
 async def _grading(request: Request) -> Grading:
@@ -78,22 +85,26 @@ def _flush_task_run(database: Database, task_run_id: str) -> None:
 
 async def _task_run_events_flushed(request: Request, task_run_id: str) -> None:
     database: Database = request.app.state.database
-    if events_pending(database.engine):  # no thread hand-off when there is nothing to write
-        await run_in_threadpool(_flush_task_run, database, task_run_id)
+    if events_pending(database.engine):  # nothing to do when nothing is queued
+        _steps_before_transaction(request).append(functools.partial(_flush_task_run, database, task_run_id))
 
 
 async def _sandbox_events_flushed(request: Request, sandbox_id: str) -> None:
     engine = request.app.state.database.engine
     if events_pending(engine):
-        await run_in_threadpool(flush_events, engine, sandbox_ids=(sandbox_id,))
+        _steps_before_transaction(request).append(
+            functools.partial(flush_events, engine, sandbox_ids=(sandbox_id,))
+        )
 
 
 TaskRunEventsFlushed = Depends(_task_run_events_flushed)
-"""Route dependency: this worker's queued events of the task run's sandboxes are written before
-the handler's transaction begins (its event list, `complete`; `sandboxes/events.py`). Other runs'
-events stay queued: under agent load, writing them first made `complete` wait for all traffic."""
+"""Route dependency of a `SessionDep` handler: this worker's queued events of the task run's
+sandboxes are written before the handler's transaction begins, on the handler's thread (its event
+list, `complete`; `sandboxes/events.py`, `transactions.PendingSession.before`). Other runs' events
+stay queued: under agent load, writing them first made `complete` wait for all traffic."""
 SandboxEventsFlushed = Depends(_sandbox_events_flushed)
-"""Route dependency: this worker's queued events of the sandbox are written first (its event list)."""
+"""Route dependency of a `SessionDep` handler: this worker's queued events of the sandbox are
+written first (its event list)."""
 
 
 async def _caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> Caller:

@@ -12,6 +12,12 @@ so that, on the one worker thread that runs it, the placeholder is swapped for a
 `Database.transaction()`, the handler runs, and the transaction commits (or rolls back) before the
 thread is given back and before the response is sent. A thread holding the lock never waits for
 another thread, so waiters always make progress; waits are bounded (`Busy` → 503).
+
+Work a route needs done before its transaction, on no lock — writing the queued sandbox events
+its handler will read (`deps.TaskRunEventsFlushed`) — is a step in `PendingSession.before`, run
+on the handler's thread first. As a dependency of its own it cost a thread hand-off each way, and
+under agent load each hand-off waits for the busy event loop: 12–27 ms of a `complete` measured
+at 16 clients (`docs/performance.md`, "Session 7").
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi.routing import APIRoute
@@ -36,6 +42,9 @@ class PendingSession:
     """What `SessionDep` resolves to before the handler runs: which database, nothing opened."""
 
     database: Database
+    before: list[Callable[[], None]] = field(default_factory=list)
+    """Steps run on the handler's thread before the transaction opens (the request's own list:
+    route dependencies add to it, whichever order FastAPI resolves them in)."""
 
 
 def in_one_transaction(endpoint: Callable[..., Any]) -> Callable[..., Any]:
@@ -49,8 +58,10 @@ def in_one_transaction(endpoint: Callable[..., Any]) -> Callable[..., Any]:
         pending = [name for name, value in kwargs.items() if isinstance(value, PendingSession)]
         if not pending:
             return endpoint(*args, **kwargs)
-        database = kwargs[pending[0]].database
-        with database.transaction() as session:
+        first: PendingSession = kwargs[pending[0]]
+        for step in first.before:
+            step()
+        with first.database.transaction() as session:
             for name in pending:
                 kwargs[name] = session
             return endpoint(*args, **kwargs)
