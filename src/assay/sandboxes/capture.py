@@ -60,20 +60,27 @@ def capture(
 
 class CapturedState:
     """The `SandboxState` of a capture: each field read from the surface that owns it, plus the
-    frozen entities. A field no live surface owns is an empty store (SPEC §6)."""
+    frozen entities. A field no live surface owns is an empty store (SPEC §6).
 
-    def __init__(self, pointer: Mapping[str, Any], views: Mapping[str, StateView] | None = None):
+    A surface's view is read the first time a criterion asks for one of its fields: a task's
+    criteria read one or two surfaces, and reading all six for every `complete` was a third of
+    its SQL (issue 9: `complete` under agent load, `docs/performance.md` "Session 7")."""
+
+    def __init__(self, pointer: Mapping[str, Any], session: Session | None = None):
         self.pointer = pointer
-        self.views = dict(views or {})
-        self._owner = {
-            field: self.views[name]
-            for name, surface in SURFACES.items()
-            if name in self.views
-            for field in surface.state_fields
-        }
+        self._session = session
+        self._views: dict[str, StateView] = {}
+
+    def view(self, surface: str) -> StateView | None:
+        """The surface's view of its part of the capture, read once; None for no such surface."""
+        found = self._views.get(surface)
+        if found is None and surface in SURFACES:
+            found = self._views[surface] = SURFACES[surface].read(self.pointer.get(surface), self._session)
+        return found
 
     def _view(self, field: str) -> Any:
-        return self._owner.get(field)
+        owner = _FIELD_OWNERS.get(field)
+        return None if owner is None else self.view(owner)
 
     def input_entity(self) -> Mapping[str, Any] | None:
         entity = self.pointer.get("input_entity")
@@ -118,14 +125,15 @@ class CapturedState:
 
     def baseline(self, surface: str) -> Mapping[str, str] | None:
         """The surface view's seeded digests (`no-unexpected-changes`); None when it has none."""
-        view = self.views.get(surface)
-        found = getattr(view, "baseline", None)
+        found = getattr(self.view(surface), "baseline", None)
         return None if found is None else found()  # type: ignore[no-any-return]
 
     def digests(self, surface: str) -> Mapping[str, str]:
-        view = self.views.get(surface)
-        found = getattr(view, "digests", None)
+        found = getattr(self.view(surface), "digests", None)
         return {} if found is None else found()  # type: ignore[no-any-return]
+
+
+_FIELD_OWNERS = {field: name for name, surface in SURFACES.items() for field in surface.state_fields}
 
 
 def _views(pointer: Mapping[str, Any], session: Session | None) -> dict[str, StateView]:
@@ -135,7 +143,7 @@ def _views(pointer: Mapping[str, Any], session: Session | None) -> dict[str, Sta
 
 def state_of(pointer: Mapping[str, Any], session: Session | None = None) -> CapturedState:
     """The capture as a `SandboxState`; reading the embedded stores needs the caller's session."""
-    return CapturedState(pointer, _views(pointer, session))
+    return CapturedState(pointer, session)
 
 
 def materialize(pointer: Mapping[str, Any], root: Path, session: Session | None = None) -> Path:

@@ -30,6 +30,7 @@ from assay.service.health import router as health_router
 from assay.service.limits import BodySizeLimit, RateLimiter, json_body_limit
 from assay.service.openapi import install_openapi
 from assay.service.orphans import exit_with_parent
+from assay.service.priority import share_the_gil
 from assay.service.runs.routes import router as runs_router
 from assay.service.runs.sweeper import Sweeper
 from assay.service.runs.v1_routes import router as v1_router
@@ -62,6 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         exit_with_parent()  # a worker of `serve --workers N` stops when `serve` is killed
+        share_the_gil()  # `complete` keeps its pace under agent load (service/priority.py)
         database = Database(settings.resolved_database_url)
         database.migrate()
         if settings.bootstrap_api_key:
