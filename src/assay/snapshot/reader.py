@@ -14,7 +14,6 @@ the rest of the state from the judge. FHIR resources are indexed once, at open.
 from __future__ import annotations
 
 import hashlib
-import json
 import mimetypes
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.core.errors import SnapshotError
+from assay.core.json_decode import loads
 from assay.core.memory import bulk_loading
 from assay.core.state import (
     FileRecord,
@@ -153,7 +153,7 @@ class SnapshotState:
 
     def _json(self, path: str) -> Any:
         try:
-            return json.loads(self.tree.read(path))
+            return loads(self.tree.read(path))
         except RecursionError:
             self.warnings.append(f"{path}: JSON nested too deeply to read")
             return None
