@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -192,3 +193,18 @@ def test_the_assay_command_starts_without_the_service_stack() -> None:
     )
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "[]"
+
+
+def test_verify_without_a_judge_loads_no_http_client(task_file: Path, snapshot: Path) -> None:
+    """The judge's HTTP client is imported only when `ASSAY_JUDGE_URL` configures a judge (httpx
+    cost `assay verify` 0.2-0.4 s of start-up on every run; issue 9)."""
+    probe = (
+        "import sys\n"
+        "from assay.clients.cli.app import app\n"
+        f"sys.argv = ['assay', 'verify', {str(task_file)!r}, {str(snapshot)!r}, '--json']\n"
+        "try:\n    app()\nexcept SystemExit:\n    pass\n"
+        "print('httpx' in sys.modules, file=sys.stderr)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_JUDGE")}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
+    assert json.loads(done.stdout)["verdict"] and done.stderr.strip().endswith("False")

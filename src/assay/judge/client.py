@@ -11,12 +11,13 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from assay.checks import semantic_unavailable
 from assay.core.judging import JudgeAnswer, JudgeQuestion, JudgeUnavailable
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -72,6 +73,8 @@ class OpenAIJudge:
         url = settings.url.rstrip("/")
         self.endpoint = url if url.endswith("/chat/completions") else url + "/chat/completions"
         headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+        import httpx  # here, not at the top: `assay verify` reads the settings on every run (0.2-0.4 s)
+
         self._client = httpx.Client(timeout=settings.timeout, headers=headers, transport=transport)
 
     @property
@@ -88,6 +91,8 @@ class OpenAIJudge:
             "temperature": 0,
             "max_tokens": MAX_TOKENS,
         }
+        import httpx
+
         started = time.perf_counter()
         try:
             response = self._client.post(self.endpoint, json=body)
