@@ -208,3 +208,27 @@ def test_verify_without_a_judge_loads_no_http_client(task_file: Path, snapshot: 
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_JUDGE")}
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
     assert json.loads(done.stdout)["verdict"] and done.stderr.strip().endswith("False")
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_the_command_exits_at_once_with_every_line_written(
+    task_file: Path, snapshot: Path, as_json: bool
+) -> None:
+    """As the `assay` command, verify ends the process without freeing the loaded state (issue 9):
+    the output, the warnings and the exit code are those of a normal exit, through pipes too."""
+    (snapshot / "fhir" / "Patient").mkdir(parents=True)
+    (snapshot / "fhir" / "Patient" / "broken.json").write_text("{nope")
+    command = [sys.executable, "-c", "from assay.clients.cli import main; main()", "verify"]
+    done = subprocess.run(
+        [*command, str(task_file), str(snapshot), *(["--json"] if as_json else [])],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0
+    in_process = run(task_file, snapshot, *(["--json"] if as_json else []))
+    if as_json:
+        assert json.loads(done.stdout) == json.loads(in_process.stdout)
+    else:
+        assert done.stdout.rstrip().splitlines()[-1] == in_process.stdout.rstrip().splitlines()[-1]
+        assert done.stdout.rstrip().splitlines()[-1].startswith("verdict: ")
+    assert "warning:" in done.stderr and "broken.json" in done.stderr

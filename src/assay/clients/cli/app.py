@@ -122,6 +122,22 @@ def verify(
     # Skipped snapshot records go to stderr in both modes, so --json stdout stays pure JSON.
     for warning in state.warnings:
         Console(stderr=True).print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    _exit_keeping(state)
+
+
+_as_command = False
+"""Set by `main`: the process is the `assay` command, not a caller of `app` (tests, CliRunner)."""
+
+
+def _exit_keeping(state: object) -> None:
+    """As the `assay` command, end the process now, output flushed, without freeing `state`: at the
+    1,024-patient snapshot, freeing its ~10M objects cost 0.34 s of CPU, 7% of `assay verify`
+    (issue 9; mypy exits the same way). Nothing else is left to do: the judge is closed, every
+    line is written. Called in process, it returns and `state` is freed as usual."""
+    if _as_command:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def print_verification(result: TaskVerification, console: Console) -> None:
@@ -185,4 +201,6 @@ app.add_typer(keys_app, name="keys")
 
 
 def main() -> None:
+    global _as_command
+    _as_command = True
     app()
