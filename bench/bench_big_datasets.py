@@ -23,7 +23,8 @@ For each scale, on a fresh `assay serve` (SQLite, 1 worker; `--postgres`: Postgr
   `Encounter?patient=&_count=10`) on the started task run, one client;
 - RSS: the largest resident set (now, and its peak) of any server process after all of that;
 - verify: the run completed, its state tar.gz downloaded and `assay verify` run on it (a
-  `fhir-resource-state` criterion over a patient), wall time of the command.
+  `fhir-resource-state` criterion over a patient), wall time of the command; `--keep-state DIR`
+  keeps the archive and the task file (`state-64x.tar.gz`, `task-64x.json`) for profiling.
 
 Targets (issue 9, the 1,024-patient set = 64×, on the 2-core machine): upload < 15 s, first
 start < 10 s, second start < 0.5 s, RSS < 1.5 GB per worker, verify < 10 s, search p50 unchanged
@@ -220,7 +221,7 @@ def _start(api: httpx.Client, benchmark_id: str) -> tuple[str, str, float]:
     return token, task_run_id, elapsed
 
 
-def measure(url: str, pid: int, scale: int) -> Row:
+def measure(url: str, pid: int, scale: int, keep: Path | None = None) -> Row:
     row = Row(scale)
     bundles, patients = datasets(scale)
     row.megabytes = sum(len(text) for _, text in bundles) / 1e6
@@ -265,6 +266,11 @@ def measure(url: str, pid: int, scale: int) -> Row:
         state = api.get(f"/task-runs/{task_run_id}/state")
         state.raise_for_status()
         row.verify_s = _verify(state.content, assertion)
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            (keep / f"state-{scale}x.tar.gz").write_bytes(state.content)
+            task_file = {"criteria": [{"label": "the patient", "assertion": assertion}]}
+            (keep / f"task-{scale}x.json").write_text(json.dumps(task_file))
     row.load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     return row
 
@@ -348,6 +354,12 @@ def main() -> None:
         "--scale", default="1,8,64", help="comma-separated copies of the 16 patients (default 1,8,64)"
     )
     parser.add_argument("--postgres", action="store_true", help="PostgreSQL with 2 workers instead of SQLite")
+    parser.add_argument(
+        "--keep-state",
+        type=Path,
+        metavar="DIR",
+        help="also write each scale's state tar.gz and task file to DIR (to profile `assay verify` on them)",
+    )
     args = parser.parse_args()
     scales = [int(part) for part in args.scale.split(",") if part.strip()]
     print(
@@ -361,10 +373,10 @@ def main() -> None:
                     postgres() as database_url,
                     serve(Path(folder), database_url=database_url, workers=2) as (url, pid),
                 ):
-                    rows.append(measure(url, pid, scale))
+                    rows.append(measure(url, pid, scale, args.keep_state))
             else:
                 with serve(Path(folder)) as (url, pid):
-                    rows.append(measure(url, pid, scale))
+                    rows.append(measure(url, pid, scale, args.keep_state))
         print(f"  {scale}x done ({rows[-1].first_start_s:.2f} s first start)", flush=True)
     report(rows, "PostgreSQL, 2 workers" if args.postgres else "SQLite, 1 worker")
 
