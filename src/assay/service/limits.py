@@ -15,10 +15,10 @@ from fastapi import Request
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from assay.sandboxes.json_depth import MAX_JSON_DEPTH, nested_deeper_than
 from assay.service.errors import envelope
-from assay.store.errors import BadRequest, Invalid
-from assay.store.json_values import NUL_TEXT, storable_json_problem
+from assay.service.json_bodies import body_checked, body_problem
+from assay.store.errors import BadRequest
+from assay.store.json_values import NUL_TEXT
 
 __all__ = ["BodySizeLimit", "RateLimiter", "json_body_limit", "storable_parameters"]
 
@@ -117,25 +117,29 @@ async def json_body_limit(request: Request) -> None:
 
     FastAPI has parsed the body before dependencies run (`request.json()` is cached, so this costs
     the depth walk and the strict check's encode, no second parse), and they run before the body
-    is validated, stored or echoed. A body that does not parse at all is FastAPI's to report; the
+    is validated, stored or echoed. A body of `json_bodies.BIG_BODY` bytes or more was parsed and
+    checked on a worker thread before FastAPI read it; its verdict is raised here, at the same point.
+    A body that does not parse at all is FastAPI's to report; the
     FHIR routes check their own bodies. Non-strict JSON used to be stored (SQLite), refused by
     PostgreSQL as "too large", or crash the response (`agent: {"a": NaN}` on
     `POST /v1/benchmark-runs` dropped the connection). A NUL was stored by SQLite and refused by
     PostgreSQL's `text` (422 "too large", no key); checked here, both backends answer alike.
     """
     storable_parameters(request)
+    checked = body_checked(request)
+    if checked is not None:  # a big body, parsed and checked on a worker thread (json_bodies.py)
+        if checked.problem is not None:
+            raise checked.problem
+        return
     if not await request.body():
         return
     try:
         value = await request.json()
     except Exception:  # unparseable or not JSON: FastAPI already answered or the route reads raw bytes
         return
-    if nested_deeper_than(value):
-        raise BadRequest(f"request body is nested more than {MAX_JSON_DEPTH} levels deep")
-    problem = storable_json_problem(value)
-    if problem:
-        where, reason = problem
-        raise Invalid({where or "body": [reason]})
+    problem = body_problem(value)
+    if problem is not None:
+        raise problem
 
 
 def storable_parameters(request: Request, *names: str) -> None:

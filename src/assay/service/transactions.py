@@ -18,18 +18,23 @@ its handler will read (`deps.TaskRunEventsFlushed`) — is a step in `PendingSes
 on the handler's thread first. As a dependency of its own it cost a thread hand-off each way, and
 under agent load each hand-off waits for the busy event loop: 12–27 ms of a `complete` measured
 at 16 clients (`docs/performance.md`, "Session 7").
+
+A route with a JSON body also reads a big one (`json_bodies.BIG_BODY` and up) before FastAPI does:
+parsed and checked on a worker thread instead of the event loop (`json_bodies.read_big_body_first`).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
+from assay.service.json_bodies import read_big_body_first
 from assay.store import Database
 
 __all__ = ["PendingSession", "TransactionRoute", "in_one_transaction"]
@@ -71,7 +76,18 @@ def in_one_transaction(endpoint: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class TransactionRoute(APIRoute):
-    """An `APIRoute` whose sync handler runs in one transaction on its own thread (see above)."""
+    """An `APIRoute` whose sync handler runs in one transaction on its own thread, and whose big JSON
+    body is read off the event loop (see above)."""
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any):
         super().__init__(path, in_one_transaction(endpoint), **kwargs)
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        if self.body_field is None:
+            return handler
+
+        async def big_body_read_first(request: Request) -> Response:
+            return await read_big_body_first(request, handler)
+
+        return big_body_read_first

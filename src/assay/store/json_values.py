@@ -38,6 +38,7 @@ __all__ = [
     "NUL_TEXT",
     "JsonText",
     "content_hash",
+    "json_bytes",
     "json_text",
     "not_strict_json",
     "serialize_json",
@@ -85,13 +86,18 @@ surrogate, a non-string key, nesting past 255 levels."""
 def json_text(value: Any) -> str:
     """`value` as JSON text that `json.loads` reads back to what `json.dumps(value)` would:
     orjson's compact UTF-8 output, else (see the module docstring) `json.dumps`'s."""
+    return json_bytes(value).decode()
+
+
+def json_bytes(value: Any) -> bytes:
+    """`json_text(value)`, UTF-8 encoded (what a response carries; `json.dumps` writes ASCII)."""
     try:
         raw = orjson.dumps(value, option=_PASSTHROUGH)
     except _ORJSON_REFUSES:
-        return json.dumps(value)
+        return json.dumps(value).encode()
     if b"null" in raw and _NULL_TOKEN.search(raw):  # maybe NaN or Infinity
-        return json.dumps(value)
-    return raw.decode()
+        return json.dumps(value).encode()
+    return raw
 
 
 def serialize_json(value: Any) -> str:

@@ -7,6 +7,7 @@ row still names by id is a 409; owned children (a task's criteria, a dataset's e
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -28,7 +29,7 @@ from assay.service.catalog.schemas import (
     entity_reference,
 )
 from assay.store import Caller, Conflict, Invalid, NotFound, new_id, owned, utcnow
-from assay.store.json_values import content_hash
+from assay.store.json_values import JsonText, content_hash, json_bytes
 from assay.store.models import (
     ApiKey,
     Base,
@@ -44,6 +45,7 @@ from assay.store.models import (
 )
 
 __all__ = [
+    "NewDataset",
     "apply_patch",
     "create_benchmark",
     "create_criterion",
@@ -67,6 +69,7 @@ __all__ = [
     "patch_environment",
     "patch_solver",
     "patch_task",
+    "prepare_dataset",
     "unlink_task_entity",
     "validate_assertion",
 ]
@@ -145,13 +148,30 @@ def _entity(dataset: Dataset, body: EntityCreate) -> DatasetEntity:
     )
 
 
-def create_dataset(
-    session: Session, caller: Caller, body: DatasetCreate
-) -> tuple[Dataset, list[DatasetEntity]]:
+@dataclass(frozen=True, slots=True)
+class NewDataset:
+    """A dataset to create, checked, hashed and rendered once (`prepare_dataset`)."""
+
+    body: DatasetCreate
+    text: bytes
+    """`body.data` as it is stored and echoed (`json_bytes`)."""
+    content_hash: str
+
+
+def prepare_dataset(body: DatasetCreate) -> NewDataset:
+    """The work on a new dataset's `data` that needs no database: its checks, its hash and its one
+    rendering, reused for the row and the 201 (issue 9: the 1,024-patient upload rendered each
+    bundle again for the JSON column's bind and again for the echo)."""
     check_dataset(body.type, body.data)
+    return NewDataset(body, json_bytes(body.data), content_hash(body.data))
+
+
+def create_dataset(session: Session, caller: Caller, new: NewDataset) -> tuple[Dataset, list[DatasetEntity]]:
+    """Store a prepared dataset; its row's `data` is `new.text` as it is (a `JsonText`)."""
+    body = new.body
     dataset = _insert(
         session, caller, Dataset, "ds_",
-        name=body.name, type=body.type, data=body.data, content_hash=content_hash(body.data),
+        name=body.name, type=body.type, data=JsonText(new.text.decode()), content_hash=new.content_hash,
     )  # fmt: skip
     entities = [_entity(dataset, entity) for entity in body.entities]
     session.add_all(entities)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Request, Response
+from fastapi import APIRouter, Depends, Header, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from assay.service.auth.actions import authenticate
@@ -31,6 +31,7 @@ from assay.service.catalog.schemas import (
     SolverPatch,
     VersionOut,
     benchmark_json,
+    dataset_bytes,
     dataset_json,
     entity_json,
     environment_json,
@@ -60,10 +61,21 @@ Json = dict[str, Any]
 add_list_route(router, "/datasets", Dataset, dataset_json)
 
 
-@router.post("/datasets", status_code=201, tags=["datasets"])
-def create_dataset(body: DatasetCreate, session: SessionDep, caller: OrgCaller) -> Json:
-    dataset, entities = actions.create_dataset(session, caller, body)
-    return dataset_json(dataset, entities)
+def _new_dataset(body: DatasetCreate) -> actions.NewDataset:
+    """Checked, hashed and rendered on a worker thread before the handler's transaction opens, so
+    the SQLite write lock is not held for it (issue 9)."""
+    return actions.prepare_dataset(body)
+
+
+@router.post("/datasets", status_code=201, tags=["datasets"], response_model=Json)
+def create_dataset(
+    session: SessionDep, caller: OrgCaller, new: Annotated[actions.NewDataset, Depends(_new_dataset)]
+) -> Response:
+    # The 201 echoes `data` (SPEC §5.1) as the bytes just stored, not rendered again.
+    dataset, entities = actions.create_dataset(session, caller, new)
+    return Response(
+        dataset_bytes(dataset, entities, new.text), status_code=201, media_type="application/json"
+    )
 
 
 @router.get("/datasets/{dataset_id}", tags=["datasets"])

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from assay.store import iso
+from assay.store.json_values import json_bytes
 from assay.store.models import (
     ApiKey,
     Benchmark,
@@ -48,6 +49,7 @@ __all__ = [
     "VersionOut",
     "benchmark_json",
     "criterion_json",
+    "dataset_bytes",
     "dataset_json",
     "entity_json",
     "entity_reference",
@@ -392,6 +394,17 @@ def dataset_json(row: Dataset, entities: list[DatasetEntity] | None = None) -> d
     if entities is not None:
         body["entities"] = [entity_json(entity) for entity in entities]
     return body
+
+
+def dataset_bytes(row: Dataset, entities: list[DatasetEntity] | None, data: bytes) -> bytes:
+    """`dataset_json` as JSON, its `data` the JSON text `data` as it is (the bytes just stored),
+    not rendered again (issue 9)."""
+    fields = dataset_json(row, entities)
+    members = (
+        json_bytes(key) + b":" + (data if key == "data" else json_bytes(value))
+        for key, value in fields.items()
+    )
+    return b"{" + b",".join(members) + b"}"
 
 
 def environment_json(row: Environment) -> dict[str, Any]:
