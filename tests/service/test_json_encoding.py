@@ -1,6 +1,7 @@
 """`store.json_values` on orjson (issue 9, big datasets): the content hash is byte for byte the one
-every stored dataset was hashed with, stored text reads back to what `json.dumps` wrote, and an
-upload serialises its body with orjson only — `json.dumps` never sees it (counted, not timed).
+every stored dataset was hashed with, stored text reads back to what `json.dumps` wrote, an
+upload serialises its body with orjson only — `json.dumps` never sees it (counted, not timed) —
+and `load_json` reads any JSON text to what `json.loads` reads.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assay.store import json_values
-from assay.store.json_values import content_hash, json_text, serialize_json
+from assay.store.json_values import content_hash, json_text, load_json, serialize_json
 from tests.conftest import FIXTURES
 from tests.service.builders import ok, unique
 
@@ -121,3 +122,61 @@ def test_an_upload_is_never_serialised_by_json_dumps(
     assert encoded == []
     monkeypatch.setattr(json_values.json, "dumps", real)
     assert ok(api.get(f"/datasets/{created['id']}"))["data"] == bundle
+
+
+def _reads_alike(text: str) -> None:
+    expected = json.loads(text)
+    assert _same(load_json(text), expected)
+    assert _same(load_json(text.encode("utf-8", "surrogatepass")), expected)
+
+
+@settings(max_examples=400, derandomize=True)
+@given(JSON_LIKE)
+def test_load_json_reads_what_json_loads_reads(value: Any) -> None:
+    """Every spelling the datasets may be stored in: orjson's, `json.dumps`'s (spaces, ASCII
+    escapes: rows stored before orjson), indented."""
+    for text in (json_text(value), json.dumps(value), json.dumps(value, ensure_ascii=False, indent=1)):
+        _reads_alike(text)
+
+
+_NUMBER = st.from_regex(r"\A-?(0|[1-9][0-9]{0,24})(\.[0-9]{1,24})?([eE][-+]?[0-9]{1,4})?\Z")
+
+
+@settings(max_examples=600, derandomize=True)
+@given(_NUMBER, st.sampled_from(["{}", "[{}]", '{{"a": {}}}', "[1,\n {}]", " {} ", '["x",{}]']))
+def test_load_json_reads_numbers_as_json_loads_does(number: str, shape: str) -> None:
+    """Integers beyond 64 bits stay integers, floats round alike, overflow is `inf` as before."""
+    _reads_alike(shape.format(number))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "18446744073709551616",
+        "[1, -9223372036854775809]",
+        '{"a": 123456789012345678901234567890}',
+        '{"a":\n  [\t99999999999999999999]}',
+        "[NaN, Infinity, -Infinity, 1e400]",
+        '"\\ud800"',
+        '{"a": 1, "a": 2}',
+        '{"text": "seed: 8227062227814166433", "n": 18446744073709551615}',
+        '{"text": "seed: 8227062227814166433 ", "n": [8227062227814166433]}',
+        '{"text": "[8227062227814166433]"}',
+        "-12345678901234567890",
+    ],
+)
+def test_load_json_on_what_orjson_reads_differently(text: str) -> None:
+    _reads_alike(text)
+
+
+def test_a_synthea_bundle_is_read_by_orjson(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every Synthea patient's narrative holds a 19-digit seed inside a string: that alone must not
+    send the bundle to `json.loads` (counted, not timed)."""
+    path = next((FIXTURES / "fhir" / "synthea" / "hiv-2021").glob("*.json"))
+    text = path.read_text()
+    assert "Person seed: " in text
+    slow: list[int] = []
+    real = json_values.json.loads
+    monkeypatch.setattr(json_values.json, "loads", lambda t, *a, **k: slow.append(1) or real(t, *a, **k))
+    assert load_json(text) == real(text)
+    assert slow == []
