@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +19,9 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from assay.sandboxes.fhir import EmbeddedFhir, FhirError, actions
+from assay.sandboxes.fhir import layers as layers_module
 from assay.sandboxes.fhir import store as fhir_store
+from assay.sandboxes.fhir.layers import LayerSource
 from assay.sandboxes.fhir.tables import FhirLayer, FhirVersion
 from tests.sandboxes.conftest import at_once
 
@@ -171,3 +175,62 @@ def test_evicted_indexes_are_rebuilt_from_the_database(
                 f"extra-{n}"
             ]
             assert index.current(("Patient", LIZ_ID)) is not None
+
+
+def test_a_built_layer_keeps_load_order_whatever_order_its_rows_are_written_in(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`LayerCache.build` writes the rows in primary-key order, a few at a time (SQLite's B-tree
+    pages then stay neighbours), each with its load-order position: another worker reading the
+    layer back gets the load order. On SQLite each chunk is checkpointed after its commit, and
+    the connection's own automatic checkpoints are back on afterwards."""
+    monkeypatch.setattr(layers_module, "_INSERT_CHUNK", 2)
+    tag = uuid.uuid4().hex[:8]
+    keys = [
+        ("Patient", f"{tag}-z"),
+        ("Observation", f"{tag}-b"),
+        ("Patient", f"{tag}-y"),
+        ("Patient", f"{tag}-a"),
+        ("Encounter", f"{tag}-x"),
+    ]
+    bundle = {"resourceType": "Bundle", "type": "collection", "entry": [
+        {"resource": {"resourceType": kind, "id": ident}} for kind, ident in keys
+    ]}  # fmt: skip
+    chunks: list[list[tuple[str, str, int]]] = []
+    checkpoints: list[str] = []
+    real_chunks, real_checkpointing = layers_module._row_chunks, layers_module._checkpointing_after_each
+
+    def recording(layer: Any) -> Iterator[list[dict[str, Any]]]:
+        for chunk in real_chunks(layer):
+            chunks.append([(row["resource_type"], row["resource_id"], row["position"]) for row in chunk])
+            yield chunk
+
+    @contextmanager
+    def counting(conn: Any) -> Iterator[Callable[[], None]]:
+        sqlite = conn.dialect.name == "sqlite"
+        raw = conn.connection.dbapi_connection
+        with real_checkpointing(conn) as checkpoint:
+            if sqlite:
+                assert raw.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+
+            def counted() -> None:
+                checkpoints.append("after a chunk")
+                checkpoint()
+
+            yield counted
+        if sqlite:
+            assert raw.execute("PRAGMA wal_autocheckpoint").fetchone() == (1000,)
+
+    monkeypatch.setattr(layers_module, "_row_chunks", recording)
+    monkeypatch.setattr(layers_module, "_checkpointing_after_each", counting)
+    builder = EmbeddedFhir(engine)
+    source = LayerSource.of([bundle])
+    builder.layers.build(source)
+    written = [row for chunk in chunks for row in chunk]
+    assert [len(chunk) for chunk in chunks] == [2, 2, 1]
+    assert written == sorted((kind, ident, keys.index((kind, ident))) for kind, ident in keys)
+    assert checkpoints == ["after a chunk"] * 3
+    with engine.connect() as conn:
+        reread = EmbeddedFhir(engine).layers.get(source.key, conn)
+        assert list(reread.by_key) == keys
+        assert reread.by_key == builder.layers.get(source.key, conn).by_key  # what the builder kept

@@ -7,25 +7,27 @@ Counted, not timed: the SQL statements that read `datasets.data` and the layers 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import delete, event, select
+from sqlalchemy import delete, event, select, update
 from sqlalchemy.orm import Session
 
+from assay.sandboxes.fhir import layers as layers_module
 from assay.sandboxes.fhir.layers import layer_key
 from assay.sandboxes.fhir.store import embedded_fhir
-from assay.sandboxes.fhir.tables import FhirLayer, FhirStoreRow
+from assay.sandboxes.fhir.tables import FhirLayer, FhirLayerResource, FhirStoreRow
 from assay.service.runs import actions
 from assay.store.json_values import content_hash
 from assay.store.models import BenchmarkVersion, BenchmarkVersionDataset, Dataset, TaskRun
 from tests.service.builders import ok, unique
 from tests.service.conftest import Server
 
-_DATA_READ = re.compile(r"SELECT\s+(benchmark_version_)?datasets\.data\b", re.IGNORECASE)
+_DATA_READ = re.compile(r"SELECT\s+(CAST\()?(benchmark_version_)?datasets\.data\b", re.IGNORECASE)
 """A read of a dataset's content: a draft's row or a published version's frozen copy."""
 
 
@@ -242,3 +244,95 @@ def test_a_version_published_before_its_datasets_had_rows_reads_them_inline(
         assert (
             ok(agent.get(f"/v1/task-runs/{task_run_id}/fhir/Patient/{patient['id']}"))["gender"] == "female"
         )
+
+
+def test_a_dataset_changed_while_the_start_is_prepared_is_not_built_under_its_old_key(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before `start`'s transaction each dataset's content is read in a short unit of work of its
+    own, after the one that read the hashes (the layer's key). A content changed in between must
+    never be stored under the old key, which a published version may still name: the preparation
+    gives up and the transaction builds the layer of what it reads."""
+    patient = {"resourceType": "Patient", "id": unique("p").replace(" ", "-")}
+    dataset = ok(
+        api.post("/datasets", json={"name": unique("d"), "type": "fhir", "data": _bundle(patient)}), 201
+    )
+    benchmark_id = _benchmark(api, [dataset["id"]])
+    old_key = layer_key([content_hash(dataset["data"])])
+    changed = _bundle({**patient, "gender": "other"})
+    original = actions.datasets_for
+
+    def changing_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        found = original(*args, **kwargs)
+        if kwargs.get("reading") is not None:  # the preparation: the hashes are read, the contents not yet
+            with server.database.transaction() as session:
+                session.execute(
+                    update(Dataset)
+                    .where(Dataset.id == dataset["id"])
+                    .values(data=changed, content_hash=content_hash(changed))
+                )
+        return found
+
+    monkeypatch.setattr(actions, "datasets_for", changing_meanwhile)
+    token, task_run_id = _start(server, api, benchmark_id)
+    with server.database.reading() as session:
+        bodies = session.scalars(
+            select(FhirLayerResource.body).where(FhirLayerResource.layer_hash == old_key)
+        ).all()
+    assert all('"gender"' not in body for body in bodies)  # nothing, or the old content
+    assert _layer_of(server, task_run_id) == layer_key([content_hash(changed)])
+    with server.client(token) as agent:
+        assert ok(agent.get(f"/v1/task-runs/{task_run_id}/fhir/Patient/{patient['id']}"))["gender"] == "other"
+
+
+def test_the_layer_rows_are_written_in_write_turns_with_no_read_snapshot_open(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On SQLite an open read snapshot keeps the WAL from being checkpointed: a 1,024-patient
+    build left ~700 MB for the next commit to copy while holding the write lock (1.5-2.4 s in
+    which no request was answered). And each insert takes its turn at the write lock in line with
+    the requests, instead of meeting them at SQLite's busy handler. Counted per thread."""
+    patients = [{"resourceType": "Patient", "id": unique("p").replace(" ", "-")} for _ in range(3)]
+    dataset = ok(
+        api.post("/datasets", json={"name": unique("d"), "type": "fhir", "data": _bundle(*patients)}), 201
+    )
+    benchmark_id = _benchmark(api, [dataset["id"]])
+    readings: dict[int, int] = {}
+    turns: dict[int, int] = {}
+    seen: list[tuple[int, int]] = []
+    database = server.database
+    real_reading, real_turn = database.reading, layers_module.write_turn
+
+    @contextmanager
+    def reading() -> Iterator[Session]:
+        me = threading.get_ident()
+        readings[me] = readings.get(me, 0) + 1
+        try:
+            with real_reading() as session:
+                yield session
+        finally:
+            readings[me] -= 1
+
+    @contextmanager
+    def write_turn(engine: Any) -> Iterator[None]:
+        me = threading.get_ident()
+        with real_turn(engine):
+            turns[me] = turns.get(me, 0) + 1
+            try:
+                yield
+            finally:
+                turns[me] -= 1
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if re.match(r"\s*INSERT INTO fhir_layer", statement, re.IGNORECASE):
+            me = threading.get_ident()
+            seen.append((readings.get(me, 0), turns.get(me, 0)))
+
+    monkeypatch.setattr(database, "reading", reading)
+    monkeypatch.setattr(layers_module, "write_turn", write_turn)
+    event.listen(database.engine, "before_cursor_execute", record)
+    try:
+        _start(server, api, benchmark_id)
+    finally:
+        event.remove(database.engine, "before_cursor_execute", record)
+    assert seen == [(0, 1), (0, 1)]  # the rows, then the layer row: no snapshot open, in a turn

@@ -27,7 +27,7 @@ from assay.service.runs.lifecycle import end_task_run, finalize_if_done, lock_ru
 from assay.service.runs.overrides import carry_overrides, score_rows
 from assay.service.runs.repository import current_criterion_runs, get_benchmark_run, get_task_run
 from assay.service.runs.schemas import BenchmarkRunCreate
-from assay.service.sandboxes.datasets import datasets_for
+from assay.service.sandboxes.datasets import DatasetChanged, datasets_for
 from assay.store import Caller, Conflict, Database, DomainError, Invalid, NotFound, new_id, owned, utcnow
 from assay.store.models import (
     Benchmark,
@@ -199,7 +199,12 @@ def prepare_start(database: Database, caller: Caller, task_run_id: str, deployme
     """Before `start`'s transaction, in a read-only unit of work: let the surfaces build what
     seeding will find ready (the FHIR dataset layer), holding no lock, so the transaction is short
     and other requests never wait behind a big load (issue 9). Anything amiss — no such task run,
-    not startable, a dataset type nobody loads — is left for `start_task_run` to answer."""
+    not startable, a dataset type nobody loads, a dataset changed meanwhile — is left for
+    `start_task_run` to answer.
+
+    The unit of work that finds the datasets ends before the surfaces prepare them: each content is
+    read in a short one of its own (`datasets_for(reading=...)`), so no read snapshot is open
+    while the layer is stored (on SQLite it kept the WAL from being checkpointed)."""
     with database.reading() as session:
         try:
             task_run = get_task_run(session, caller, task_run_id)
@@ -210,9 +215,14 @@ def prepare_start(database: Database, caller: Caller, task_run_id: str, deployme
         benchmark_run = session.get(BenchmarkRun, task_run.benchmark_run_id)
         if benchmark_run is None:
             return
-        datasets = datasets_for(session, task_run, sandboxes.run_environment(session, benchmark_run))
-        if not sandboxes.unsupported_dataset(datasets):
-            sandboxes.prepare_datasets(datasets, deployment)
+        environment = sandboxes.run_environment(session, benchmark_run)
+        datasets = datasets_for(session, task_run, environment, reading=database.reading)
+    if sandboxes.unsupported_dataset(datasets):
+        return
+    try:
+        sandboxes.prepare_datasets(datasets, deployment)
+    except DatasetChanged:
+        return
 
 
 def start_task_run(

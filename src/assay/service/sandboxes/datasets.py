@@ -4,20 +4,38 @@ A run of a published version reads the dataset contents frozen at publish time (
 `benchmark_version_datasets`); a run of the draft reads the current rows. A draft's contents are read only when a surface asks for one (`data`):
 the FHIR surface finds its layer by the stored content hashes and, when the layer exists, reads no
 dataset at all (issue 9: a warm `start` of 1,024 patients spent 63% re-reading and decoding them).
+A content is read as its JSON text and decoded by `load_json` (orjson where it reads the same).
+
+`start` prepares the datasets before its transaction (`actions.prepare_start`) with `reading`:
+each content is then read in a unit of work of its own, so no read snapshot stays open while the
+layer built from them is stored (on SQLite an open snapshot kept the WAL from being checkpointed:
+it grew to ~700 MB at 1,024 patients and the next commit after the build checkpointed all of it
+holding the write lock, 1.5-2.4 s in which no other request was answered).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Text, cast, select
 from sqlalchemy.orm import Session
 
 from assay.sandboxes import RunEnvironment
+from assay.store.json_values import load_json
 from assay.store.models import BenchmarkVersionDataset, Dataset, TaskRun
 
-__all__ = ["StoredDataset", "datasets_for"]
+__all__ = ["DatasetChanged", "StoredDataset", "datasets_for"]
+
+Reading = Callable[[], AbstractContextManager[Session]]
+"""A read-only unit of work of its own (`Database.reading`)."""
+
+
+class DatasetChanged(RuntimeError):
+    """A dataset's content changed (or it was deleted) after `datasets_for` read its hash: what is
+    read no longer has the content the layer key names, so nothing may be built from it."""
+
 
 _NOT_READ = object()
 
@@ -54,42 +72,70 @@ class StoredDataset(Mapping[str, Any]):
         return len(self._KEYS)
 
 
-def datasets_for(session: Session, task_run: TaskRun, environment: RunEnvironment) -> list[StoredDataset]:
+def datasets_for(
+    session: Session, task_run: TaskRun, environment: RunEnvironment, *, reading: Reading | None = None
+) -> list[StoredDataset]:
     """The datasets in load order; ids named twice load once, at their first place.
 
-    `environment` is `sandboxes.run_environment(...)`, read once by `start`.
+    `environment` is `sandboxes.run_environment(...)`, read once by `start`. With `reading`, each
+    content is read later in a unit of work of its own instead of in `session` (which the caller
+    may then close), and a draft dataset's content must still have the hash read here, else
+    reading it raises `DatasetChanged`.
     """
     named = [*environment.dataset_ids, *(task_run.snapshot["task"].get("dataset_ids") or [])]
     ordered = list(dict.fromkeys(map(str, named)))
     if environment.frozen_datasets is not None:
         by_id, version_id = environment.frozen_datasets, environment.version_id
-        return [_frozen(session, version_id, by_id[ident]) for ident in ordered if ident in by_id]
+        return [_frozen(session, reading, version_id, by_id[ident]) for ident in ordered if ident in by_id]
     rows = session.execute(
         select(Dataset.id, Dataset.type, Dataset.content_hash).where(
             Dataset.org_id == task_run.org_id, Dataset.id.in_(ordered)
         )
     ).all()
     found = {
-        row.id: StoredDataset(row.id, row.type, row.content_hash, _reader(session, row.id)) for row in rows
+        row.id: StoredDataset(
+            row.id, row.type, row.content_hash, _reader(session, reading, row.id, row.content_hash)
+        )
+        for row in rows
     }
     return [found[ident] for ident in ordered if ident in found]
 
 
-def _reader(session: Session, ident: str) -> Callable[[], Any]:
-    # A column, not the entity: the value is decoded afresh, never shared with the identity map.
-    return lambda: session.execute(select(Dataset.data).where(Dataset.id == ident)).scalar_one()
+def _reader(
+    session: Session, reading: Reading | None, ident: str, content_hash: str | None
+) -> Callable[[], Any]:
+    # The text, decoded here: never shared with the identity map, and read by orjson.
+    statement = select(cast(Dataset.data, Text), Dataset.content_hash).where(Dataset.id == ident)
+    if reading is None:
+        return lambda: load_json(session.execute(statement).one()[0])
+
+    def read() -> Any:
+        with reading() as own:
+            row = own.execute(statement).first()
+        if row is None or row[1] != content_hash:
+            raise DatasetChanged(f"dataset {ident} changed while its start was being prepared")
+        return load_json(row[0])
+
+    return read
 
 
-def _frozen(session: Session, version_id: str | None, dataset: dict[str, Any]) -> StoredDataset:
+def _frozen(
+    session: Session, reading: Reading | None, version_id: str | None, dataset: dict[str, Any]
+) -> StoredDataset:
     ident, kind = str(dataset.get("id")), str(dataset.get("type"))
     if "data" in dataset:  # published before migration 0008: the content is inline, never hashed
         data = dataset["data"]
         return StoredDataset(ident, kind, None, lambda: data)
-    return StoredDataset(ident, kind, dataset.get("hash"), _version_reader(session, version_id, ident))
-
-
-def _version_reader(session: Session, version_id: str | None, ident: str) -> Callable[[], Any]:
-    statement = select(BenchmarkVersionDataset.data).where(
+    statement = select(cast(BenchmarkVersionDataset.data, Text)).where(
         BenchmarkVersionDataset.version_id == version_id, BenchmarkVersionDataset.dataset_id == ident
     )
-    return lambda: session.execute(statement).scalar_one()
+    if reading is None:
+        return StoredDataset(
+            ident, kind, dataset.get("hash"), lambda: load_json(session.execute(statement).scalar_one())
+        )
+
+    def read() -> Any:  # a published version's rows never change
+        with reading() as own:
+            return load_json(own.execute(statement).scalar_one())
+
+    return StoredDataset(ident, kind, dataset.get("hash"), read)
