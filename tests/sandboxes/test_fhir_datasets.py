@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, event, func, select
 
 from assay.sandboxes.fhir import EmbeddedFhir, FhirError, actions
 from assay.sandboxes.fhir import layers as layers_module
@@ -182,9 +182,11 @@ def test_a_built_layer_keeps_load_order_whatever_order_its_rows_are_written_in(
 ) -> None:
     """`LayerCache.build` writes the rows in primary-key order, a few at a time (SQLite's B-tree
     pages then stay neighbours), each with its load-order position: another worker reading the
-    layer back gets the load order. On SQLite each chunk is checkpointed after its commit, and
-    the connection's own automatic checkpoints are back on afterwards."""
-    monkeypatch.setattr(layers_module, "_INSERT_CHUNK", 2)
+    layer back gets the load order. On SQLite each chunk is written as multi-row statements (of
+    two rows here, and one for the odd row) and checkpointed after its commit, and the
+    connection's own automatic checkpoints are back on afterwards."""
+    monkeypatch.setattr(layers_module, "_INSERT_CHUNK", 3)
+    monkeypatch.setattr(layers_module, "_SQLITE_ROWS", 2)
     tag = uuid.uuid4().hex[:8]
     keys = [
         ("Patient", f"{tag}-z"),
@@ -227,10 +229,46 @@ def test_a_built_layer_keeps_load_order_whatever_order_its_rows_are_written_in(
     source = LayerSource.of([bundle])
     builder.layers.build(source)
     written = [row for chunk in chunks for row in chunk]
-    assert [len(chunk) for chunk in chunks] == [2, 2, 1]
+    assert [len(chunk) for chunk in chunks] == [3, 2]
     assert written == sorted((kind, ident, keys.index((kind, ident))) for kind, ident in keys)
-    assert checkpoints == ["after a chunk"] * 3
+    assert checkpoints == ["after a chunk"] * 2
     with engine.connect() as conn:
         reread = EmbeddedFhir(engine).layers.get(source.key, conn)
         assert list(reread.by_key) == keys
         assert reread.by_key == builder.layers.get(source.key, conn).by_key  # what the builder kept
+
+
+def test_a_failed_row_write_fails_the_build_and_the_next_build_completes_the_layer(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows are written on a thread of their own (`_RowWriter`): its error is the build's, no
+    `fhir_layers` row is written (the layer does not exist half-built), and the next build writes
+    what is missing."""
+    monkeypatch.setattr(layers_module, "_INSERT_CHUNK", 2)
+    tag = uuid.uuid4().hex[:8]
+    bundle = {"resourceType": "Bundle", "type": "collection", "entry": [
+        {"resource": {"resourceType": "Patient", "id": f"{tag}-{n}"}} for n in range(7)
+    ]}  # fmt: skip
+    source = LayerSource.of([bundle])
+    written: list[int] = []
+
+    def failing_third(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if "INSERT INTO fhir_layer_resources" in statement:
+            written.append(1)
+            if len(written) == 3:
+                raise RuntimeError("the disk is full")
+
+    event.listen(engine, "before_cursor_execute", failing_third)
+    try:
+        with pytest.raises(RuntimeError, match="the disk is full"):
+            EmbeddedFhir(engine).layers.build(source)
+    finally:
+        event.remove(engine, "before_cursor_execute", failing_third)
+    assert len(written) == 3  # the chunks queued behind the failed one were dropped
+    with engine.connect() as conn:
+        assert conn.execute(select(FhirLayer.hash).where(FhirLayer.hash == source.key)).first() is None
+    fhir = EmbeddedFhir(engine)
+    fhir.layers.build(source)
+    with engine.connect() as conn:
+        assert conn.execute(select(FhirLayer.hash).where(FhirLayer.hash == source.key)).first() is not None
+        assert len(EmbeddedFhir(engine).layers.get(source.key, conn).by_key) == 7

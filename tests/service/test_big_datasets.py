@@ -291,7 +291,8 @@ def test_the_layer_rows_are_written_in_write_turns_with_no_read_snapshot_open(
     """On SQLite an open read snapshot keeps the WAL from being checkpointed: a 1,024-patient
     build left ~700 MB for the next commit to copy while holding the write lock (1.5-2.4 s in
     which no request was answered). And each insert takes its turn at the write lock in line with
-    the requests, instead of meeting them at SQLite's busy handler. Counted per thread."""
+    the requests, instead of meeting them at SQLite's busy handler. Counted per thread: the
+    preparing one's open reading units, the writing one's turns."""
     patients = [{"resourceType": "Patient", "id": unique("p").replace(" ", "-")} for _ in range(3)]
     dataset = ok(
         api.post("/datasets", json={"name": unique("d"), "type": "fhir", "data": _bundle(*patients)}), 201
@@ -299,9 +300,10 @@ def test_the_layer_rows_are_written_in_write_turns_with_no_read_snapshot_open(
     benchmark_id = _benchmark(api, [dataset["id"]])
     readings: dict[int, int] = {}
     turns: dict[int, int] = {}
+    preparing: list[int] = []
     seen: list[tuple[int, int]] = []
     database = server.database
-    real_reading, real_turn = database.reading, layers_module.write_turn
+    real_reading, real_turn, real_prepare = database.reading, layers_module.write_turn, actions.prepare_start
 
     @contextmanager
     def reading() -> Iterator[Session]:
@@ -323,16 +325,22 @@ def test_the_layer_rows_are_written_in_write_turns_with_no_read_snapshot_open(
             finally:
                 turns[me] -= 1
 
+    def prepare_start(*args: Any, **kwargs: Any) -> None:
+        preparing.append(threading.get_ident())
+        real_prepare(*args, **kwargs)
+
     def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         if re.match(r"\s*INSERT INTO fhir_layer", statement, re.IGNORECASE):
-            me = threading.get_ident()
-            seen.append((readings.get(me, 0), turns.get(me, 0)))
+            open_readings = sum(readings.get(thread, 0) for thread in preparing)
+            seen.append((open_readings, turns.get(threading.get_ident(), 0)))
 
     monkeypatch.setattr(database, "reading", reading)
     monkeypatch.setattr(layers_module, "write_turn", write_turn)
+    monkeypatch.setattr(actions, "prepare_start", prepare_start)
     event.listen(database.engine, "before_cursor_execute", record)
     try:
         _start(server, api, benchmark_id)
     finally:
         event.remove(database.engine, "before_cursor_execute", record)
+    assert len(preparing) == 1
     assert seen == [(0, 1), (0, 1)]  # the rows, then the layer row: no snapshot open, in a turn
