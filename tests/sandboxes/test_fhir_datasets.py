@@ -22,7 +22,7 @@ from assay.sandboxes.fhir import EmbeddedFhir, FhirError, actions
 from assay.sandboxes.fhir import layers as layers_module
 from assay.sandboxes.fhir import store as fhir_store
 from assay.sandboxes.fhir.layers import LayerSource
-from assay.sandboxes.fhir.tables import FhirLayer, FhirVersion
+from assay.sandboxes.fhir.tables import FhirLayer, FhirLayerResource, FhirVersion
 from tests.sandboxes.conftest import at_once
 
 if TYPE_CHECKING:
@@ -243,7 +243,8 @@ def test_a_failed_row_write_fails_the_build_and_the_next_build_completes_the_lay
 ) -> None:
     """The rows are written on a thread of their own (`_RowWriter`): its error is the build's, no
     `fhir_layers` row is written (the layer does not exist half-built), and the next build writes
-    what is missing."""
+    what is missing — on PostgreSQL its `COPY` of the first chunks meets the rows already there
+    and those chunks go by the INSERT that skips them."""
     monkeypatch.setattr(layers_module, "_INSERT_CHUNK", 2)
     tag = uuid.uuid4().hex[:8]
     bundle = {"resourceType": "Bundle", "type": "collection", "entry": [
@@ -251,24 +252,47 @@ def test_a_failed_row_write_fails_the_build_and_the_next_build_completes_the_lay
     ]}  # fmt: skip
     source = LayerSource.of([bundle])
     written: list[int] = []
+    real_writer = layers_module._RowWriter._writer
 
-    def failing_third(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if "INSERT INTO fhir_layer_resources" in statement:
-            written.append(1)
+    def failing_third(self: Any, conn: Any) -> Callable[[list[dict[str, Any]]], None]:
+        write = real_writer(self, conn)
+
+        def failing(chunk: list[dict[str, Any]]) -> None:
+            written.append(len(chunk))
             if len(written) == 3:
                 raise RuntimeError("the disk is full")
+            write(chunk)
 
-    event.listen(engine, "before_cursor_execute", failing_third)
-    try:
+        return failing
+
+    with monkeypatch.context() as patched:
+        patched.setattr(layers_module._RowWriter, "_writer", failing_third)
         with pytest.raises(RuntimeError, match="the disk is full"):
             EmbeddedFhir(engine).layers.build(source)
-    finally:
-        event.remove(engine, "before_cursor_execute", failing_third)
-    assert len(written) == 3  # the chunks queued behind the failed one were dropped
+    assert written == [2, 2, 2]  # the chunk queued behind the failed one was dropped
     with engine.connect() as conn:
         assert conn.execute(select(FhirLayer.hash).where(FhirLayer.hash == source.key)).first() is None
-    fhir = EmbeddedFhir(engine)
-    fhir.layers.build(source)
+        stored = conn.execute(
+            select(func.count())
+            .select_from(FhirLayerResource)
+            .where(FhirLayerResource.layer_hash == source.key)
+        ).scalar()
+    assert stored == 4
+    copies: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if "INSERT INTO fhir_layer_resources" in statement:
+            copies.append("insert")
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        EmbeddedFhir(engine).layers.build(source)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    if engine.dialect.name == "postgresql":
+        assert copies == ["insert", "insert"]  # the two chunks that were there; the rest copied
     with engine.connect() as conn:
         assert conn.execute(select(FhirLayer.hash).where(FhirLayer.hash == source.key)).first() is not None
-        assert len(EmbeddedFhir(engine).layers.get(source.key, conn).by_key) == 7
+        assert list(EmbeddedFhir(engine).layers.get(source.key, conn).by_key) == [
+            ("Patient", f"{tag}-{n}") for n in range(7)
+        ]

@@ -329,11 +329,21 @@ def test_the_layer_rows_are_written_in_write_turns_with_no_read_snapshot_open(
         preparing.append(threading.get_ident())
         real_prepare(*args, **kwargs)
 
-    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if re.match(r"\s*INSERT INTO fhir_layer", statement, re.IGNORECASE):
-            open_readings = sum(readings.get(thread, 0) for thread in preparing)
-            seen.append((open_readings, turns.get(threading.get_ident(), 0)))
+    def note() -> None:
+        open_readings = sum(readings.get(thread, 0) for thread in preparing)
+        seen.append((open_readings, turns.get(threading.get_ident(), 0)))
 
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if re.match(r"\s*INSERT INTO fhir_layers\b", statement, re.IGNORECASE):
+            note()
+
+    real_writer = layers_module._RowWriter._writer
+
+    def noting_writer(self: Any, conn: Any) -> Any:
+        write = real_writer(self, conn)
+        return lambda chunk: (note(), write(chunk))
+
+    monkeypatch.setattr(layers_module._RowWriter, "_writer", noting_writer)
     monkeypatch.setattr(database, "reading", reading)
     monkeypatch.setattr(layers_module, "write_turn", write_turn)
     monkeypatch.setattr(actions, "prepare_start", prepare_start)

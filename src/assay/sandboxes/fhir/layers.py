@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection, Engine, insert, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -267,8 +267,9 @@ class _RowWriter:
         thread serialising the next chunk, which holds it up to the switch interval (5 ms) at a
         time (the whole start went from 11.7 to 13-19 s with the writer thread and
         `executemany`); SQLAlchemy's own multi-row `insert().values()` compiles each chunk anew,
-        ten times the insert's cost. PostgreSQL: `executemany`, which psycopg pipelines and
-        measured faster than multi-row `VALUES` there."""
+        ten times the insert's cost. PostgreSQL: `_copier`."""
+        if conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg":
+            return self._copier(conn)
         if conn.dialect.name != "sqlite":
 
             def write_many(chunk: list[dict[str, Any]]) -> None:
@@ -292,6 +293,27 @@ class _RowWriter:
                         head + ", ".join([one] * len(part)) + " ON CONFLICT DO NOTHING"
                     )
                 conn.exec_driver_sql(sql, tuple([row[name] for row in part for name in _ROW_COLUMNS]))
+
+        return write
+
+    def _copier(self, conn: Connection) -> Callable[[list[dict[str, Any]]], None]:
+        """PostgreSQL (psycopg): each chunk by `COPY … FROM STDIN` in a savepoint, and when a row is
+        already there (another worker building the same layer, or a build cut half-way) the
+        savepoint is rolled back and the chunk goes by `executemany` of the INSERT that skips
+        existing rows. The 64x rows: client CPU 1.7-2.0 s -> 0.4 s, wall 5.0-5.2 s -> 3.2-3.5 s
+        (psycopg's pipelined `executemany` was the faster of the two INSERT forms there)."""
+        import psycopg  # only with PostgreSQL
+
+        raw = cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
+        copy = f"COPY {FhirLayerResource.__tablename__} ({', '.join(_ROW_COLUMNS)}) FROM STDIN"
+
+        def write(chunk: list[dict[str, Any]]) -> None:
+            try:
+                with conn.begin_nested(), raw.cursor() as cursor, cursor.copy(copy) as rows:
+                    for row in chunk:
+                        rows.write_row([row[name] for name in _ROW_COLUMNS])
+            except psycopg.errors.UniqueViolation:
+                conn.execute(self.statement, chunk)
 
         return write
 
