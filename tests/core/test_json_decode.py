@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.conftest import FIXTURES
 
 from assay.core import json_decode
 from assay.core.json_decode import loads
@@ -106,3 +107,21 @@ def test_big_integers_and_deep_nesting_are_left_to_json_loads(monkeypatch: pytes
     assert loads(b"[" * json_decode.DEEP + b"]" * json_decode.DEEP) == "json"
     assert loads(b'{"n": 123456789012345678, "f": 0.5}') == {"n": 123456789012345678, "f": 0.5}
     assert len(calls) == 2
+
+
+def test_a_digit_run_inside_a_string_does_not_send_a_resource_to_json_loads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every Synthea Patient's narrative holds `Person seed: <19 digits>`; only a run that may be an
+    integer token goes to `json.loads` (counted, not timed), and a real one still does."""
+    bundle = json.loads(next((FIXTURES / "fhir" / "synthea" / "hiv-2021").glob("*.json")).read_text())
+    [patient] = [e["resource"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Patient"]
+    raw = json.dumps(patient).encode()
+    assert b"Person seed: " in raw
+    slow: list[int] = []
+    real = json.loads
+    monkeypatch.setattr(json_decode.json, "loads", lambda t, *a, **k: slow.append(1) or real(t, *a, **k))
+    assert json_decode.loads(raw) == real(raw)
+    assert slow == []
+    assert json_decode.loads(b'{"seed": 18446744073709551616}') == {"seed": 2**64}
+    assert slow == [1]

@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from assay.service.sandboxes.datasets import load_json
 from assay.store import json_values
-from assay.store.json_values import content_hash, json_text, load_json, serialize_json
+from assay.store.json_values import content_hash, json_text, serialize_json
 from tests.conftest import FIXTURES
 from tests.service.builders import ok, unique
 

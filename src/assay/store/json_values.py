@@ -40,7 +40,6 @@ __all__ = [
     "content_hash",
     "json_bytes",
     "json_text",
-    "load_json",
     "not_strict_json",
     "serialize_json",
     "storable_json_problem",
@@ -128,55 +127,6 @@ def content_hash(value: Any) -> str:
         )
         raw = text.encode("utf-8", "surrogatepass")
     return hashlib.sha256(raw).hexdigest()
-
-
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_LONG_DIGITS = b"0" * 19
-"""19 digits: every integer of 18 or fewer digits fits orjson's 64 bits; from 19 on it may not."""
-
-
-def load_json(text: str | bytes) -> Any:
-    """`json.loads(text)`, read by orjson wherever the two agree (issue 9: decoding the stored
-    datasets was 15% of a 1,024-patient first `start`; orjson reads them in 55-60% of the time).
-
-    They disagree on integers beyond 64 bits (orjson reads them as floats), so text that may hold
-    an integer token of 19 or more digits goes to `json.loads`; and on what
-    orjson refuses (`NaN`, `Infinity`, `1e400`, a lone surrogate escape, nesting past 1,024
-    levels), which goes to `json.loads` too. Everything else — strings, keys (the last of a
-    duplicate wins in both), floats (both round correctly), `-0` — reads the same
-    (`test_json_encoding.py` compares them on arbitrary JSON text).
-    """
-    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
-    if _may_hold_long_integer(raw):
-        return json.loads(text)
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
-
-
-def _may_hold_long_integer(raw: bytes) -> bool:
-    """Whether `raw` has a run of 19+ digits that may be an integer token: one preceded (past a `-`
-    and whitespace) by `:`, `,`, `[` or the start of the text, and followed (past whitespace) by
-    `,`, `]`, `}` or the end. Every integer token is; a run inside a string rarely is (every
-    Synthea patient's narrative holds `Person seed: 8227062227814166433  Population…`), and one
-    that is only costs a `json.loads`."""
-    digits = raw.translate(_DIGITS_AS_ZERO)
-    found = digits.find(_LONG_DIGITS)
-    while found >= 0:
-        end = found + len(_LONG_DIGITS)
-        while end < len(digits) and digits[end] == 0x30:
-            end += 1
-        before = found - 1
-        while before >= 0 and raw[before] in b"- \t\r\n":
-            before -= 1
-        after = end
-        while after < len(raw) and raw[after] in b" \t\r\n":
-            after += 1
-        if (before < 0 or raw[before] in b":,[") and (after == len(raw) or raw[after] in b",]}"):
-            return True
-        found = digits.find(_LONG_DIGITS, end)
-    return False
 
 
 def strict_json_problem(value: Any) -> tuple[str, str] | None:

@@ -4,7 +4,8 @@ A run of a published version reads the dataset contents frozen at publish time (
 `benchmark_version_datasets`); a run of the draft reads the current rows. A draft's contents are read only when a surface asks for one (`data`):
 the FHIR surface finds its layer by the stored content hashes and, when the layer exists, reads no
 dataset at all (issue 9: a warm `start` of 1,024 patients spent 63% re-reading and decoding them).
-A content is read as its JSON text and decoded by `load_json` (orjson where it reads the same).
+A content is read as its JSON text and decoded by `load_json` (`core.json_decode.loads`: orjson
+where it reads the same).
 
 `start` prepares the datasets before its transaction (`actions.prepare_start`) with `reading`:
 each content is then read in a unit of work of its own, so no read snapshot stays open while the
@@ -22,11 +23,17 @@ from typing import Any
 from sqlalchemy import Text, cast, select
 from sqlalchemy.orm import Session
 
+from assay.core.json_decode import loads
 from assay.sandboxes import RunEnvironment
-from assay.store.json_values import load_json
 from assay.store.models import BenchmarkVersionDataset, Dataset, TaskRun
 
 __all__ = ["DatasetChanged", "StoredDataset", "datasets_for"]
+
+
+def load_json(text: str | bytes) -> Any:
+    """A stored dataset's content: nested at most `MAX_JSON_DEPTH` (refused deeper at upload)."""
+    return loads(text, shallow=True)
+
 
 Reading = Callable[[], AbstractContextManager[Session]]
 """A read-only unit of work of its own (`Database.reading`)."""
