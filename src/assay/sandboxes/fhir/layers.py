@@ -264,8 +264,8 @@ class _RowWriter:
         """How `conn` writes a chunk. SQLite: multi-row `VALUES` statements of `_SQLITE_ROWS` rows
         (fewer if SQLite allows fewer variables) through the driver, instead of `executemany`'s
         one `sqlite3_step` per row: each step releases the GIL and must take it back from the
-        thread serialising the next chunk, which holds it up to the switch interval (5 ms) at a
-        time (the whole start went from 11.7 to 13-19 s with the writer thread and
+        thread serialising the next chunk, which holds it up to the switch interval at a time
+        (measured at CPython's 5 ms; `assay serve` now sets 0.5 ms, `service/priority.py`) (the whole start went from 11.7 to 13-19 s with the writer thread and
         `executemany`); SQLAlchemy's own multi-row `insert().values()` compiles each chunk anew,
         ten times the insert's cost. PostgreSQL: `_copier`."""
         if conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg":
