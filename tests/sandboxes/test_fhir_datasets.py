@@ -238,6 +238,33 @@ def test_a_built_layer_keeps_load_order_whatever_order_its_rows_are_written_in(
         assert reread.by_key == builder.layers.get(source.key, conn).by_key  # what the builder kept
 
 
+def test_layer_rows_keep_every_character_their_text_holds(engine: Engine) -> None:
+    """On PostgreSQL the rows go as a COPY payload built by hand (`_copy_lines`): backslashes in
+    JSON escapes, escaped tabs, newlines, CR and NUL, quotes, non-ASCII and astral characters,
+    and a Windows-style path all come back as written; SQLite takes the same rows as text."""
+    tag = uuid.uuid4().hex[:8]
+    tricky = 'back\\slash "quoted" tab\there\nnew line\r\u0000 NUL é ∑ 😀 C:\\temp\\n'
+    patient = {
+        "resourceType": "Patient",
+        "id": f"{tag}-tricky",
+        "name": [{"text": tricky, "family": "O'Brien\\"}],
+        "extension": [{"url": "http://x/\\t", "valueString": "\\\\\\"}],
+    }
+    source = LayerSource.of(
+        [{"resourceType": "Bundle", "type": "collection", "entry": [{"resource": patient}]}]
+    )
+    builder = EmbeddedFhir(engine)
+    builder.layers.build(source)
+    with engine.connect() as conn:
+        (body,) = conn.execute(
+            select(FhirLayerResource.body).where(FhirLayerResource.layer_hash == source.key)
+        ).one()
+        reread = EmbeddedFhir(engine).layers.get(source.key, conn)
+    stored = json.loads(body)
+    assert stored["name"] == patient["name"] and stored["extension"] == patient["extension"]
+    assert reread.by_key[("Patient", f"{tag}-tricky")]["name"][0]["text"] == tricky
+
+
 def test_a_failed_row_write_fails_the_build_and_the_next_build_completes_the_layer(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from assay.core import memory
 from assay.sandboxes.json_depth import nested_deeper_than
 from assay.service import json_bodies
+from assay.store.errors import BadRequest
 from assay.store.json_values import content_hash
 from tests.conftest import FIXTURES
 
@@ -167,6 +168,51 @@ def test_loads_is_json_loads(value: Any, indent: int | None) -> None:
         assert _problem(json_bodies.body_problem(parsed, strict=True, raw=raw)) == _problem(
             json_bodies.body_problem(parsed)
         )
+
+
+@st.composite
+def _nested(draw: st.DrawFn) -> Any:
+    """JSON nested around `MAX_JSON_DEPTH`: lists and objects, empty or not, with siblings."""
+    depth = draw(st.integers(json_bodies.MAX_JSON_DEPTH - 3, json_bodies.MAX_JSON_DEPTH + 3))
+    value: Any = draw(st.sampled_from([[], {}, 1, "x", [1.5], {"k": None}]))
+    for _ in range(depth - 1):
+        sibling = draw(st.sampled_from([None, 2, "s", [], {}]))
+        if draw(st.booleans()):
+            value = [sibling, value] if draw(st.booleans()) else [value]
+        else:
+            value = {"s": sibling, "v": value}
+    return value
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(_nested(), JSON_LIKE))
+def test_the_rendering_decides_the_depth_as_the_walk_does(value: Any) -> None:
+    """`_decode` bounds the depth by orjson's refusal to write past its limit (with the value
+    wrapped in lists): when it says, it says what `nested_deeper_than` says."""
+    try:
+        raw = json.dumps(value).encode()
+    except ValueError:
+        return
+    parsed, _, too_deep = json_bodies._decode(raw)
+    if too_deep is not None:
+        assert too_deep == nested_deeper_than(parsed)
+
+
+def test_orjson_writes_exactly_the_depth_decode_counts_on() -> None:
+    """At `_ORJSON_DEPTH` levels orjson writes, one more it refuses (so an orjson that changed
+    its limit is measured again at import, not trusted)."""
+    deepest: Any = []
+    for _ in range(json_bodies._ORJSON_DEPTH - 1):
+        deepest = [deepest]
+    orjson.dumps(deepest)
+    with pytest.raises(orjson.JSONEncodeError):
+        orjson.dumps([deepest])
+    at_limit = json.dumps({"a": [[]] * 2}).replace("[]", "[" * 98 + "]" * 98)
+    assert json_bodies._decode(at_limit.encode())[2] is False  # 100 levels: allowed
+    deeper = at_limit.replace("[[", "[[[", 1).replace("]]", "]]]", 1).encode()
+    value, _, too_deep = json_bodies._decode(deeper)
+    assert too_deep is None  # not written: the walk decides, and refuses it
+    assert isinstance(json_bodies.body_problem(value, too_deep=too_deep), BadRequest)
 
 
 def _problem(error: Exception | None) -> Any:

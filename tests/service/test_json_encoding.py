@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from assay.service.sandboxes.datasets import load_json
 from assay.store import json_values
-from assay.store.json_values import content_hash, json_text, serialize_json
+from assay.store.json_values import content_hash, json_bytes, json_bytes_and_hash, json_text, serialize_json
 from tests.conftest import FIXTURES
 from tests.service.builders import ok, unique
 
@@ -73,6 +73,19 @@ def test_the_content_hash_is_the_one_stored_hashes_were_made_with(value: Any) ->
 def test_stored_text_reads_back_to_what_json_dumps_wrote(value: Any) -> None:
     assert _same(json.loads(json_text(value)), json.loads(json.dumps(value)))
     assert serialize_json(value) == json_text(value)
+
+
+@settings(max_examples=400, derandomize=True)
+@given(JSON_LIKE)
+def test_text_and_hash_together_are_the_two_apart(value: Any) -> None:
+    """`json_bytes_and_hash` checks the renderings once for both: the same bytes and hash."""
+    try:
+        expected = (json_bytes(value), content_hash(value))
+    except (TypeError, ValueError) as error:
+        with pytest.raises(type(error)):
+            json_bytes_and_hash(value)
+        return
+    assert json_bytes_and_hash(value) == expected
 
 
 def test_fixture_hashes_are_pinned() -> None:

@@ -29,7 +29,7 @@ from assay.service.catalog.schemas import (
     entity_reference,
 )
 from assay.store import Caller, Conflict, Invalid, NotFound, new_id, owned, utcnow
-from assay.store.json_values import JsonText, content_hash, json_bytes
+from assay.store.json_values import JsonText, content_hash, json_bytes_and_hash
 from assay.store.models import (
     ApiKey,
     Base,
@@ -163,7 +163,7 @@ def prepare_dataset(body: DatasetCreate) -> NewDataset:
     rendering, reused for the row and the 201 (issue 9: the 1,024-patient upload rendered each
     bundle again for the JSON column's bind and again for the echo)."""
     check_dataset(body.type, body.data)
-    return NewDataset(body, json_bytes(body.data), content_hash(body.data))
+    return NewDataset(body, *json_bytes_and_hash(body.data))
 
 
 def create_dataset(session: Session, caller: Caller, new: NewDataset) -> tuple[Dataset, list[DatasetEntity]]:

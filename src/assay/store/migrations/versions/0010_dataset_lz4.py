@@ -9,8 +9,7 @@ Servers without lz4 (before PostgreSQL 14, or built without it) and SQLite are l
 
 from __future__ import annotations
 
-from alembic import op
-from sqlalchemy import text
+from assay.store.toast import set_compression
 
 revision, down_revision = "0010_dataset_lz4", "0009_change_epoch"  # written 2026-11-27
 branch_labels = depends_on = None
@@ -19,23 +18,9 @@ _COLUMNS = (("datasets", "data"), ("benchmark_version_datasets", "data"))
 """The dataset contents: uploaded, and copied when a version is published."""
 
 
-def _lz4_available() -> bool:
-    bind = op.get_bind()
-    if bind.dialect.name != "postgresql":
-        return False
-    found = bind.execute(
-        text("SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'")
-    ).scalar()
-    return bool(found)
-
-
 def upgrade() -> None:
-    if _lz4_available():
-        for table, column in _COLUMNS:
-            op.execute(f"ALTER TABLE {table} ALTER COLUMN {column} SET COMPRESSION lz4")
+    set_compression(_COLUMNS, "lz4")
 
 
 def downgrade() -> None:
-    if _lz4_available():
-        for table, column in _COLUMNS:
-            op.execute(f"ALTER TABLE {table} ALTER COLUMN {column} SET COMPRESSION default")
+    set_compression(_COLUMNS, "default")
