@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -28,6 +29,18 @@ def _fhir_sandbox(server: Server, api: httpx.Client) -> tuple[str, str]:
     playground = ok(api.get(f"/playgrounds/{playground_id}"))
     [fhir] = [box for box in playground["sandboxes"] if box["type"] == "fhir"]
     return org_id_of(server, server.org_key), fhir["id"]
+
+
+def _count_copies(monkeypatch: pytest.MonkeyPatch, rows: list[int]) -> None:
+    """Note the rows of each COPY the event log writes (PostgreSQL), which SQLAlchemy's
+    statement events do not see."""
+    real = events._copy
+
+    def copy(conn: Any, batch: list[dict[str, Any]]) -> None:
+        rows.append(len(batch))
+        real(conn, batch)
+
+    monkeypatch.setattr(events, "_copy", copy)
 
 
 def test_events_list_in_seq_order_when_clocks_disagree(
@@ -104,7 +117,8 @@ def test_a_lingering_writer_writes_one_batch_and_a_flush_or_shutdown_cuts_the_wa
     batch, not per request); a flush (event lists, `complete`) or shutdown never waits for that
     linger — it writes what is queued itself — and nothing queued is lost. With the linger made a
     minute, a flush that waited for it would give up (`Busy`) after its 10 s instead of returning.
-    A batch is one multi-row INSERT (a statement per row released the GIL per row)."""
+    A batch is one multi-row INSERT (a statement per row released the GIL per row), on PostgreSQL
+    one COPY."""
     from sqlalchemy import event as sa_event
 
     org_id, sandbox_id = _fhir_sandbox(server, api)
@@ -123,6 +137,7 @@ def test_a_lingering_writer_writes_one_batch_and_a_flush_or_shutdown_cuts_the_wa
             method="GET", path=f"/b{n}", status=200,
         )  # fmt: skip
 
+    _count_copies(monkeypatch, inserts)
     sa_event.listen(engine, "before_cursor_execute", count)
     try:
         for n in range(30):
@@ -134,10 +149,10 @@ def test_a_lingering_writer_writes_one_batch_and_a_flush_or_shutdown_cuts_the_wa
         events.close_event_logs(engine, timeout=10)  # shutdown drains what is queued
     finally:
         sa_event.remove(engine, "before_cursor_execute", count)
-    assert len(written) == 1, "30 events queued while the writer lingered are one INSERT"
+    assert len(written) == 1, "30 events queued while the writer lingered are one INSERT (COPY)"
     assert len(inserts) == 2, inserts
-    if server.database.is_sqlite:  # one statement with 30 rows, not 30 executions of one row
-        assert inserts == [30, 10], inserts
+    # SQLite: one statement with 30 rows, not 30 executions of one row. PostgreSQL: one COPY.
+    assert inserts == [30, 10], inserts
     listed = ok(api.get(f"/sandboxes/{sandbox_id}/events", params={"limit": 100}))["data"]
     assert [e["path"] for e in listed] == [f"/b{n}" for n in range(40)]
     assert [e["seq"] for e in listed] == list(range(1, 41))
@@ -282,7 +297,7 @@ def test_a_batch_ends_at_its_byte_budget_and_keeps_the_order(
 ) -> None:
     """The writer holds SQLite's write lock for a whole batch, so a batch also ends at
     `_BATCH_BYTES` of bodies (issue 9: 500 search answers, ≈ 3 MB, kept a `complete` waiting for
-    the lock): 12 events of 40 KB with a 100 KB budget are four INSERTs of three, in order — for a
+    the lock): 12 events of 40 KB with a 100 KB budget are four INSERTs (COPYs) of three, in order — for a
     full flush and for a flush of one sandbox alike."""
     from sqlalchemy import event as sa_event
 
@@ -298,6 +313,7 @@ def test_a_batch_ends_at_its_byte_budget_and_keeps_the_order(
         if statement.startswith("INSERT INTO sandbox_events"):
             inserts.append(len(parameters) if isinstance(parameters, list) else statement.count("), (") + 1)
 
+    _count_copies(monkeypatch, inserts)
     sa_event.listen(engine, "before_cursor_execute", count)
     try:
         for n in range(12):
@@ -311,11 +327,8 @@ def test_a_batch_ends_at_its_byte_budget_and_keeps_the_order(
         events.flush_events(engine, timeout=10)
     finally:
         sa_event.remove(engine, "before_cursor_execute", count)
-    if server.database.is_sqlite:  # PostgreSQL's driver may split or join the rows differently
-        assert selective == [3, 3, 3, 3], selective
-        assert inserts[4:] == [3, 3, 3, 3], inserts
-    else:
-        assert len(selective) == 4 and len(inserts) == 8, inserts
+    assert selective == [3, 3, 3, 3], selective  # PostgreSQL: COPYs of three rows
+    assert inserts[4:] == [3, 3, 3, 3], inserts
     for box, name in ((box_a, "a"), (box_b, "b")):
         listed = ok(api.get(f"/sandboxes/{box}/events", params={"limit": 100}))["data"]
         assert [(e["seq"], e["path"]) for e in listed] == [(n + 1, f"/{name}{n}") for n in range(12)]
@@ -374,3 +387,122 @@ def test_complete_writes_its_queued_events_on_its_own_thread_before_its_transact
     listed = ok(api.get(f"/task-runs/{task_run_id}/events", params={"limit": 100}))["data"]
     searches = [e for e in listed if str(e["path"]).split("?")[0].endswith("/fhir/Patient")]
     assert len(searches) == 5, listed
+
+
+def test_a_batch_by_copy_stores_what_the_insert_stored_and_a_refused_row_spares_the_others(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL a writer's batch goes by COPY, its sandboxes locked and their last events read
+    by two statements for the whole batch (issue 9: per-row INSERTs and two statements a sandbox
+    were most of the writer's time). The rows must be what the INSERT stored, column by column:
+    JSON bodies as JSON (a rendered answer as it is), text bodies as JSON strings, an empty body
+    as JSON `null` (not SQL NULL), `truncated`, `created_at`, and `seq` in queue order per sandbox
+    across interleaved sandboxes, continuing from the previous batch's. A row the database
+    refuses (an unknown sandbox) fails the COPY; the batch is then stored one event at a time and
+    only that event is lost."""
+    from sqlalchemy import event as sa_event
+    from sqlalchemy import text
+
+    boxes = [_fhir_sandbox(server, api) for _ in range(3)]
+    engine = server.database.engine
+    events.flush_events(engine)
+    log = events._log_of(engine)
+    bodies: list[tuple[bytes, bytes, bool]] = [
+        (b"", b"", False),
+        (b'{"resourceType": "Patient", "name": [{"family": "\\u00dcnal"}]}', '{"total":1,"x":"Ünal\\t\\\\"}'.encode(), True),
+        (b"name=a\tb\\c", b"not json", False),
+        (b"", b'{"n": NaN}', False),  # not strict JSON: stored as text
+        (b"x" * (events.MAX_BODY + 10), b"[1, 2]", False),  # cut: truncated
+        (b"[]", b"", True),
+    ]  # fmt: skip
+
+    def batch(tag: str, gone: int | None = None) -> list[events._Queued]:
+        queued = []
+        for n in range(12):
+            org_id, box = boxes[n % 3]
+            request, response, rendered = bodies[n % len(bodies)]
+            queued.append(
+                events._new(org_id, "sbx_gone" if n == gone else box, "fhir_request", "GET",
+                            f"/{tag}/{n}", 200, request, response, rendered)
+            )  # fmt: skip
+        return queued
+
+    def stored(tag: str) -> list[tuple[Any, ...]]:
+        with engine.connect() as conn:
+            return [
+                tuple(row)
+                for row in conn.execute(
+                    text(
+                        "SELECT sandbox_id, seq, path, status, truncated, created_at, "
+                        "request IS NULL, response IS NULL, CAST(request AS TEXT), CAST(response AS TEXT) "
+                        "FROM sandbox_events WHERE path LIKE :tag ORDER BY sandbox_id, seq"
+                    ),
+                    {"tag": f"/{tag}/%"},
+                )
+            ]
+
+    copies: list[int] = []
+    _count_copies(monkeypatch, copies)
+    statements: list[str] = []
+
+    def note(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        statements.append(statement)
+
+    with monkeypatch.context() as inserting:  # the INSERT, as before COPY
+        inserting.setattr(events, "_copies", lambda _dialect, _rows: False)
+        before = batch("insert")
+        log._write(before)
+    assert copies == []
+    after = batch("copy")
+    sa_event.listen(engine, "before_cursor_execute", note)
+    try:
+        log._write(after)
+    finally:
+        sa_event.remove(engine, "before_cursor_execute", note)
+    inserted, copied = stored("insert"), stored("copy")
+    if server.database.is_sqlite:
+        assert copies == []
+    else:
+        assert copies == [12]
+        # Not two a sandbox: one lock and one read of the last events for the batch.
+        assert sum("LATERAL" in s for s in statements) == 1, statements
+        assert not any("sandbox_events.sandbox_id = %(sandbox_id)s" in s for s in statements), statements
+    assert len(inserted) == len(copied) == 12
+    by_queue = {event.path: event for event in before + after}
+    for old, new in zip(inserted, copied, strict=True):
+        assert old[0] == new[0] and new[1] == old[1] + 4, "seq goes on from the previous batch"
+        assert old[3:5] + old[6:] == new[3:5] + new[6:], (old, new)
+    for row in inserted + copied:
+        queued = by_queue[row[2]]
+        at = row[5] if isinstance(row[5], datetime) else datetime.fromisoformat(row[5])  # SQLite: text
+        assert at.replace(tzinfo=None) == queued.created_at.replace(tzinfo=None)
+    for tag, rows in (("insert", inserted), ("copy", copied)):
+        for box_index, (_org, box) in enumerate(boxes):
+            mine = [row for row in rows if row[0] == box]
+            assert [row[2] for row in mine] == [f"/{tag}/{n}" for n in range(box_index, 12, 3)]
+    listed = ok(api.get(f"/sandboxes/{boxes[1][1]}/events", params={"limit": 100}))["data"]
+    assert [e["path"] for e in listed] == [f"/{tag}/{n}" for tag in ("insert", "copy") for n in (1, 4, 7, 10)]
+    for event in listed:
+        n = int(event["path"].rsplit("/", 1)[1])
+        assert event["truncated"] is (n % len(bodies) == 4)
+        if n % len(bodies) == 1:
+            assert event["request"] == {"resourceType": "Patient", "name": [{"family": "Ünal"}]}
+            assert event["response"] == {"total": 1, "x": "Ünal\t\\"}
+        if n % len(bodies) == 4:
+            assert event["request"] == "x" * events.MAX_BODY and event["response"] == [1, 2]
+    null_rows = [row for row in copied if int(row[2].rsplit("/", 1)[1]) % len(bodies) == 0]
+    assert null_rows and all(row[6:] == (False, False, "null", "null") for row in null_rows)
+    text_rows = [row for row in copied if int(row[2].rsplit("/", 1)[1]) % len(bodies) == 2]
+    assert text_rows and all(json.loads(row[8]) == "name=a\tb\\c" for row in text_rows)
+
+    # One refused row: the COPY fails, the others are stored one by one, in order.
+    copies.clear()
+    log._write(batch("bad", gone=5))
+    refused = stored("bad")
+    assert [row[2] for row in refused if row[0] == boxes[2][1]] == ["/bad/2", "/bad/8", "/bad/11"]
+    assert sorted(row[2] for row in refused) == sorted(f"/bad/{n}" for n in range(12) if n != 5)
+    for _org, box in boxes:
+        seqs = [row[1] for row in refused if row[0] == box]
+        assert seqs == list(range(9, 9 + len(seqs)))
+    if not server.database.is_sqlite:
+        assert copies == [12], "the batch went by COPY, then one INSERT an event"

@@ -24,7 +24,8 @@ with the next per-sandbox `seq`, in the order they were queued. So:
   sandbox's events are still written in the order they were queued (its `seq`). An event queued
   by another worker process is written by that worker's writer, which starts on it at once.
   The writer takes its turn at the SQLite write lock in line with the request transactions
-  (`store.database.write_turn`), and a batch is one multi-row INSERT.
+  (`store.database.write_turn`), and a batch is one multi-row INSERT; on PostgreSQL one COPY,
+  after two statements for all its sandboxes (`_last_events`).
 
 Bodies are stored as JSON when they are JSON (so `GET /sandboxes/{id}/events` shows objects), as
 text otherwise, when nested past `MAX_JSON_DEPTH`, or when not strict JSON (`store.json_values`: a
@@ -44,16 +45,19 @@ from collections import deque
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import Connection, Engine, bindparam, insert, select
+from sqlalchemy import Connection, Dialect, Engine, Integer, String, bindparam, insert, select, text
 
 from assay.sandboxes.json_depth import nested_deeper_than
 from assay.store import Busy, new_id, utcnow
 from assay.store.database import write_turn
 from assay.store.driver import DriverTransaction
 from assay.store.json_values import JsonText, serialize_json, strict_json_problem
-from assay.store.models import Sandbox, SandboxEvent
+from assay.store.models import Sandbox, SandboxEvent, UtcDateTime
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = [
     "MAX_BODY",
@@ -377,28 +381,95 @@ _LAST_EVENT = (
     .order_by(SandboxEvent.seq.desc())
     .limit(1)
 )
+_LOCK_SANDBOXES = text("SELECT id FROM sandboxes WHERE id = ANY(CAST(:ids AS text[])) ORDER BY id FOR UPDATE")
+_LAST_EVENTS = text(
+    "SELECT s.sandbox_id, e.seq, e.created_at, e.id FROM unnest(CAST(:ids AS text[])) AS s(sandbox_id) "
+    "CROSS JOIN LATERAL (SELECT seq, created_at, id FROM sandbox_events "
+    "WHERE sandbox_id = s.sandbox_id ORDER BY seq DESC LIMIT 1) AS e"
+).columns(sandbox_id=String, seq=Integer, created_at=UtcDateTime(), id=String)
+"""PostgreSQL, a batch's sandboxes at once (`_last_events`); each last event by the unique
+(sandbox_id, seq) index, read backwards."""
 _INSERT_EVENTS = insert(SandboxEvent)
+_COPY_ROWS = 2
+"""Rows from which a PostgreSQL append goes by `COPY` rather than the INSERT (`_copies`)."""
 
 
 def _append(conn: Connection | DriverTransaction, rows: list[dict[str, Any]]) -> None:
     """Give each row the next `seq` of its sandbox, in order, and insert them all."""
-    last_of: dict[str, tuple[int, datetime, str] | None] = {}
-    locks = conn.dialect.name != "sqlite"
+    last_of = _last_events(conn, list(dict.fromkeys(row["sandbox_id"] for row in rows)))
     for row in rows:
-        sandbox_id = row["sandbox_id"]
-        if sandbox_id not in last_of:
-            # Appends to one sandbox take turns on its row (PostgreSQL; SQLite's BEGIN IMMEDIATE
-            # already serializes, and would ignore FOR UPDATE): another worker's writer may be
-            # appending to it too.
-            if locks:
-                conn.execute(_LOCK_SANDBOX, {"sandbox_id": sandbox_id})
-            found = conn.execute(_LAST_EVENT, {"sandbox_id": sandbox_id}).first()
-            last_of[sandbox_id] = None if found is None else (found.seq, found.created_at, found.id)
-        last = last_of[sandbox_id]
+        last = last_of[row["sandbox_id"]]
         row["created_at"] = _listed_after(last, row["id"], row["created_at"])
         row["seq"] = (last[0] if last else 0) + 1
-        last_of[sandbox_id] = (row["seq"], row["created_at"], row["id"])
-    conn.execute(_INSERT_EVENTS, rows)
+        last_of[row["sandbox_id"]] = (row["seq"], row["created_at"], row["id"])
+    if isinstance(conn, Connection) and _copies(conn.dialect, len(rows)):
+        _copy(conn, rows)
+    else:
+        conn.execute(_INSERT_EVENTS, rows)
+
+
+def _last_events(
+    conn: Connection | DriverTransaction, sandbox_ids: list[str]
+) -> dict[str, tuple[int, datetime, str] | None]:
+    """(seq, created_at, id) of each sandbox's last event, None for a sandbox with none yet.
+
+    Appends to one sandbox take turns on its row (PostgreSQL; SQLite's BEGIN IMMEDIATE already
+    serializes, and would ignore FOR UPDATE): another worker's writer may be appending to it
+    too. The last events are read after the locks are held, by a statement of their own (under
+    READ COMMITTED it sees what the previous holder committed). In a writer's batch on
+    PostgreSQL that is two statements for all its sandboxes, locked in id order (issue 9: two
+    per sandbox were most of a small batch's client CPU; and two workers' writers locking the
+    same sandboxes in different orders could deadlock)."""
+    if isinstance(conn, Connection) and conn.dialect.name == "postgresql":
+        conn.execute(_LOCK_SANDBOXES, {"ids": sorted(sandbox_ids)})
+        last_of: dict[str, tuple[int, datetime, str] | None] = dict.fromkeys(sandbox_ids)
+        for last in conn.execute(_LAST_EVENTS, {"ids": sandbox_ids}):
+            last_of[last.sandbox_id] = (last.seq, last.created_at, last.id)
+        return last_of
+    return _last_events_each(conn, sandbox_ids)
+
+
+def _last_events_each(
+    conn: Connection | DriverTransaction, sandbox_ids: list[str]
+) -> dict[str, tuple[int, datetime, str] | None]:
+    """`_last_events` by two statements a sandbox (one on SQLite): SQLite (no LATERAL; in
+    process, a statement costs no round trip) and `write_event`'s `DriverTransaction`."""
+    last_of: dict[str, tuple[int, datetime, str] | None] = {}
+    for sandbox_id in sandbox_ids:
+        if conn.dialect.name != "sqlite":
+            conn.execute(_LOCK_SANDBOX, {"sandbox_id": sandbox_id})
+        found = conn.execute(_LAST_EVENT, {"sandbox_id": sandbox_id}).first()
+        last_of[sandbox_id] = None if found is None else (found.seq, found.created_at, found.id)
+    return last_of
+
+
+def _copies(dialect: Dialect, rows: int) -> bool:
+    """Whether an append of `rows` rows in a SQLAlchemy `Connection` goes by `COPY` (`_copy`): a
+    batch, on PostgreSQL with psycopg. One row (a lone event; `write_event`, which may hold a
+    `DriverTransaction`, always) goes by the INSERT, one round trip fewer."""
+    return rows >= _COPY_ROWS and dialect.name == "postgresql" and dialect.driver == "psycopg"
+
+
+def _copy(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Write `rows` with `COPY sandbox_events (…) FROM STDIN` in `conn`'s transaction (issue 9:
+    psycopg's pipelined executemany of the INSERT was a quarter of an agent-loaded process's
+    samples, in the writer thread). Each value goes through its column's bind processor for this
+    dialect, as the INSERT's does, so the rows stored are the same: JSON bodies serialized by the
+    engine's `json_serializer` (a `JsonText` as it is, None as JSON `null`), `created_at` as
+    naive UTC. A row the database refuses fails the whole COPY, as it failed the INSERT: the
+    transaction is rolled back and `_EventLog._write` retries the batch one event at a time."""
+    dialect = conn.dialect
+    columns = SandboxEvent.__table__.columns
+    convert = [(column.key, column.type._cached_bind_processor(dialect)) for column in columns]
+    quote = dialect.identifier_preparer
+    statement = (
+        f"COPY {quote.format_table(SandboxEvent.__table__)} "
+        f"({', '.join(quote.format_column(column) for column in columns)}) FROM STDIN"
+    )
+    raw = cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
+    with raw.cursor() as cursor, cursor.copy(statement) as copy:
+        for row in rows:
+            copy.write_row([row[key] if bind is None else bind(row[key]) for key, bind in convert])
 
 
 def _listed_after(last: tuple[int, datetime, str] | None, ident: str, created_at: datetime) -> datetime:
