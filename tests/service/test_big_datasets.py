@@ -127,6 +127,40 @@ def test_hash_stored_at_upload_keys_the_layer_and_a_second_start_reads_nothing(
     assert _layer_of(server, again) == expected
 
 
+def test_the_next_datasets_are_read_ahead_while_one_is_decoded(server: Server, api: httpx.Client) -> None:
+    """`start` reads the first dataset's text itself (the read-ahead ones may come first) and the
+    following ones on the read-ahead threads (`sandboxes.read_ahead`), each once, and loads them in their order: the last write of
+    the same id wins, as without reading ahead."""
+    shared = unique("p").replace(" ", "-")
+    patients = [{"resourceType": "Patient", "id": shared, "gender": gender} for gender in ("male", "female")]
+    patients += [{"resourceType": "Patient", "id": unique("p").replace(" ", "-")} for _ in range(3)]
+    ids = [
+        ok(api.post("/datasets", json={"name": unique("d"), "type": "fhir", "data": _bundle(p)}), 201)["id"]
+        for p in patients
+    ]
+    benchmark_id = _benchmark(api, ids)
+    threads: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if _DATA_READ.search(statement):
+            threads.append(threading.current_thread().name)
+
+    engine = server.database.engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        token, task_run_id = _start(server, api, benchmark_id)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert len(threads) == len(ids)
+    assert sorted(name.startswith("assay-dataset-read") for name in threads) == [False] + [True] * (
+        len(ids) - 1
+    )
+    with server.client(token) as agent:
+        assert ok(agent.get(f"/v1/task-runs/{task_run_id}/fhir/Patient/{shared}"))["gender"] == "female"
+        for patient in patients[2:]:
+            ok(agent.get(f"/v1/task-runs/{task_run_id}/fhir/Patient/{patient['id']}"))
+
+
 def test_patching_data_rehashes_and_the_next_start_builds_a_new_layer(
     server: Server, api: httpx.Client
 ) -> None:

@@ -33,6 +33,7 @@ from assay.sandboxes.fhir.layers import LayerNotLoadable, LayerSource, layer_key
 from assay.sandboxes.fhir.routes import FhirSurface, SurfaceEvent, base_url_of, fhir_router, serve_cached
 from assay.sandboxes.fhir.store import embedded_fhir
 from assay.sandboxes.fhir.validation import strict_available
+from assay.sandboxes.read_ahead import contents
 from assay.sandboxes.surface import (
     BaseSurface,
     Deployment,
@@ -293,7 +294,7 @@ def layer_source(datasets: Sequence[Mapping[str, Any]]) -> LayerSource | tuple[(
     if not datasets:
         return ()
     hashes = [dataset.get("hash") or content_hash(dataset.get("data")) for dataset in datasets]
-    return LayerSource(layer_key(hashes), lambda: (dataset.get("data") for dataset in datasets), owned=True)
+    return LayerSource(layer_key(hashes), lambda: contents(datasets), owned=True)
 
 
 def seed_space(

@@ -17,6 +17,7 @@ holding the write lock, 1.5-2.4 s in which no other request was answered).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -52,14 +53,28 @@ class StoredDataset(Mapping[str, Any]):
     was stored before hashes were) and `data`, read on first access.
 
     `data` is decoded for this `start` alone: the surface that loads it may rewrite it in place
-    (the FHIR layer does, instead of copying every resource).
+    (the FHIR layer does, instead of copying every resource). A dataset whose stored text is read
+    in a unit of work of its own can have that read started on another thread (`read_ahead`,
+    `sandboxes.read_ahead.contents`); the decoding stays with whoever asks for `data`.
     """
 
     _KEYS = ("id", "type", "hash", "data")
 
-    def __init__(self, ident: str, kind: str, content_hash: str | None, read: Callable[[], Any]):
+    def __init__(
+        self,
+        ident: str,
+        kind: str,
+        content_hash: str | None,
+        fetch: Callable[[], Any],
+        *,
+        decode: Callable[[Any], Any] = load_json,
+        own_unit_of_work: bool = False,
+    ):
         self._fields: dict[str, Any] = {"id": ident, "type": kind, "hash": content_hash}
-        self._read = read
+        self._fetch = fetch
+        self._decode = decode
+        self._own_unit_of_work = own_unit_of_work
+        self._pending: Future[Any] | None = None
         self._data: Any = _NOT_READ
         self.reads = 0
         """How many times `data` was read from the database (0 or 1)."""
@@ -68,15 +83,27 @@ class StoredDataset(Mapping[str, Any]):
         if key != "data":
             return self._fields[key]
         if self._data is _NOT_READ:
-            self._data = self._read()
+            pending, self._pending = self._pending, None
+            stored = pending.result() if pending is not None else self._fetch()
+            self._data = self._decode(stored)
             self.reads += 1
         return self._data
+
+    def read_ahead(self) -> None:
+        """Start reading the stored text on the read-ahead thread (only when the read is a unit of
+        work of its own: a caller's session is not for other threads)."""
+        if self._own_unit_of_work and self._data is _NOT_READ and self._pending is None:
+            self._pending = _READER.submit(self._fetch)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._KEYS)
 
     def __len__(self) -> int:
         return len(self._KEYS)
+
+
+_READER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="assay-dataset-read")
+"""Reads ahead for every `start` of this process: its waits on the database hold no GIL."""
 
 
 def datasets_for(
@@ -99,31 +126,26 @@ def datasets_for(
             Dataset.org_id == task_run.org_id, Dataset.id.in_(ordered)
         )
     ).all()
-    found = {
-        row.id: StoredDataset(
-            row.id, row.type, row.content_hash, _reader(session, reading, row.id, row.content_hash)
-        )
-        for row in rows
-    }
+    found = {row.id: _stored(session, reading, row.id, row.type, row.content_hash) for row in rows}
     return [found[ident] for ident in ordered if ident in found]
 
 
-def _reader(
-    session: Session, reading: Reading | None, ident: str, content_hash: str | None
-) -> Callable[[], Any]:
-    # The text, decoded here: never shared with the identity map, and read by orjson.
+def _stored(
+    session: Session, reading: Reading | None, ident: str, kind: str, content_hash: str | None
+) -> StoredDataset:
+    # The text, decoded by `StoredDataset`: never shared with the identity map, and read by orjson.
     statement = select(cast(Dataset.data, Text), Dataset.content_hash).where(Dataset.id == ident)
     if reading is None:
-        return lambda: load_json(session.execute(statement).one()[0])
+        return StoredDataset(ident, kind, content_hash, lambda: session.execute(statement).one()[0])
 
-    def read() -> Any:
+    def fetch() -> Any:
         with reading() as own:
             row = own.execute(statement).first()
         if row is None or row[1] != content_hash:
             raise DatasetChanged(f"dataset {ident} changed while its start was being prepared")
-        return load_json(row[0])
+        return row[0]
 
-    return read
+    return StoredDataset(ident, kind, content_hash, fetch, own_unit_of_work=True)
 
 
 def _frozen(
@@ -132,17 +154,17 @@ def _frozen(
     ident, kind = str(dataset.get("id")), str(dataset.get("type"))
     if "data" in dataset:  # published before migration 0008: the content is inline, never hashed
         data = dataset["data"]
-        return StoredDataset(ident, kind, None, lambda: data)
+        return StoredDataset(ident, kind, None, lambda: data, decode=lambda value: value)
     statement = select(cast(BenchmarkVersionDataset.data, Text)).where(
         BenchmarkVersionDataset.version_id == version_id, BenchmarkVersionDataset.dataset_id == ident
     )
     if reading is None:
         return StoredDataset(
-            ident, kind, dataset.get("hash"), lambda: load_json(session.execute(statement).scalar_one())
+            ident, kind, dataset.get("hash"), lambda: session.execute(statement).scalar_one()
         )
 
-    def read() -> Any:  # a published version's rows never change
+    def fetch() -> Any:  # a published version's rows never change
         with reading() as own:
-            return load_json(own.execute(statement).scalar_one())
+            return own.execute(statement).scalar_one()
 
-    return StoredDataset(ident, kind, dataset.get("hash"), read)
+    return StoredDataset(ident, kind, dataset.get("hash"), fetch, own_unit_of_work=True)
