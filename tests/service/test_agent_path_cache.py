@@ -114,6 +114,64 @@ def test_the_postgresql_epoch_is_read_once_per_request_and_moves_on_committed_wr
         other_instance.dispose()
 
 
+def test_a_request_arriving_during_an_epoch_read_has_one_sent_for_it_at_once() -> None:
+    """The reader keeps a read in flight per connection: a request that arrives while one is in
+    flight (it began before the request, so cannot vouch for it) gets a read sent at once on the
+    other connection; one that arrives while both are busy joins the next read, sent as soon as a
+    connection comes back; each gets a value read after it arrived."""
+    sent: list[asyncio.Event] = []
+
+    class Cursor:
+        def __init__(self, value: int):
+            self.value = value
+
+        async def fetchone(self) -> tuple[int]:
+            return (self.value,)
+
+    class Connection:
+        closed = False
+
+        async def execute(self, _sql: str) -> Cursor:
+            sent.append(gate := asyncio.Event())
+            number = len(sent)
+            await gate.wait()
+            return Cursor(number)
+
+    async def connect() -> Connection:
+        return Connection()
+
+    def value(number: int) -> bytes:
+        return number.to_bytes(8, "big", signed=True)
+
+    async def settle() -> None:
+        for _ in range(10):
+            await asyncio.sleep(0)
+
+    async def scenario() -> None:
+        reader = epoch_module._Reader(asyncio.get_running_loop(), connect, connections=2)
+        a = asyncio.create_task(reader.read())
+        await settle()
+        b = asyncio.create_task(reader.read())
+        await settle()
+        assert len(sent) == 2, "b did not wait for a's read to come back"
+        c, d = asyncio.create_task(reader.read()), asyncio.create_task(reader.read())
+        await settle()
+        assert len(sent) == 2, "both connections busy: c and d wait for the next read together"
+        sent[0].set()
+        await settle()
+        assert a.done() and a.result() == value(1) and not b.done()
+        assert len(sent) == 3, "the freed connection sends c and d's read at once"
+        sent[2].set()
+        await settle()
+        assert c.result() == d.result() == value(3) and not b.done()
+        sent[1].set()
+        await settle()
+        assert b.result() == value(2)
+        assert len(sent) == 3
+
+    asyncio.run(scenario())
+
+
 def _organization() -> Organization:
     tag = uuid.uuid4().hex[:12]
     return Organization(id=f"org_{tag}", name=f"epoch {tag}", created_at=utcnow())
