@@ -1,8 +1,10 @@
 """`assay serve --workers 2` on PostgreSQL (issue 10 §6): the MLLP listener runs once, in the listener
-process `serve` supervises, and a message sent to it lands in the right task run's playground."""
+process `serve` supervises, and a message sent to it lands in the right task run's playground.
+And on Linux the workers' connections are spread over both (issue 9)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -13,9 +15,12 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 from hl7.client import MLLPClient
 
 from assay.formats.hl7 import parse_message
+
+from .processes import serving
 
 ASSERTION = {
     "assert": "hl7-structural",
@@ -80,3 +85,59 @@ def test_two_workers_route_an_mllp_message_to_its_playground(_postgres_database:
         api.close()
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=60)
+
+
+def _sockets_of(pid: int) -> set[int]:
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes.add(int(link[8:-1]))
+    return inodes
+
+
+def _tcp_on(port: int) -> list[tuple[str, int]]:
+    """(state, inode) of every TCP socket whose local port is `port` (/proc/net/tcp{,6})."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as lines:
+            for line in list(lines)[1:]:
+                fields = line.split()
+                if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    found.append((fields[3], int(fields[9])))
+    return found
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="SO_REUSEPORT spreads connections on Linux only")
+def test_connections_are_spread_over_the_workers(tmp_path: Path) -> None:
+    """Each worker listens on a socket of its own (`SO_REUSEPORT`), so keep-alive connections opened
+    at once land on both workers (with one shared socket, all 16 of an agent harness's went to one
+    worker, the other idle); the supervisor's socket only holds the port and never listens."""
+    key = "vk_spread_" + uuid.uuid4().hex
+    with serving(tmp_path, database_url=None, key=key, workers=2) as served:
+        clients = [httpx.Client(base_url=served.url, timeout=30) for _ in range(24)]
+        try:
+            for client in clients:
+                assert client.get("/healthz").status_code == 200
+            group = os.getpgid(served.process.pid)
+            pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and _in_group(int(p), group)]
+            entries = _tcp_on(served.port)
+            listening = {inode for state, inode in entries if state == "0A"}
+            established = {inode for state, inode in entries if state == "01"}
+            workers = {pid: _sockets_of(pid) for pid in pids if _sockets_of(pid) & listening}
+            assert len(workers) == 2, "one listening socket per worker"
+            assert len(listening) == 2, "no other socket listens: the supervisor's only holds the port"
+            per_worker = sorted(len(inodes & established) for inodes in workers.values())
+            assert sum(per_worker) == 24 and per_worker[0] > 0, per_worker
+        finally:
+            for client in clients:
+                client.close()
+
+
+def _in_group(pid: int, group: int) -> bool:
+    try:
+        return os.getpgid(pid) == group
+    except OSError:
+        return False

@@ -15,18 +15,31 @@ On SIGTERM uvicorn stops accepting and lets requests in flight finish, for at mo
 With `--workers N` the supervisor pings each worker and kills one that does not answer within
 `WORKER_HEALTHCHECK` seconds (uvicorn's default, 5 s, killed workers still importing the app on a
 busy machine, over and over, and a worker in a long garbage collection mid-transaction).
+
+On Linux, `--workers N` gives each worker a listening socket of its own on the port
+(`SO_REUSEPORT`), and the kernel spreads new connections over them. uvicorn shares one listening
+socket between its workers, and whichever worker woke first accepted every connection that was
+waiting: under 16 keep-alive agent connections, all 16 (or 15 and 1) went to one worker while the
+other idled, and PostgreSQL's agent-path throughput swung by a third from run to run with how the
+connections happened to fall (issue 9, `docs/performance.md` "Session 8"). The supervisor's own
+socket only holds the port: bound, never listening, so no connection waits on it. The cost: a
+worker that dies drops the connections queued on its socket and not yet accepted (the supervisor
+starts another). Elsewhere the workers share uvicorn's socket as before.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
+import sys
 from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.supervisors import multiprocess
 
 __all__ = ["GRACEFUL_SHUTDOWN", "WORKER_HEALTHCHECK", "NoDelayH11Protocol", "NoDelayHttpToolsProtocol", "run"]
 
@@ -62,8 +75,57 @@ def run(app: Any, *, host: str, port: int, workers: int = 1, **options: Any) -> 
         # default); a worker still starting (spawn, imports, migrations) on a loaded machine took
         # longer and was killed and respawned in a loop, so the API never came up.
         options.setdefault("timeout_worker_healthcheck", WORKER_HEALTHCHECK)
+        if _REUSE_PORT:
+            _run_workers_on_own_sockets(app, host=host, port=port, workers=workers, **options)
+            return
         uvicorn.run(
             app, factory=True, host=host, port=port, workers=workers, http=NoDelayHttpToolsProtocol, **options
         )
     else:
         uvicorn.run(app, host=host, port=port, http=NoDelayHttpToolsProtocol, **options)
+
+
+_REUSE_PORT = sys.platform == "linux" and hasattr(socket, "SO_REUSEPORT")
+"""Linux spreads connections over the listening sockets of a port; other systems do not promise to."""
+
+
+def _port_socket(family: socket.AddressFamily, address: Any) -> socket.socket:
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(address)
+    sock.set_inheritable(True)
+    return sock
+
+
+class _OwnSocketProcess(multiprocess.Process):
+    """A uvicorn worker that listens on a socket of its own, bound where the supervisor's is."""
+
+    def target(self, sockets: list[socket.socket] | None = None) -> None:  # in the worker
+        own = []
+        for shared in sockets or []:
+            own.append(_port_socket(shared.family, shared.getsockname()))
+            shared.close()  # this process's copy; the supervisor keeps the port
+        super().target(own)
+
+
+def _run_workers_on_own_sockets(app: Any, *, host: str, port: int, workers: int, **options: Any) -> None:
+    """`uvicorn.run`'s `--workers` path, with a port-holding socket (`SO_REUSEPORT`, not listening)
+    in the supervisor and one listening socket per worker (`_OwnSocketProcess`)."""
+    config = uvicorn.Config(
+        app, factory=True, host=host, port=port, workers=workers, http=NoDelayHttpToolsProtocol, **options
+    )
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    held = _port_socket(family, (host, port))
+    logging.getLogger("uvicorn.error").info(
+        "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", host, held.getsockname()[1]
+    )
+    original = multiprocess.Process
+    multiprocess.Process = _OwnSocketProcess  # type: ignore[misc]  # what Multiprocess starts and restarts
+    try:
+        multiprocess.Multiprocess(config, sockets=[held]).run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        multiprocess.Process = original  # type: ignore[misc]
+        held.close()
