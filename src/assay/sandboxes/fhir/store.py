@@ -199,16 +199,15 @@ class EmbeddedFhir:
                 self._indexes.move_to_end(store_id)
         if found is not None:
             return found
-        row = conn.execute(select(FhirStoreRow.layer_hash).where(FhirStoreRow.id == store_id)).first()
+        row = conn.execute(
+            select(FhirStoreRow.layer_hash, Sandbox.credentials)
+            .outerjoin(Sandbox, (Sandbox.playground_id == FhirStoreRow.id) & (Sandbox.type == "fhir"))
+            .where(FhirStoreRow.id == store_id)
+        ).first()  # one round trip for both (a `complete` on a worker that never served the run)
         if row is None:
             raise FhirError(404, f"no FHIR store {store_id}")
         layer = self.layers.get(row.layer_hash, conn) if row.layer_hash else None
-        strict = is_strict(
-            conn.execute(
-                select(Sandbox.credentials).where(Sandbox.playground_id == store_id, Sandbox.type == "fhir")
-            ).scalar(),
-            self.lenient,
-        )
+        strict = is_strict(row.credentials, self.lenient)
         with self._lock:
             index = self._indexes.setdefault(store_id, StoreIndex(store_id, layer, strict))
             while len(self._indexes) > MAX_INDEXES:

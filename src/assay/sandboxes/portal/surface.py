@@ -169,7 +169,8 @@ class PortalSandbox(BaseSurface):
         if seq is None:
             return None
         pointer = {"playground_id": playground_id, "seq": seq}
-        saved = connection.execute(select(Sandbox.credentials).where(Sandbox.id == sandbox_id)).scalar()
+        sandbox = session.get(Sandbox, sandbox_id)  # loaded by `capture` already: no SQL
+        saved = sandbox.credentials if sandbox is not None else None
         seeded = saved.get(_SEEDED_SEQ) if isinstance(saved, dict) else None
         if isinstance(seeded, int):
             pointer[_SEEDED_SEQ] = seeded
