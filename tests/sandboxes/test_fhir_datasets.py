@@ -250,19 +250,25 @@ def test_layer_rows_keep_every_character_their_text_holds(engine: Engine) -> Non
         "name": [{"text": tricky, "family": "O'Brien\\"}],
         "extension": [{"url": "http://x/\\t", "valueString": "\\\\\\"}],
     }
-    source = LayerSource.of(
-        [{"resourceType": "Bundle", "type": "collection", "entry": [{"resource": patient}]}]
-    )
+    odd_id = {"resourceType": "Patient", "id": f"{tag}-tab\there\nand\rthere"}  # a file name, oddly
+    entries = [{"resource": patient}, {"resource": odd_id}]
+    source = LayerSource.of([{"resourceType": "Bundle", "type": "collection", "entry": entries}])
     builder = EmbeddedFhir(engine)
     builder.layers.build(source)
     with engine.connect() as conn:
         (body,) = conn.execute(
-            select(FhirLayerResource.body).where(FhirLayerResource.layer_hash == source.key)
+            select(FhirLayerResource.body).where(
+                FhirLayerResource.layer_hash == source.key, FhirLayerResource.resource_id == f"{tag}-tricky"
+            )
         ).one()
         reread = EmbeddedFhir(engine).layers.get(source.key, conn)
     stored = json.loads(body)
     assert stored["name"] == patient["name"] and stored["extension"] == patient["extension"]
     assert reread.by_key[("Patient", f"{tag}-tricky")]["name"][0]["text"] == tricky
+    assert reread.by_key[("Patient", odd_id["id"])] == {
+        **odd_id,
+        "meta": reread.by_key[("Patient", odd_id["id"])]["meta"],
+    }
 
 
 def test_a_failed_row_write_fails_the_build_and_the_next_build_completes_the_layer(

@@ -243,34 +243,28 @@ def _values(row: dict[str, Any]) -> list[Any]:
 _COPY_SPECIAL = re.compile(r"[\\\t\n\r]")
 
 
-def _copy_field(text: str) -> bytes:
+def _copy_field(text: str) -> str:
     """`text` as a field of COPY's text format (backslash, tab, newline and CR escaped)."""
-    if _COPY_SPECIAL.search(text):
-        text = text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-    return text.encode()
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
 def _copy_lines(chunk: list[dict[str, Any]]) -> bytes:
     """`chunk` as COPY text-format lines in `_ROW_COLUMNS` order. A body is orjson's compact
     output, which holds no raw tab, newline or CR (JSON escapes them inside strings), so only
-    its backslashes are doubled."""
-    hashes: dict[str, bytes] = {}  # one layer per chunk: its hash escaped once
-    lines = []
+    its backslashes are doubled; the key fields are escaped only when they hold one of those
+    characters (the layer hash is hex). One formatted head per row: escaping each field through
+    a function and a regex cost ~0.8 s of GIL time per 1,024-patient build, on the thread that
+    competes with the one serialising the rows."""
+    parts: list[bytes] = []
+    append = parts.append
     for row in chunk:
-        layer = hashes.get(row["layer_hash"]) or hashes.setdefault(
-            row["layer_hash"], _copy_field(row["layer_hash"])
-        )
-        lines.append(
-            b"%s\t%s\t%s\t%d\t%s\n"
-            % (
-                layer,
-                _copy_field(row["resource_type"]),
-                _copy_field(row["resource_id"]),
-                row["position"],
-                row["body"].replace(b"\\", b"\\\\"),
-            )
-        )
-    return b"".join(lines)
+        kind, ident = row["resource_type"], row["resource_id"]
+        if _COPY_SPECIAL.search(kind) or _COPY_SPECIAL.search(ident):
+            kind, ident = _copy_field(kind), _copy_field(ident)
+        append(f"{row['layer_hash']}\t{kind}\t{ident}\t{row['position']}\t".encode())
+        append(row["body"].replace(b"\\", b"\\\\"))
+        append(b"\n")
+    return b"".join(parts)
 
 
 class _RowWriter:
