@@ -78,3 +78,24 @@ def test_pagination_walks_every_row_once(database: Database, offsets: list[int],
             session, select(Organization), Organization, limit=100, cursor=None, newest_first=False
         )
         assert [row.id for row in oldest.items] == expected[::-1]
+
+
+def test_a_reading_unit_of_work_is_one_round_trip_a_statement(server: Server) -> None:
+    """On PostgreSQL a reading unit of work runs its statements in autocommit (no `BEGIN`, no
+    `ROLLBACK` around a token lookup: two round trips of three), and holds no transaction open
+    between them; the next transaction of the same pooled connection is a transaction again.
+    On SQLite it stays a plain `BEGIN` (a WAL snapshot)."""
+    database = server.database
+    with database.reading() as session:
+        session.execute(select(Organization.id).limit(1)).all()
+        raw = session.connection().connection.dbapi_connection
+        if database.is_sqlite:
+            assert raw is not None and raw.in_transaction
+            return
+        import psycopg.pq
+
+        assert raw is not None and raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    with database.transaction() as session:
+        session.execute(select(Organization.id).limit(1)).all()
+        raw = session.connection().connection.dbapi_connection
+        assert raw is not None and raw.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS

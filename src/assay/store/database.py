@@ -49,7 +49,14 @@ def sqlite_url(data_dir: Path) -> str:
 
 def read_only(engine: Engine) -> Engine:
     """`engine` (same pool) for units of work that only read: on SQLite their transactions start
-    with a plain `BEGIN` — a WAL snapshot that neither takes nor waits for the write lock."""
+    with a plain `BEGIN` — a WAL snapshot that neither takes nor waits for the write lock.
+
+    On PostgreSQL their statements run in autocommit: at READ COMMITTED each statement reads its
+    own snapshot inside a transaction too, so nothing a reader sees changes, and the `BEGIN` and
+    `ROLLBACK` around it were two round trips of three for a token lookup (issue 9: every API
+    request with a key, and a `complete` on a worker new to the run)."""
+    if engine.dialect.name == "postgresql":
+        return engine.execution_options(**{_READ_ONLY: True}, isolation_level="AUTOCOMMIT")
     return engine.execution_options(**{_READ_ONLY: True})
 
 
