@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -13,10 +14,11 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy import delete, select
+from sqlalchemy import delete, insert, select
 
 import assay.sandboxes
-from assay.store import Database, new_id, paginate, sqlite_url
+from assay.store import Database, new_id, paginate, sqlite_url, utcnow
+from assay.store.database import ReadOnlyViolation
 from assay.store.models import Base, Organization
 
 from .conftest import Server
@@ -99,3 +101,8 @@ def test_a_reading_unit_of_work_is_one_round_trip_a_statement(server: Server) ->
         session.execute(select(Organization.id).limit(1)).all()
         raw = session.connection().connection.dbapi_connection
         assert raw is not None and raw.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+    ident = f"org_{uuid.uuid4().hex[:12]}"
+    with pytest.raises(ReadOnlyViolation), database.reading() as session:  # it would commit at once
+        session.execute(insert(Organization).values(id=ident, name="written", created_at=utcnow()))
+    with database.reading() as session:
+        assert session.get(Organization, ident) is None

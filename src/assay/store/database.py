@@ -47,6 +47,10 @@ def sqlite_url(data_dir: Path) -> str:
     return f"sqlite:///{(data_dir / 'assay.db').resolve()}"
 
 
+class ReadOnlyViolation(RuntimeError):
+    """A statement other than a read in a `read_only` unit of work (a bug, never the caller's input)."""
+
+
 def read_only(engine: Engine) -> Engine:
     """`engine` (same pool) for units of work that only read: on SQLite their transactions start
     with a plain `BEGIN` — a WAL snapshot that neither takes nor waits for the write lock.
@@ -149,6 +153,16 @@ class Database:
             )
             # The change epoch in the database itself, shared by instances on any machine.
             track(engine, PostgresEpoch(engine))
+
+            @event.listens_for(engine, "before_cursor_execute")
+            def _reads_only(connection: Any, _c: Any, statement: str, _p: Any, _x: Any, _m: bool) -> None:
+                # A reading unit of work runs in autocommit here (`read_only`): a write would
+                # commit at once instead of being rolled back with the rest, so none may run.
+                if connection.get_execution_options().get(_READ_ONLY):
+                    verb = statement.lstrip()[:6].upper()
+                    if not verb.startswith(("SELECT", "SHOW")):
+                        raise ReadOnlyViolation(f"a write in a reading unit of work: {statement[:60]!r}")
+
             return engine
         if self.url.database:
             Path(self.url.database).parent.mkdir(parents=True, exist_ok=True)
