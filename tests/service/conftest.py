@@ -84,8 +84,7 @@ def _serve(settings: Settings) -> Iterator[tuple[str, Any]]:
         sock.close()
 
 
-@pytest.fixture(scope="session")
-def _postgres_database() -> Iterator[str]:
+def _fresh_postgres_database() -> Iterator[str]:
     if not POSTGRES_URL:
         pytest.skip("ASSAY_TEST_POSTGRES_URL is not set")
     admin_url = make_url(POSTGRES_URL)
@@ -99,6 +98,20 @@ def _postgres_database() -> Iterator[str]:
         with admin.connect() as connection:
             connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def _postgres_database() -> Iterator[str]:
+    """One PostgreSQL database for the session's tests (and its in-process server)."""
+    yield from _fresh_postgres_database()
+
+
+@pytest.fixture
+def _own_postgres_database() -> Iterator[str]:
+    """A PostgreSQL database for one test alone: for checks over every row, which the session's
+    other tests would otherwise feed (a benchmark without tasks completes with no task runs, a
+    criterion added after a run completed)."""
+    yield from _fresh_postgres_database()
 
 
 @pytest.fixture(scope="session", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
