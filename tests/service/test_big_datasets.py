@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -22,6 +23,7 @@ from assay.sandboxes.fhir.layers import layer_key
 from assay.sandboxes.fhir.store import embedded_fhir
 from assay.sandboxes.fhir.tables import FhirLayer, FhirLayerResource, FhirStoreRow
 from assay.service.runs import actions
+from assay.service.sandboxes import datasets as datasets_module
 from assay.store.json_values import content_hash
 from assay.store.models import BenchmarkVersion, BenchmarkVersionDataset, Dataset, TaskRun
 from tests.service.builders import ok, unique
@@ -127,7 +129,9 @@ def test_hash_stored_at_upload_keys_the_layer_and_a_second_start_reads_nothing(
     assert _layer_of(server, again) == expected
 
 
-def test_the_next_datasets_are_read_ahead_while_one_is_decoded(server: Server, api: httpx.Client) -> None:
+def test_the_next_datasets_are_read_ahead_while_one_is_decoded(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`start` reads the first dataset's text itself (the read-ahead ones may come first) and the
     following ones on the read-ahead threads (`sandboxes.read_ahead`), each once, and loads them in their order: the last write of
     the same id wins, as without reading ahead."""
@@ -140,6 +144,10 @@ def test_the_next_datasets_are_read_ahead_while_one_is_decoded(server: Server, a
     ]
     benchmark_id = _benchmark(api, ids)
     threads: list[str] = []
+    # Decoding as slow as a big bundle's, so each read ahead has begun before its dataset is asked
+    # for (one not begun yet is read by the asking thread: the next test).
+    decode = datasets_module.load_json
+    monkeypatch.setattr(datasets_module, "load_json", lambda text: (time.sleep(0.05), decode(text))[1])
 
     def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         if _DATA_READ.search(statement):
@@ -388,3 +396,29 @@ def test_the_layer_rows_are_written_in_write_turns_with_no_read_snapshot_open(
         event.remove(database.engine, "before_cursor_execute", record)
     assert len(preparing) == 1
     assert seen == [(0, 1), (0, 1)]  # the rows, then the layer row: no snapshot open, in a turn
+
+
+def test_a_read_ahead_not_started_yet_is_read_by_the_one_who_asks() -> None:
+    """Two read-ahead threads serve every `start` of the process: when both are busy (other starts'
+    reads), a dataset asked for whose read has not begun is read on the asking thread instead of
+    waiting in line behind them, and read once."""
+    import json
+    from concurrent.futures import wait
+
+    release = threading.Event()
+    blockers = [datasets_module._READER.submit(release.wait, 30) for _ in range(2)]
+    reads: list[str] = []
+
+    def fetch() -> str:
+        reads.append(threading.current_thread().name)
+        return json.dumps({"resourceType": "Bundle"})
+
+    stored = datasets_module.StoredDataset("ds_1", "fhir", "h", fetch, own_unit_of_work=True)
+    try:
+        stored.read_ahead()
+        assert stored["data"] == {"resourceType": "Bundle"}
+        assert reads == [threading.current_thread().name]
+    finally:
+        release.set()
+        wait(blockers)
+    assert stored["data"] == {"resourceType": "Bundle"} and reads == [threading.current_thread().name]

@@ -67,12 +67,12 @@ class StoredDataset(Mapping[str, Any]):
         content_hash: str | None,
         fetch: Callable[[], Any],
         *,
-        decode: Callable[[Any], Any] = load_json,
+        decode: Callable[[Any], Any] | None = None,
         own_unit_of_work: bool = False,
     ):
         self._fields: dict[str, Any] = {"id": ident, "type": kind, "hash": content_hash}
         self._fetch = fetch
-        self._decode = decode
+        self._decode = decode or load_json
         self._own_unit_of_work = own_unit_of_work
         self._pending: Future[Any] | None = None
         self._data: Any = _NOT_READ
@@ -84,7 +84,9 @@ class StoredDataset(Mapping[str, Any]):
             return self._fields[key]
         if self._data is _NOT_READ:
             pending, self._pending = self._pending, None
-            stored = pending.result() if pending is not None else self._fetch()
+            # Not started yet (the read-ahead threads are busy with other starts' reads): read it
+            # here rather than wait behind them.
+            stored = self._fetch() if pending is None or pending.cancel() else pending.result()
             self._data = self._decode(stored)
             self.reads += 1
         return self._data
