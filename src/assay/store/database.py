@@ -235,7 +235,8 @@ class Database:
     @contextmanager
     def reading(self) -> Iterator[Session]:
         """A unit of work that only reads: no write lock, and on SQLite a plain `BEGIN`, so it
-        reads a consistent WAL snapshot while writers go on. Whatever it wrote would be rolled back."""
+        reads a consistent WAL snapshot while writers go on. On PostgreSQL its statements run in
+        autocommit (`read_only`), and anything but a read raises `ReadOnlyViolation`."""
         session = self._readers()
         try:
             yield session

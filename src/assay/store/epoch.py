@@ -243,6 +243,7 @@ class _Reader:
         """Connections with no read in flight and no task serving them."""
         self._next: asyncio.Future[bytes | None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        """The serving tasks, held so the loop's weak references do not let them be collected."""
         self._retry_at = 0.0
         self._failing = False
 
@@ -250,10 +251,6 @@ class _Reader:
     def _connection(self) -> Any:
         """The first open connection (tests terminate its backend)."""
         return next((c for c in self._connections if c is not None and not c.closed), None)
-
-    def backend_pids(self) -> list[int]:
-        """The backends of the open connections (tests terminate them)."""
-        return [int(c.info.backend_pid) for c in self._connections if c is not None and not c.closed]
 
     async def read(self) -> bytes | None:
         waiting = self._next
