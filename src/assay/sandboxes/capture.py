@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from assay.core.state import FileRecord, Hl7Record, PortalRow, SearchParams, VoiceTurn, X12Record
@@ -48,14 +49,28 @@ def capture(
     if session is None or playground_id is None:
         return pointer
     deployment = deployment or deployment_of(session.connection().engine)
-    for sandbox in sandboxes_of(session, playground_id):
-        surface = SURFACES.get(sandbox.type)
-        if surface is None:
-            continue
-        where = surface.capture(session, sandbox.id, playground_id, deployment)
+    # The rows stay referenced while the surfaces capture: they read them from the session's
+    # (weak) identity map, with no SQL.
+    live = [(SURFACES[s.type], s) for s in sandboxes_of(session, playground_id) if s.type in SURFACES]
+    reads = _read_all([surface.capture_read(sandbox.id, playground_id) for surface, sandbox in live], session)
+    for (surface, sandbox), read in zip(live, reads, strict=True):
+        where = surface.capture(session, sandbox.id, playground_id, deployment, read)
         if where is not None:
             pointer[surface.name] = where
     return pointer
+
+
+def _read_all(queries: list[Select[Any] | None], session: Session) -> list[Any]:
+    """Each query's value (None for a None query or no row), all in one statement: each query a
+    scalar subquery of one SELECT, its locks taken as PostgreSQL evaluates it, left to right."""
+    asked = [(i, query) for i, query in enumerate(queries) if query is not None]
+    values: list[Any] = [None] * len(queries)
+    if asked:
+        columns = [query.scalar_subquery().label(f"read_{i}") for i, query in asked]
+        row = session.execute(select(*columns)).one()
+        for (i, _), value in zip(asked, row, strict=True):
+            values[i] = value
+    return values
 
 
 class CapturedState:

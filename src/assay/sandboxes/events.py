@@ -19,8 +19,9 @@ with the next per-sandbox `seq`, in the order they were queued. So:
 - **Flushed before anything reads it.** `flush_events(engine)` returns once every event queued
   before the call is committed, writing what is still queued on the caller's own thread (not
   waiting for the writer's): the event lists call it first. `complete` flushes only its own
-  task run's sandboxes (`sandbox_ids`): under agent load the queue holds other runs' events,
-  and writing all of them first made every `complete` wait for everyone's traffic. Each
+  task run's events (`task_run_id`, which each queued event carries, so finding them costs no
+  SQL): under agent load the queue holds other runs' events, and writing all of them first made
+  every `complete` wait for everyone's traffic. Each
   sandbox's events are still written in the order they were queued (its `seq`). An event queued
   by another worker process is written by that worker's writer, which starts on it at once.
   The writer takes its turn at the SQLite write lock in line with the request transactions
@@ -42,7 +43,7 @@ import logging
 import threading
 import weakref
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
@@ -119,12 +120,16 @@ def record_event(
     request: bytes = b"",
     response: bytes = b"",
     response_json: bool = False,
+    task_run_id: str | None = None,
 ) -> str:
     """Queue one event for this process's writer; its id (the id it is stored under).
 
     `response_json`: the response is strict JSON the server rendered itself (the FHIR surface's
-    bodies), stored as the text it is without being parsed and checked again."""
+    bodies), stored as the text it is without being parsed and checked again. `task_run_id`: the
+    task run whose sandbox it is, for `flush_events(task_run_id=...)` (not stored: the sandbox
+    says it); an event queued without one is flushed with every task run's."""
     event = _new(org_id, sandbox_id, type, method, path, status, request, response, response_json)
+    event.task_run_id = task_run_id
     _log_of(engine).put(event)
     return event.id
 
@@ -161,13 +166,20 @@ def has_room(engine: Engine) -> bool:
 
 
 def flush_events(
-    engine: Engine, timeout: float = QUEUE_WAIT, sandbox_ids: Collection[str] | None = None
+    engine: Engine,
+    timeout: float = QUEUE_WAIT,
+    sandbox_ids: Collection[str] | None = None,
+    task_run_id: str | None = None,
 ) -> None:
-    """Return once every event this process queued before the call (of `sandbox_ids` only, when
-    given) is in the database, writing what is still queued on the caller's thread."""
+    """Return once every event this process queued before the call (of `sandbox_ids` only, or
+    of `task_run_id`'s sandboxes only, when given) is in the database, writing what is still
+    queued on the caller's thread."""
     found = _LOGS.get(engine)
     if found is not None:
-        found.flush(timeout, sandbox_ids)
+        selection = None
+        if sandbox_ids is not None or task_run_id is not None:
+            selection = _Wanted(None if sandbox_ids is None else frozenset(sandbox_ids), task_run_id)
+        found.flush(timeout, selection)
 
 
 def events_pending(engine: Engine) -> bool:
@@ -176,8 +188,24 @@ def events_pending(engine: Engine) -> bool:
     return found is not None and found.pending()
 
 
-def _wanted(event: _Queued, wanted: frozenset[str] | None) -> bool:
-    return wanted is None or event.sandbox_id in wanted
+@dataclass(frozen=True, slots=True)
+class _Wanted:
+    """What a flush is for: the events of `sandbox_ids`, or of `task_run_id`'s sandboxes (and
+    those of any sandbox with an event queued without a task run, which may be its)."""
+
+    sandbox_ids: frozenset[str] | None = None
+    task_run_id: str | None = None
+
+    def sandboxes(self, queued: Iterable[_Queued]) -> frozenset[str]:
+        """The sandboxes of `queued` to write. Whole sandboxes: each sandbox's events are
+        written in the order they were queued (its `seq`), so a flush never writes one ahead of
+        an earlier one left queued."""
+        return frozenset(
+            event.sandbox_id
+            for event in queued
+            if (self.sandbox_ids is not None and event.sandbox_id in self.sandbox_ids)
+            or (self.task_run_id is not None and event.task_run_id in (self.task_run_id, None))
+        )
 
 
 def close_event_logs(engine: Engine, timeout: float = QUEUE_WAIT) -> None:
@@ -201,6 +229,7 @@ class _Queued:
     response: bytes
     response_json: bool = False
     ticket: int = field(default=0)
+    task_run_id: str | None = None
 
 
 class _EventLog:
@@ -240,18 +269,19 @@ class _EventLog:
     def pending(self) -> bool:
         return bool(self._queue or self._in_flight)
 
-    def flush(self, timeout: float, sandbox_ids: Collection[str] | None = None) -> None:
+    def flush(self, timeout: float, selection: _Wanted | None = None) -> None:
         """Write, on the caller's thread, whatever of the events queued before the call is not
         written yet (issue 9: waiting for the writer thread instead meant a hand-off each way,
         each a wait for the GIL behind the busy event loop; and a flush cut the writer's linger
         short, so under load it wrote batch after tiny batch).
 
-        `sandbox_ids`: only those sandboxes' events (and whatever batch is being written, which
+        `selection`: only those sandboxes' events (and whatever batch is being written, which
         may hold some of them); the others stay queued for the writer, in their order."""
-        wanted = None if sandbox_ids is None else frozenset(sandbox_ids)
         with self._cond:
             target = self._queued
-            if not any(_wanted(e, wanted) for e in (*self._in_flight, *self._queue)):
+            queued = (*self._in_flight, *self._queue)
+            wanted = None if selection is None else selection.sandboxes(queued)
+            if not queued or wanted == frozenset():
                 return
         if not self._writing.acquire(timeout=timeout):  # the writer thread is writing a batch
             raise Busy("the sandbox event log is behind", retry_after=1)

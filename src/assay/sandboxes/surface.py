@@ -15,7 +15,8 @@ never names a surface; it loops over the registry:
     traffic          router(target)                    mounted under /v1/task-runs/{id}/<name>/ and
                                                        /v1/benchmark-runs/{id}/<name>/
                      listener(deployment)              one asyncio server per deployment (MLLP, SFTP)
-    complete         capture(session, sandbox_id, playground_id, deployment) -> a JSON pointer
+    complete         capture_read(sandbox_id, playground_id) -> a one-value SELECT (or None)
+                     capture(session, sandbox_id, playground_id, deployment, read) -> a JSON pointer
     score, rescore   read(pointer, session)            -> a view with the `SandboxState` fields it owns
     state tar.gz     snapshot(view, writer)            its part of the SPEC §6 layout
     end              teardown(session, playground_id, deployment)
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, Select
 from sqlalchemy.orm import Session
 
 from assay.sandboxes.events import record_event
@@ -172,6 +173,7 @@ class SandboxHandle:
             request=request,
             response=response,
             response_json=response_json,
+            task_run_id=self.task_run_id,
         )
 
 
@@ -271,9 +273,19 @@ class Surface(Protocol):
 
     def listener(self, deployment: Deployment) -> Listener | None: ...
 
+    def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any] | None:
+        """The one value `capture` needs from the database, as a SELECT of one column and at
+        most one row (a locking read takes `with_for_update()`); None when it reads nothing.
+        `complete` reads every surface's in a single statement (issue 9: one round trip instead
+        of six, each a wait behind a busy machine) and hands each `capture` its value as `read`."""
+        ...
+
     def capture(
-        self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment
-    ) -> Any: ...
+        self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment, read: Any = None
+    ) -> Any:
+        """Pin the sandbox's final state: a JSON pointer to it, or None. `read` is the value of
+        `capture_read` (None when it found no row)."""
+        ...
 
     def read(self, pointer: Any, session: Session | None) -> StateView: ...
 
@@ -326,7 +338,12 @@ class BaseSurface:
     def listener(self, deployment: Deployment) -> Listener | None:
         return None
 
-    def capture(self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment) -> Any:
+    def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any] | None:
+        return None
+
+    def capture(
+        self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment, read: Any = None
+    ) -> Any:
         return None
 
     def read(self, pointer: Any, session: Session | None) -> StateView:

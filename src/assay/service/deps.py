@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Header, Query, Request
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -27,8 +26,7 @@ from assay.service.grading import Grading
 from assay.service.limits import RateLimiter
 from assay.service.settings import Settings
 from assay.service.transactions import PendingSession
-from assay.store import Caller, Database, Forbidden, RateLimited, clamp_limit
-from assay.store.models import Sandbox, TaskRun
+from assay.store import Caller, Forbidden, RateLimited, clamp_limit
 
 __all__ = [
     "AnyCaller",
@@ -72,21 +70,12 @@ SettingsDep = Annotated[Settings, Depends(_settings)]
 GradingDep = Annotated[Grading, Depends(_grading)]
 
 
-def _flush_task_run(database: Database, task_run_id: str) -> None:
-    with database.reading() as session:
-        sandbox_ids = session.scalars(
-            select(Sandbox.id)
-            .join(TaskRun, TaskRun.playground_id == Sandbox.playground_id)
-            .where(TaskRun.id == task_run_id)
-        ).all()
-    if sandbox_ids:
-        flush_events(database.engine, sandbox_ids=sandbox_ids)
-
-
 async def _task_run_events_flushed(request: Request, task_run_id: str) -> None:
-    database: Database = request.app.state.database
-    if events_pending(database.engine):  # nothing to do when nothing is queued
-        _steps_before_transaction(request).append(functools.partial(_flush_task_run, database, task_run_id))
+    engine = request.app.state.database.engine
+    if events_pending(engine):  # nothing to do when nothing is queued
+        _steps_before_transaction(request).append(
+            functools.partial(flush_events, engine, task_run_id=task_run_id)
+        )
 
 
 async def _sandbox_events_flushed(request: Request, sandbox_id: str) -> None:

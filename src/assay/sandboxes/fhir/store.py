@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, Select, delete, func, insert, select, update
 
 from assay.formats.fhir import FhirStore
 from assay.sandboxes.fhir._db import using
@@ -44,6 +44,7 @@ __all__ = [
     "EmbeddedFhir",
     "NeedsDatabase",
     "WriteTransaction",
+    "capture_read",
     "embedded_fhir",
     "is_strict",
 ]
@@ -364,9 +365,7 @@ class EmbeddedFhir:
         """`capture`, or None when there is no such store: one locked read of the store row
         answers both (`sandboxes.capture` asked `exists` first, a second read)."""
         with using(self.engine, conn) as db:
-            seq = db.execute(
-                select(FhirStoreRow.seq).where(FhirStoreRow.id == store_id).with_for_update()
-            ).scalar()
+            seq = db.execute(capture_read(store_id)).scalar()
         return None if seq is None else int(seq)
 
     def seeded(self, store_id: str, conn: Connection | None = None) -> list[dict[str, Any]]:
@@ -402,6 +401,12 @@ class EmbeddedFhir:
         pinned = StoreIndex(store_id, layer)
         pinned.apply(rows, seq)
         return pinned.search_index
+
+
+def capture_read(store_id: str) -> Select[int]:
+    """The store's sequence number, its row locked (PostgreSQL; SQLite's write lock is already
+    held): a write in flight commits first and is captured, a later one finds it torn down."""
+    return select(FhirStoreRow.seq).where(FhirStoreRow.id == store_id).with_for_update()
 
 
 def _refuse_if_torn_down(conn: Connection, store_id: str) -> None:

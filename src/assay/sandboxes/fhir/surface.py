@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
-from sqlalchemy import Engine, event, select, update
+from sqlalchemy import Engine, Select, event, select, update
 from sqlalchemy.orm import Session
 
 from assay.core.state import SearchParams, resource_digest
@@ -31,7 +31,7 @@ from assay.sandboxes.fhir.external import (
 )
 from assay.sandboxes.fhir.layers import LayerNotLoadable, LayerSource, layer_key, seeded_resources
 from assay.sandboxes.fhir.routes import FhirSurface, SurfaceEvent, base_url_of, fhir_router, serve_cached
-from assay.sandboxes.fhir.store import embedded_fhir
+from assay.sandboxes.fhir.store import capture_read, embedded_fhir
 from assay.sandboxes.fhir.validation import strict_available
 from assay.sandboxes.read_ahead import contents
 from assay.sandboxes.surface import (
@@ -227,18 +227,22 @@ class FhirSandbox(BaseSurface):
     def serve_cached(self, request: Request, handle: SandboxHandle, relative: str) -> Response | None:
         return serve_cached(request, _surface(request, handle), relative)
 
-    def capture(self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment) -> Any:
+    def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any]:
+        return capture_read(playground_id)
+
+    def capture(
+        self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment, read: Any = None
+    ) -> Any:
         """Embedded: `{"store_id", "seq"}`, one locked read of the store row, never a copy.
 
         External: every resource is read before anything is written (a server error on any type
         raises `ExternalFhirFailed` and the whole `complete` rolls back, the task run still started),
         then stored once as an embedded layer: `{"store_id", "seq": 0, "external": <URL>}`.
         """
+        if read is not None:
+            return {"store_id": playground_id, "seq": int(read)}
         connection = session.connection()
         fhir = embedded_fhir(connection.engine)
-        seq = fhir.capture_if_present(playground_id, connection)
-        if seq is not None:
-            return {"store_id": playground_id, "seq": seq}
         external = external_of(deployment)
         if external is None:
             return None

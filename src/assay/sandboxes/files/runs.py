@@ -22,7 +22,7 @@ import secrets
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, Select, select
 from sqlalchemy.engine import Connection
 
 from assay.sandboxes.events import record_event
@@ -53,9 +53,10 @@ def _open_reason(conn: Connection, sandbox_id: str, *, lock: bool) -> str | None
     return None
 
 
-def lock_for_capture(conn: Connection, sandbox_id: str) -> None:
-    """Wait for any change in flight on this sandbox; `complete` calls it before it captures."""
-    conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
+def lock_for_capture(sandbox_id: str) -> Select[str]:
+    """The read that waits for any change in flight on this sandbox (its row, locked): `complete`
+    runs it before it captures."""
+    return select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update()
 
 
 def access_for(
@@ -91,6 +92,7 @@ def access_for(
             status=event.status,
             request=_json(event.request),
             response=_json(event.response),
+            task_run_id=task_run_id,
         )
 
     return FilesAccess(

@@ -28,6 +28,7 @@ from types import MappingProxyType
 from typing import Any
 
 from fastapi import APIRouter, Depends
+from sqlalchemy import Select
 from sqlalchemy.orm import Session
 
 from assay.core.state import FileRecord
@@ -338,8 +339,12 @@ class FilesSandbox(BaseSurface):
             prepare=lambda: _prepare(deployment),
         )
 
-    def capture(self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment) -> Any:
-        lock_for_capture(session.connection(), sandbox_id)
+    def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any]:
+        return lock_for_capture(sandbox_id)
+
+    def capture(
+        self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment, read: Any = None
+    ) -> Any:
         return {"storage": storage_of(deployment).url, "prefix": playground_id}
 
     def read(self, pointer: Any, session: Session | None) -> FilesView:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, Engine, bindparam, func, insert, select
+from sqlalchemy import Connection, Engine, Select, bindparam, func, insert, select
 from sqlalchemy.orm import Session
 
 from assay.core.state import Hl7Record
@@ -176,13 +176,11 @@ def inbox(engine: Engine, sandbox_id: str) -> list[InboxMessage]:
     return [InboxMessage(row.id, row.message, iso(row.received_at)) for row in rows]
 
 
-def last_outbound(session: Session, sandbox_id: str) -> int:
-    found = session.execute(
-        select(func.max(Hl7MessageRow.seq)).where(
-            Hl7MessageRow.sandbox_id == sandbox_id, Hl7MessageRow.direction == "outbound"
-        )
-    ).scalar()
-    return int(found or 0)
+def last_outbound(sandbox_id: str) -> Select[int]:
+    """The sequence number of the sandbox's last accepted outbound message (NULL: none yet)."""
+    return select(func.max(Hl7MessageRow.seq)).where(
+        Hl7MessageRow.sandbox_id == sandbox_id, Hl7MessageRow.direction == "outbound"
+    )
 
 
 def outbound_until(session: Session, sandbox_id: str, seq: int) -> Sequence[Hl7Record]:

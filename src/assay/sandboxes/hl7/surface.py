@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter
+from sqlalchemy import Select
 from sqlalchemy.orm import Session
 
 from assay.core.state import Hl7Record, hl7_digests
@@ -134,8 +135,13 @@ class Hl7Sandbox(BaseSurface):
         idle = float(deployment.option("hl7", "idle_timeout", DEFAULT_IDLE_TIMEOUT))
         return MllpListener(deployment, deployment.port("hl7", DEFAULT_MLLP_PORT), idle)
 
-    def capture(self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment) -> Any:
-        return {"sandbox_id": sandbox_id, "seq": last_outbound(session, sandbox_id)}
+    def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any]:
+        return last_outbound(sandbox_id)
+
+    def capture(
+        self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment, read: Any = None
+    ) -> Any:
+        return {"sandbox_id": sandbox_id, "seq": int(read or 0)}
 
     def read(self, pointer: Any, session: Session | None) -> Hl7View:
         if session is None or not isinstance(pointer, dict):

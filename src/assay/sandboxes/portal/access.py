@@ -24,6 +24,7 @@ class PortalSurface:
     sandbox_id: str
     credentials: dict[str, Any]
     """`{username, password}` of the web portal (SPEC §5.2 `credentials.portal`)."""
+    task_run_id: str
     base_path: str = ""
     """The web portal's root path (its links and its cookie's path); empty for REST."""
 
@@ -41,4 +42,5 @@ class PortalSurface:
             status=status,
             request=request,
             response=response,
+            task_run_id=self.task_run_id,
         )

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, Select, insert, select, update
 
 from assay.core.state import PortalRow
 from assay.sandboxes.portal.tables import PortalStoreRow, PortalVersion
@@ -183,10 +183,10 @@ def rows_at(conn: Connection, playground_id: str, seq: int) -> list[PortalRow]:
     return found
 
 
-def capture_seq(conn: Connection, playground_id: str) -> int | None:
-    """The pointer of a capture: the last sequence number written, under the write lock."""
-    store = head(conn, playground_id, lock=True)
-    return None if store is None else store.seq
+def capture_seq(playground_id: str) -> Select[int]:
+    """The pointer of a capture: the last sequence number written, read under the store's write
+    lock (no row: the playground has no portal store)."""
+    return select(PortalStoreRow.seq).where(PortalStoreRow.playground_id == playground_id).with_for_update()
 
 
 def _fold(conn: Connection, statement: Any, at_seq: int | None) -> list[StoredRow]:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from assay.core.state import PortalRow, portal_digests
@@ -85,7 +85,7 @@ and `set_portal_row` steps), the seeded baseline `no-unexpected-changes` compare
 
 
 def _mark_seeded(run: RunContext, sandbox: Sandbox) -> None:
-    seq = capture_seq(run.session.connection(), run.playground_id)
+    seq = run.session.execute(capture_seq(run.playground_id)).scalar()
     sandbox.credentials = {**(sandbox.credentials or {}), _SEEDED_SEQ: seq}
 
 
@@ -111,7 +111,7 @@ def _web_target(request: Request) -> PortalSurface:
         raise Conflict(f"task run {task_run_id} has ended: its portal takes no traffic")
     return PortalSurface(
         deployment.engine, found.org_id, found.playground_id, found.id, dict(found.credentials or {}),
-        web_path(task_run_id),
+        task_run_id, web_path(task_run_id),
     )  # fmt: skip
 
 
@@ -153,7 +153,7 @@ class PortalSandbox(BaseSurface):
         def rest(request: Request, handle: SandboxHandle = Depends(target)) -> PortalSurface:
             surface = PortalSurface(
                 handle.deployment.engine, handle.org_id, handle.playground_id, handle.sandbox_id,
-                dict(handle.credentials),
+                dict(handle.credentials), handle.task_run_id,
             )  # fmt: skip
             request.state.portal_surface = surface
             return surface
@@ -163,12 +163,15 @@ class PortalSandbox(BaseSurface):
         router.include_router(portal_router(rest))
         return router
 
-    def capture(self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment) -> Any:
-        connection = session.connection()
-        seq = capture_seq(connection, playground_id)
-        if seq is None:
+    def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any]:
+        return capture_seq(playground_id)
+
+    def capture(
+        self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment, read: Any = None
+    ) -> Any:
+        if read is None:
             return None
-        pointer = {"playground_id": playground_id, "seq": seq}
+        pointer = {"playground_id": playground_id, "seq": int(read)}
         sandbox = session.get(Sandbox, sandbox_id)  # loaded by `capture` already: no SQL
         saved = sandbox.credentials if sandbox is not None else None
         seeded = saved.get(_SEEDED_SEQ) if isinstance(saved, dict) else None

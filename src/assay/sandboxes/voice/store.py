@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select
+from sqlalchemy import Connection, Select, func, insert, select
 from sqlalchemy.orm import Session
 
 from assay.core.state import VoiceTurn
@@ -97,11 +97,9 @@ def _json(row: Any) -> dict[str, Any]:
     return body
 
 
-def last_turn(session: Session, sandbox_id: str) -> int:
-    found = session.execute(
-        select(func.max(VoiceTurnRow.seq)).where(VoiceTurnRow.sandbox_id == sandbox_id)
-    ).scalar()
-    return int(found or 0)
+def last_turn(sandbox_id: str) -> Select[int]:
+    """The sequence number of the sandbox's last turn (NULL: none yet)."""
+    return select(func.max(VoiceTurnRow.seq)).where(VoiceTurnRow.sandbox_id == sandbox_id)
 
 
 def turns_until(session: Session, sandbox_id: str, seq: int) -> list[VoiceTurn]:

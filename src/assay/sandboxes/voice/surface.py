@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter
+from sqlalchemy import Select
 from sqlalchemy.orm import Session
 
 from assay.core.state import VoiceTurn
@@ -71,8 +72,13 @@ class VoiceSandbox(BaseSurface):
     def router(self, target: SurfaceTarget) -> APIRouter:
         return voice_router(target)
 
-    def capture(self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment) -> Any:
-        return {"sandbox_id": sandbox_id, "seq": last_turn(session, sandbox_id)}
+    def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any]:
+        return last_turn(sandbox_id)
+
+    def capture(
+        self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment, read: Any = None
+    ) -> Any:
+        return {"sandbox_id": sandbox_id, "seq": int(read or 0)}
 
     def read(self, pointer: Any, session: Session | None) -> VoiceView:
         if session is None or not isinstance(pointer, dict):

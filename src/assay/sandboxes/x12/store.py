@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, func, insert, select
+from sqlalchemy import Engine, Select, func, insert, select
 from sqlalchemy.orm import Session
 
 from assay.core.state import X12Record
@@ -144,11 +144,9 @@ def exchange(engine: Engine, *, org_id: str, sandbox_id: str, endpoint: str, bod
     return Exchanged(reply, record_id, seq)
 
 
-def last_seq(session: Session, sandbox_id: str) -> int:
-    found = session.execute(
-        select(func.max(X12Exchange.seq)).where(X12Exchange.sandbox_id == sandbox_id)
-    ).scalar()
-    return int(found or 0)
+def last_seq(sandbox_id: str) -> Select[int]:
+    """The sequence number of the sandbox's last exchange (NULL: none yet)."""
+    return select(func.max(X12Exchange.seq)).where(X12Exchange.sandbox_id == sandbox_id)
 
 
 def records(session: Session, sandbox_id: str, upto: int) -> list[X12Record]:

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter
+from sqlalchemy import Select
 from sqlalchemy.orm import Session
 
 from assay.core.state import X12Record, x12_digests
@@ -79,8 +80,13 @@ class X12Sandbox(BaseSurface):
     def router(self, target: SurfaceTarget) -> APIRouter:
         return x12_router(target)
 
-    def capture(self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment) -> Any:
-        return {"sandbox_id": sandbox_id, "seq": last_seq(session, sandbox_id)}
+    def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any]:
+        return last_seq(sandbox_id)
+
+    def capture(
+        self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment, read: Any = None
+    ) -> Any:
+        return {"sandbox_id": sandbox_id, "seq": int(read or 0)}
 
     def read(self, pointer: Any, session: Session | None) -> X12View:
         if session is None or not isinstance(pointer, dict):
