@@ -30,7 +30,7 @@ from assay.service.health import router as health_router
 from assay.service.limits import BodySizeLimit, RateLimiter, json_body_limit
 from assay.service.openapi import install_openapi
 from assay.service.orphans import exit_with_parent
-from assay.service.priority import share_the_gil
+from assay.service.priority import GradingFirst, share_the_gil
 from assay.service.runs.routes import router as runs_router
 from assay.service.runs.sweeper import Sweeper
 from assay.service.runs.v1_routes import router as v1_router
@@ -90,6 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         judge = OpenAIJudge(settings.judge) if settings.judge else None
         app.state.grading = Grading(semantic=settings.voice_semantic, judge=judge)
+        app.state.grading_first = GradingFirst()  # agent reads wait while this worker grades
         if settings.voice_semantic:
             load_semantic_model()  # once per process, before the first `complete` needs it
         sweeper = Sweeper(database, settings.sweep_interval)

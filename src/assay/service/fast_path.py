@@ -24,6 +24,10 @@ On PostgreSQL the change epoch costs a round trip (`store/epoch.py`, `PostgresEp
 to any surface path (`/v1/task-runs/{id}/<surface>/…`, `/v1/benchmark-runs/{id}/<surface>/…`,
 any method) reads it here, first, once, on the event loop — before anything is looked up — and
 the caches, here and in the routes, use that reading for the rest of the request.
+
+**Grading first.** While this worker runs a `complete` or a `rescore`, a read waits for it to end
+(at most `priority.HOLD`) before it is looked at: the loop idles instead of taking the GIL from
+the grading every half millisecond (`service/priority.py`).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from starlette.concurrency import run_in_threadpool
 
 from assay.sandboxes import SURFACES, CatchUp
 from assay.service.auth.cache import TokenCache
+from assay.service.priority import GradingFirst
 from assay.service.sandboxes.routes import cached_handle, load_rows
 from assay.store import DomainError
 from assay.store.epoch import ChangeEpoch
@@ -111,6 +116,9 @@ class AssayApp(FastAPI):
                 await epoch.snapshot()  # never raises: a failed read is no snapshot (SQL then)
         if scope["method"] == "GET":
             scope["app"] = self
+            gate: GradingFirst | None = getattr(self.state, "grading_first", None)
+            if gate is not None and gate.grading:
+                await gate.turn()  # this worker grades first (service/priority.py)
             try:
                 response = await serve_cached(self, scope)
             except Exception:  # nothing recorded yet (the event is the last step): the routes

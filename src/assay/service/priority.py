@@ -1,4 +1,5 @@
-"""`complete` keeps its pace while the agent path is busy: the GIL, shared sooner (issue 9).
+"""`complete` keeps its pace while the agent path is busy: the GIL, shared sooner, and agent reads
+held back while a worker grades (issue 9).
 
 One worker is one process and one GIL. Under agent load the event loop (uvloop) holds the GIL
 almost without pause: the fast path answers warm reads on it and never blocks. A `complete` runs
@@ -14,16 +15,43 @@ other thread wants the GIL. Measured on a quiet machine, 16 clients, one switch 
 (`docs/performance.md`, "Session 7"): `complete` p50 under load 125–149 ms at 5 ms → 84 ms at
 1 ms → 58–60 ms at 0.1–0.5 ms; agent throughput within the run-to-run noise (3,970–4,650 req/s).
 
+Sharing the GIL sooner was not enough on PostgreSQL with 2 workers: `complete` p50 under load
+stayed 55–90 ms against ~8 ms of CPU. The same `complete`s sent to a second `assay serve` on the
+same database, whose event loop had nothing else to do, took 26 ms with the machine as busy: the
+cost was the worker's own event loop, which takes the GIL back every half millisecond and
+interleaves each step of the `complete` request with the agent reads in line before it.
+
+`GradingFirst`: while a worker grades (`complete`, `rescore`: endpoints marked `grading_first`),
+agent reads arriving at that worker's fast path (`fast_path.AssayApp`) wait for the grading to
+end, for at most `HOLD`; the loop idles meanwhile, without the GIL. The other workers go on
+serving. Measured (`bench_load`, 16 clients, `docs/performance.md` "Session 9"): `complete` p50
+under load 45–55 → 33–39 ms on PostgreSQL, 28–30 → 18–21 ms on SQLite; the agent path's p99
+stays within its target. `HOLD` bounds what an agent read can wait, however many gradings follow
+one another.
+
 Tried and not kept: the event loop sleeping 0.2–0.5 ms with the GIL released before each
-fast-path answer while a grading ran — a few milliseconds off `complete` in single runs, within
-the noise of repeated ones, at the cost of blocking the loop on purpose.
+fast-path answer while a grading ran (blocking the loop on purpose), and `time.sleep(0)` there
+(the loop takes the GIL straight back): each within the noise of repeated runs.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sys
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["SWITCH_INTERVAL", "share_the_gil"]
+if TYPE_CHECKING:
+    from fastapi import Request, Response
+
+__all__ = ["HOLD", "SWITCH_INTERVAL", "GradingFirst", "grading_first", "is_grading_first", "share_the_gil"]
+
+HOLD = 0.02
+"""Seconds an agent read waits at most for the gradings of its worker to end."""
+
+_MARK = "__assay_grading_first__"
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 SWITCH_INTERVAL = 0.0005
 """Seconds a thread may hold the GIL while another waits (CPython's default: 0.005)."""
@@ -32,3 +60,58 @@ SWITCH_INTERVAL = 0.0005
 def share_the_gil() -> None:
     """Set this process's switch interval to `SWITCH_INTERVAL` (once per worker, at startup)."""
     sys.setswitchinterval(SWITCH_INTERVAL)
+
+
+def grading_first(endpoint: _F) -> _F:
+    """Mark a route's endpoint as grading: while it runs, agent reads at its worker wait (`HOLD`)."""
+    setattr(endpoint, _MARK, True)
+    return endpoint
+
+
+def is_grading_first(endpoint: Callable[..., Any]) -> bool:
+    return bool(getattr(endpoint, _MARK, False))
+
+
+class GradingFirst:
+    """One worker's gradings in progress, and the turn agent reads wait for (module docstring).
+    Used on the worker's event loop only."""
+
+    def __init__(self) -> None:
+        self._gradings = 0
+        self._idle: asyncio.Event | None = None
+
+    @property
+    def grading(self) -> bool:
+        return self._gradings > 0
+
+    def wrap(
+        self, handler: Callable[[Request], Coroutine[Any, Any, Response]]
+    ) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        """`handler` (a route's), counted as a grading from its first step to its response."""
+
+        async def graded(request: Request) -> Response:
+            self._enter()
+            try:
+                return await handler(request)
+            finally:
+                self._exit()
+
+        return graded
+
+    async def turn(self, hold: float | None = None) -> None:
+        """Return once no grading runs here, or after `hold` (default `HOLD`) seconds."""
+        if not self._gradings or self._idle is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), HOLD if hold is None else hold)
+
+    def _enter(self) -> None:
+        if self._idle is None:
+            self._idle = asyncio.Event()
+        self._gradings += 1
+        self._idle.clear()
+
+    def _exit(self) -> None:
+        self._gradings -= 1
+        if not self._gradings and self._idle is not None:
+            self._idle.set()

@@ -27,7 +27,16 @@ from assay.store.epoch import Epoch, PostgresEpoch, epoch_of, track
 from assay.store.errors import Busy
 from assay.store.json_values import serialize_json
 
-__all__ = ["LOCK_WAIT", "POOL_WAIT", "Database", "FairLock", "read_only", "sqlite_url", "write_turn"]
+__all__ = [
+    "LOCK_WAIT",
+    "POOL_WAIT",
+    "Database",
+    "FairLock",
+    "pipelined",
+    "read_only",
+    "sqlite_url",
+    "write_turn",
+]
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 _MIGRATION_LOCK_KEY = 0x4153_5341  # "ASSA": one advisory lock id for schema upgrades
@@ -62,6 +71,26 @@ def read_only(engine: Engine) -> Engine:
     if engine.dialect.name == "postgresql":
         return engine.execution_options(**{_READ_ONLY: True}, isolation_level="AUTOCOMMIT")
     return engine.execution_options(**{_READ_ONLY: True})
+
+
+@contextmanager
+def pipelined(session: Session) -> Iterator[None]:
+    """Statements whose answers nobody reads, sent together: on PostgreSQL psycopg's pipeline
+    mode sends each as it is executed and waits for the answers once, at the end of the block
+    (one round trip instead of one per statement; issue 9: under agent load each round trip of
+    `complete` was a wait for the busy machine to schedule PostgreSQL, then this thread). An
+    error surfaces at the end of the block and the transaction rolls back, as it would have.
+
+    Only Core INSERTs/UPDATEs inside: their `rowcount` is unknown until the end, and the ORM's
+    flush checks it, so the block turns autoflush off (flush pending ORM changes after it).
+    SQLite runs the statements one by one; they are in-process calls there anyway."""
+    connection = session.connection()
+    if connection.dialect.name != "postgresql":
+        yield
+        return
+    driver = connection.connection.driver_connection
+    with session.no_autoflush, driver.pipeline():  # type: ignore[union-attr]
+        yield
 
 
 class FairLock:

@@ -29,6 +29,7 @@ from assay.service.runs.repository import current_criterion_runs, get_benchmark_
 from assay.service.runs.schemas import BenchmarkRunCreate
 from assay.service.sandboxes.datasets import DatasetChanged, datasets_for
 from assay.store import Caller, Conflict, Database, DomainError, Invalid, NotFound, new_id, owned, utcnow
+from assay.store.database import pipelined
 from assay.store.models import (
     Benchmark,
     BenchmarkRun,
@@ -393,10 +394,10 @@ def complete_task_run(
     task_run.capture = pointer
     grading = grading or Grading()
     verification = _verify(session, task_run, pointer, grading, grading.judge)
-    rows = _record(session, task_run, verification)
-    score = verification.score
-    end_task_run(session, task_run, "complete", now)
-    store_score(task_run, score)
+    with pipelined(session):  # the criterion runs and the teardown: one round trip on PostgreSQL
+        rows = _record(session, task_run, verification)
+        end_task_run(session, task_run, "complete", now)
+    store_score(task_run, verification.score)
     finalize_if_done(benchmark_run, task_runs, now)
     session.flush()
     return Completion(task_run, rows, benchmark_run.scored)

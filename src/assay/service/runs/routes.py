@@ -27,6 +27,7 @@ from assay.service.deps import (
 )
 from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import list_json
+from assay.service.priority import grading_first
 from assay.service.runs import actions, overrides
 from assay.service.runs import repository as repo
 from assay.service.runs.lifecycle import settle_if_due
@@ -145,6 +146,7 @@ def cancel_task_run(task_run_id: str, session: SessionDep, caller: OrgCaller) ->
     response_model=None,
     responses={200: {"model": CompletionOut, "description": "Result"}},
 )
+@grading_first
 def rescore_task_run(
     task_run_id: str,
     session: SessionDep,

@@ -17,6 +17,7 @@ from assay.service.deps import (
     public_host,
 )
 from assay.service.errors import ERROR_RESPONSES, envelope
+from assay.service.priority import grading_first
 from assay.service.runs import actions
 from assay.service.runs import repository as repo
 from assay.service.runs.lifecycle import settle_if_due
@@ -101,6 +102,7 @@ def start_task_run(
     responses={200: {"model": CompletionOut, "description": "Result"}},
     dependencies=[TaskRunEventsFlushed],
 )
+@grading_first
 def complete_task_run(
     task_run_id: str, request: Request, session: SessionDep, caller: RunCaller, grading: GradingDep
 ) -> JSONResponse:
