@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import JSON, Boolean, Column, Integer, MetaData, String, Table, bindparam, insert, select
 
+from assay.store.database import pipelined
 from assay.store.driver import DriverTransaction
 from assay.store.models import UtcDateTime
 
@@ -91,3 +92,29 @@ def test_a_failed_block_leaves_nothing_and_the_pool_stays_usable(probe: Server) 
     with engine.connect() as conn:
         ids = conn.execute(select(_PROBE.c.id).where(_PROBE.c.n >= 10)).scalars().all()
     assert ids == ["kept-1"]
+
+
+def test_pipelined_writes_are_sent_together_and_a_failure_among_them_leaves_nothing(probe: Server) -> None:
+    """`store.database.pipelined` (`complete`'s criterion runs and teardown): on PostgreSQL the
+    statements go out in psycopg's pipeline mode, their answers awaited once; a statement refused
+    inside the block fails the unit of work, which leaves nothing behind."""
+    database = probe.database
+    with database.transaction() as session:
+        with pipelined(session):
+            session.execute(_INSERT, [_row("piped-1", 20, {"a": 1})])
+            session.execute(_INSERT, [_row("piped-2", 21, None)])
+            driver = session.connection().connection.driver_connection
+            if probe.backend == "postgres":
+                assert driver.pgconn.pipeline_status != 0, "in pipeline mode"  # type: ignore[union-attr]
+        assert session.execute(select(_PROBE.c.id).where(_PROBE.c.n >= 20)).scalars().all() == [
+            "piped-1",
+            "piped-2",
+        ], "read back in the same unit of work, after the block"
+    with pytest.raises(Exception), database.transaction() as session, pipelined(session):  # noqa: B017
+        session.execute(_INSERT, [_row("piped-3", 30, None)])
+        session.execute(_INSERT, [_row("piped-1", 31, None)])  # duplicate key: the driver refuses it
+    with database.reading() as session:
+        ids = (
+            session.execute(select(_PROBE.c.id).where(_PROBE.c.n >= 20).order_by(_PROBE.c.n)).scalars().all()
+        )
+    assert ids == ["piped-1", "piped-2"]
