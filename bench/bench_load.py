@@ -2,10 +2,14 @@
 
     uv run python bench/bench_load.py [--seconds 10] [--clients 16] [--postgres]
 
-Both servers run the same way (uvicorn, one worker, `assay.service.server.run`), one after the
-other, and are driven by the same load generator: `--clients` keep-alive HTTP/1.1 connections from
-one asyncio process, each sending its next request as soon as the last answer is read (a minimal
-client, so the generator costs little of the 2 cores it shares with the server).
+Both servers run the same way (uvicorn, one worker, `assay.service.server.run`) and are driven by
+the same load generator: `--clients` keep-alive HTTP/1.1 connections from one asyncio process, each
+sending its next request as soon as the last answer is read (a minimal client, so the generator
+costs little of the 2 cores it shares with the server). All servers are up at once and take
+turns: the measured seconds of each are `--rounds` slices, hello-world, SQLite, PostgreSQL,
+hello-world, … — on this shared machine the speed of the same code moves by a third within
+minutes, and measured one after the other the ratio compared one phase with another (session 9:
+hello-world 9,236 and 6,396 req/s in two runs ten minutes apart, the agent path the same).
 
 - hello-world: `GET /hello` → `{"hello": "world"}` from a bare FastAPI app;
 - the agent path: run-token FHIR searches on the 16 Synthea patients of `tests/fixtures`
@@ -39,7 +43,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -80,6 +84,14 @@ class Result:
     def cpu_per_request_ms(self) -> dict[str, float]:
         count = len(self.latencies)
         return {part: seconds / count * 1000 for part, seconds in self.cpu.items()} if count else {}
+
+    def merge(self, other: Result) -> None:
+        self.latencies += other.latencies
+        self.errors += other.errors
+        self.failures += other.failures
+        self.seconds += other.seconds
+        for part, seconds in other.cpu.items():
+            self.cpu[part] = self.cpu.get(part, 0.0) + seconds
 
     def pct(self, q: float) -> float:
         ordered = sorted(self.latencies)
@@ -276,13 +288,16 @@ def agent_requests(task_run_id: str, token: str) -> list[bytes]:
     return requests
 
 
-def completes_during(url: str, runs: list[tuple[str, str]], stop: threading.Event) -> list[float]:
-    """Complete `runs` one after the other until `stop`; each call's latency in seconds."""
+def completes_during(url: str, runs: Iterator[tuple[str, str]], stop: threading.Event) -> list[float]:
+    """Complete the next of `runs` one after the other until `stop` (or none is left); each
+    call's latency in seconds."""
     latencies = []
     with httpx.Client(base_url=url, timeout=60) as client:
-        for token, task_run_id in runs:
-            if stop.is_set():
+        while not stop.is_set():
+            found = next(runs, None)
+            if found is None:
                 break
+            token, task_run_id = found
             begin = time.perf_counter()
             reply = client.post(
                 f"/v1/task-runs/{task_run_id}/complete", headers={"Authorization": f"Bearer {token}"}
@@ -301,21 +316,48 @@ def serve(data_dir: Path, *, database_url: str | None = None, workers: int = 1) 
         yield url, pid  # a session of its own: its workers and listener process are in its group
 
 
-def agent_path(
-    url: str, args: argparse.Namespace, cpu: Callable[[], dict[str, float]]
-) -> tuple[Result, list[float]]:
+@dataclass
+class Target:
+    """One server under load: what its clients send, and for the agent path the started task runs
+    its completer takes one after the other, and its `complete` latencies."""
+
+    name: str
+    port: int
+    requests: list[bytes]
+    cpu: Callable[[], dict[str, float]]
+    url: str | None = None
+    to_complete: Iterator[tuple[str, str]] = field(default_factory=lambda: iter(()))
+    result: Result = field(default_factory=Result)
+    completes: list[float] = field(default_factory=list)
+
+    def slice(self, args: argparse.Namespace) -> None:
+        """One turn: `--seconds / --rounds` measured seconds (after a short warm-up), completes
+        running meanwhile; added to what the earlier turns measured."""
+        stop = threading.Event()
+        completer = None
+        if self.url is not None:
+            url = self.url
+            completer = threading.Thread(
+                target=lambda: self.completes.extend(completes_during(url, self.to_complete, stop))
+            )
+            completer.start()
+        part = drive(self.port, self.requests, args.clients, args.seconds / args.rounds, 0.3, self.cpu)
+        stop.set()
+        if completer is not None:
+            completer.join()
+        self.result.merge(part)
+        time.sleep(0.5)  # what it left queued (the event log) is written before the next turn
+
+
+def agent_target(
+    name: str, url: str, args: argparse.Namespace, cpu: Callable[[], dict[str, float]]
+) -> Target:
     started = prepare(url, 1 + args.completes)
     (token, task_run_id), to_complete = started[0], started[1:]
     port = int(url.rsplit(":", 1)[1])
-    drive(port, agent_requests(task_run_id, token), args.clients, 1.0, warmup=0.5)  # warm the caches
-    stop = threading.Event()
-    latencies: list[float] = []
-    completer = threading.Thread(target=lambda: latencies.extend(completes_during(url, to_complete, stop)))
-    completer.start()
-    result = drive(port, agent_requests(task_run_id, token), args.clients, args.seconds, cpu=cpu)
-    stop.set()
-    completer.join()
-    return result, latencies
+    requests = agent_requests(task_run_id, token)
+    drive(port, requests, args.clients, 1.0, warmup=0.5)  # warm the caches
+    return Target(name, port, requests, cpu, url, iter(to_complete))
 
 
 def _line(name: str, result: Result) -> str:
@@ -336,54 +378,63 @@ def main() -> None:
     parser.add_argument(
         "--postgres", action="store_true", help="also the agent path on PostgreSQL, 2 workers"
     )
+    parser.add_argument("--rounds", type=int, default=4, help="turns each server's measured seconds take")
     args = parser.parse_args()
     print(
         f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.2f}; {args.clients} clients, {args.seconds:.0f} s each"
     )
-    with hello_world() as (port, pid):
+    with tempfile.TemporaryDirectory(prefix="assay-bench-") as folder, ExitStack() as running:
+        port, pid = running.enter_context(hello_world())
         drive(port, [_get("/hello")], args.clients, 1.0, warmup=0.5)
-        hello = drive(
-            port, [_get("/hello")], args.clients, args.seconds, cpu=lambda: {"": cpu_seconds(pids=(pid,))}
-        )
-    rows: dict[str, tuple[Result, list[float]]] = {}
-    with tempfile.TemporaryDirectory(prefix="assay-bench-") as folder:
-        with serve(Path(folder) / "sqlite") as (url, group):
-            rows["agent path, SQLite (embedded, 1 worker)"] = agent_path(
-                url, args, lambda: {"": cpu_seconds(groups=(group,))}
+        hello = Target("hello-world", port, [_get("/hello")], lambda: {"": cpu_seconds(pids=(pid,))})
+        targets = [hello]
+        url, group = running.enter_context(serve(Path(folder) / "sqlite"))
+        targets.append(
+            agent_target(
+                "agent path, SQLite (embedded, 1 worker)",
+                url,
+                args,
+                lambda: {"": cpu_seconds(groups=(group,))},
             )
+        )
         if args.postgres:
-            with (
-                postgres() as database_url,
-                serve(Path(folder) / "pg", database_url=database_url, workers=2) as (url, group),
-            ):
-                cluster = postmaster(database_url)
+            database_url = running.enter_context(postgres())
+            pg_url, pg_group = running.enter_context(
+                serve(Path(folder) / "pg", database_url=database_url, workers=2)
+            )
+            cluster = postmaster(database_url)
 
-                def cpu() -> dict[str, float]:
-                    parts = {"assay": cpu_seconds(groups=(group,))}
-                    if cluster is not None:
-                        parts["postgres"] = cpu_seconds(pids=(cluster,), children_of=(cluster,))
-                    return parts
+            def cpu() -> dict[str, float]:
+                parts = {"assay": cpu_seconds(groups=(pg_group,))}
+                if cluster is not None:
+                    parts["postgres"] = cpu_seconds(pids=(cluster,), children_of=(cluster,))
+                return parts
 
-                rows["agent path, PostgreSQL (2 workers)"] = agent_path(url, args, cpu)
+            targets.append(agent_target("agent path, PostgreSQL (2 workers)", pg_url, args, cpu))
+        for _ in range(args.rounds):
+            for target in targets:
+                target.slice(args)
+    rows = {target.name: (target.result, target.completes) for target in targets[1:]}
+    hello_result = hello.result
     print(f"{'server':44} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
-    print(_line("hello-world FastAPI (1 worker)", hello))
+    print(_line("hello-world FastAPI (1 worker)", hello_result))
     for name, (result, completes) in rows.items():
         print(_line(name, result))
         print(
-            f"{'':44} ratio to hello-world {result.rate / hello.rate:.2f}; "
+            f"{'':44} ratio to hello-world {result.rate / hello_result.rate:.2f}; "
             f"complete under load: p50 {statistics.median(completes) * 1000:.1f} ms over {len(completes)}"
             if completes
-            else f"{'':44} ratio to hello-world {result.rate / hello.rate:.2f}"
+            else f"{'':44} ratio to hello-world {result.rate / hello_result.rate:.2f}"
         )
-    per_hello = sum(hello.cpu_per_request_ms.values())
-    for name, result in [("hello-world", hello), *((name, row[0]) for name, row in rows.items())]:
+    per_hello = sum(hello_result.cpu_per_request_ms.values())
+    for name, result in [("hello-world", hello_result), *((name, row[0]) for name, row in rows.items())]:
         parts = result.cpu_per_request_ms
         if not parts:
             continue
         per = sum(parts.values())
         split = " + ".join(f"{part} {ms:.3f}" for part, ms in parts.items()) if len(parts) > 1 else ""
-        versus = f"{per / per_hello:.1f}x hello-world's" if per_hello and result is not hello else ""
+        versus = f"{per / per_hello:.1f}x hello-world's" if per_hello and result is not hello_result else ""
         notes = "; ".join(note for note in (split, versus) if note)
         print(f"server CPU per request, {name}: {per:.3f} ms" + (f" ({notes})" if notes else ""))
     print(f"load average after: {os.getloadavg()[0]:.2f}")
