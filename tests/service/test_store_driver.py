@@ -96,8 +96,9 @@ def test_a_failed_block_leaves_nothing_and_the_pool_stays_usable(probe: Server) 
 
 def test_pipelined_writes_are_sent_together_and_a_failure_among_them_leaves_nothing(probe: Server) -> None:
     """`store.database.pipelined` (`complete`'s criterion runs and teardown): on PostgreSQL the
-    statements go out in psycopg's pipeline mode, their answers awaited once; a statement refused
-    inside the block fails the unit of work, which leaves nothing behind."""
+    writes go out in psycopg's pipeline mode, their answers awaited once, while a read inside the
+    block is answered at once; a statement refused inside the block fails the unit of work, which
+    leaves nothing behind."""
     database = probe.database
     with database.transaction() as session:
         with pipelined(session):
@@ -106,10 +107,15 @@ def test_pipelined_writes_are_sent_together_and_a_failure_among_them_leaves_noth
             driver = session.connection().connection.driver_connection
             if probe.backend == "postgres":
                 assert driver.pgconn.pipeline_status != 0, "in pipeline mode"  # type: ignore[union-attr]
-        assert session.execute(select(_PROBE.c.id).where(_PROBE.c.n >= 20)).scalars().all() == [
-            "piped-1",
-            "piped-2",
-        ], "read back in the same unit of work, after the block"
+            # A read inside the block is answered at once (a surface's teardown hook reads).
+            inside = session.execute(select(_PROBE.c.id).where(_PROBE.c.n >= 20).order_by(_PROBE.c.n))
+            assert inside.scalars().all() == ["piped-1", "piped-2"]
+            assert session.execute(select(_PROBE.c.id).where(_PROBE.c.id == "nobody")).first() is None
+            session.execute(_INSERT, [_row("piped-4", 22, None)])
+        ids = (
+            session.execute(select(_PROBE.c.id).where(_PROBE.c.n >= 20).order_by(_PROBE.c.n)).scalars().all()
+        )
+        assert ids == ["piped-1", "piped-2", "piped-4"], "and after it"
     with pytest.raises(Exception), database.transaction() as session, pipelined(session):  # noqa: B017
         session.execute(_INSERT, [_row("piped-3", 30, None)])
         session.execute(_INSERT, [_row("piped-1", 31, None)])  # duplicate key: the driver refuses it
@@ -117,4 +123,4 @@ def test_pipelined_writes_are_sent_together_and_a_failure_among_them_leaves_noth
         ids = (
             session.execute(select(_PROBE.c.id).where(_PROBE.c.n >= 20).order_by(_PROBE.c.n)).scalars().all()
         )
-    assert ids == ["piped-1", "piped-2"]
+    assert ids == ["piped-1", "piped-2", "piped-4"]

@@ -75,22 +75,39 @@ def read_only(engine: Engine) -> Engine:
 
 @contextmanager
 def pipelined(session: Session) -> Iterator[None]:
-    """Statements whose answers nobody reads, sent together: on PostgreSQL psycopg's pipeline
-    mode sends each as it is executed and waits for the answers once, at the end of the block
-    (one round trip instead of one per statement; issue 9: under agent load each round trip of
-    `complete` was a wait for the busy machine to schedule PostgreSQL, then this thread). An
-    error surfaces at the end of the block and the transaction rolls back, as it would have.
+    """Writes whose answers nobody reads, sent together: on PostgreSQL psycopg's pipeline mode
+    sends each statement as it is executed and waits for the answers once, at the end of the
+    block (one round trip instead of one per statement; issue 9: under agent load each round trip
+    of `complete` was a wait for the busy machine to schedule PostgreSQL, then this thread). An
+    error surfaces by the end of the block and the unit of work rolls back, as it would have.
 
-    Only Core INSERTs/UPDATEs inside: their `rowcount` is unknown until the end, and the ORM's
-    flush checks it, so the block turns autoflush off (flush pending ORM changes after it).
+    A statement that may return rows (a SELECT, anything with RETURNING) is answered at once:
+    the pipeline is synced right after it, so reads inside the block (a surface's teardown hook)
+    see their rows. An INSERT/UPDATE/DELETE's `rowcount` is unknown until the end, and the ORM's
+    flush checks it, so the block turns autoflush off: flush pending ORM changes after it.
     SQLite runs the statements one by one; they are in-process calls there anyway."""
     connection = session.connection()
     if connection.dialect.name != "postgresql":
         yield
         return
     driver = connection.connection.driver_connection
-    with session.no_autoflush, driver.pipeline():  # type: ignore[union-attr]
-        yield
+    with session.no_autoflush, driver.pipeline() as pipeline:  # type: ignore[union-attr]
+
+        def answer_reads(
+            _conn: Any, _cursor: Any, _statement: Any, _params: Any, context: Any, _many: Any
+        ) -> None:
+            compiled = context.compiled
+            writes_only = (context.isinsert or context.isupdate or context.isdelete) and not (
+                compiled is not None and compiled.effective_returning
+            )
+            if not writes_only:
+                pipeline.sync()
+
+        event.listen(connection, "after_cursor_execute", answer_reads)
+        try:
+            yield
+        finally:
+            event.remove(connection, "after_cursor_execute", answer_reads)
 
 
 class FairLock:
