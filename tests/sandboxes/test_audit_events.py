@@ -331,6 +331,42 @@ def test_a_flush_for_a_task_run_writes_its_sandboxes_and_any_with_an_event_of_no
     assert not events.events_pending(engine)
 
 
+def test_a_batch_keeps_tabs_newlines_backslashes_and_nulls_exactly(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's batch (on PostgreSQL one COPY text payload built by `events._copy_payload`)
+    stores each field as the one-row INSERT would: a path, a text body and a JSON body holding
+    tabs, newlines, CRs and backslashes, and the absent method and status, read back unchanged."""
+    org_id, box = _fhir_sandbox(server, api)
+    engine = server.database.engine
+    events.flush_events(engine)
+    monkeypatch.setattr(events, "_LINGER", 60.0)  # only the flush writes: one batch
+    copies: list[int] = []
+    _count_copies(monkeypatch, copies)
+    awkward = "a\tb\\c\nd\re\\\\N \\N end\\"
+    json_body = json.dumps({"text": "x\ty\nz\\ \\N", "n": [1, None]}).encode()
+    written = [
+        (f"/tricky/{awkward}", awkward.encode(), json_body, "GET", 200),
+        ("/plain", b"", b"", None, None),
+        ("/json", json_body, json_body, "POST", 201),
+    ]
+    for path, request, response, method, status in written:
+        record_event(
+            engine, org_id=org_id, sandbox_id=box, type="fhir_request",
+            method=method, path=path, status=status, request=request, response=response,
+        )  # fmt: skip
+    events.flush_events(engine, timeout=10)
+    if server.backend == "postgres":
+        assert copies == [3], "one COPY for the batch"
+    listed = ok(api.get(f"/sandboxes/{box}/events", params={"limit": 100}))["data"]
+    got = [(e["path"], e["request"], e["response"], e["method"], e["status"]) for e in listed]
+    assert got == [
+        (f"/tricky/{awkward}", awkward, json.loads(json_body), "GET", 200),
+        ("/plain", None, None, None, None),
+        ("/json", json.loads(json_body), json.loads(json_body), "POST", 201),
+    ]
+
+
 def test_a_batch_ends_at_its_byte_budget_and_keeps_the_order(
     server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
