@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
@@ -56,11 +56,13 @@ def _two_started_runs(server: Server, api: httpx.Client) -> tuple[tuple[str, str
     return started[0], started[1]
 
 
-def test_an_agent_read_waits_while_its_worker_grades(
-    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@contextmanager
+def _grading(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch, hold: float
+) -> Iterator[tuple[Callable[[], Future[httpx.Response]], Future[httpx.Response], threading.Event]]:
+    """(send a warm agent read, the `complete` held in its handler, its release), with `HOLD` = `hold`."""
     (agent_token, agent_run), (grader_token, graded_run) = _two_started_runs(server, api)
-    monkeypatch.setattr(priority, "HOLD", 30.0)
+    monkeypatch.setattr(priority, "HOLD", hold)
     with (
         _held_complete(monkeypatch) as (entered, release),
         ThreadPoolExecutor(2) as pool,
@@ -69,29 +71,27 @@ def test_an_agent_read_waits_while_its_worker_grades(
     ):
         completing = pool.submit(grader.post, f"/v1/task-runs/{graded_run}/complete")
         assert entered.wait(10), "the complete reached its handler"
-        read: Future[httpx.Response] = pool.submit(agent.get, f"/v1/task-runs/{agent_run}/fhir/Patient")
+        yield (lambda: pool.submit(agent.get, f"/v1/task-runs/{agent_run}/fhir/Patient")), completing, release
+
+
+def test_an_agent_read_waits_while_its_worker_grades(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _grading(server, api, monkeypatch, hold=30.0) as (read, completing, release):
+        answer = read()
         time.sleep(0.3)  # ungated, the warm read answers in a few milliseconds
-        assert not read.done(), "the agent read waits while the worker grades"
+        assert not answer.done(), "the agent read waits while the worker grades"
         release.set()
         assert ok(completing.result(10))["status"] == "completed"
-        assert ok(read.result(10))["resourceType"] == "Bundle", "and is answered once it has ended"
+        assert ok(answer.result(10))["resourceType"] == "Bundle", "and is answered once it has ended"
 
 
 def test_an_agent_read_waits_for_a_grading_at_most_the_hold(
     server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (agent_token, agent_run), (grader_token, graded_run) = _two_started_runs(server, api)
-    monkeypatch.setattr(priority, "HOLD", 0.2)
-    with (
-        _held_complete(monkeypatch) as (entered, release),
-        ThreadPoolExecutor(1) as pool,
-        server.client(agent_token) as agent,
-        server.client(grader_token) as grader,
-    ):
-        completing = pool.submit(grader.post, f"/v1/task-runs/{graded_run}/complete")
-        assert entered.wait(10)
+    with _grading(server, api, monkeypatch, hold=0.2) as (read, completing, release):
         began = time.perf_counter()
-        assert ok(agent.get(f"/v1/task-runs/{agent_run}/fhir/Patient"))["resourceType"] == "Bundle"
+        assert ok(read().result(10))["resourceType"] == "Bundle"
         waited = time.perf_counter() - began
         assert not completing.done(), "answered while the grading still runs"
         assert waited >= 0.2, f"after the hold ({waited:.3f} s)"

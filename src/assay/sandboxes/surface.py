@@ -53,6 +53,7 @@ __all__ = [
     "CatchUp",
     "Deployment",
     "Listener",
+    "LogSurface",
     "ProvisionFailed",
     "RunContext",
     "SandboxHandle",
@@ -354,3 +355,20 @@ class BaseSurface:
 
     def teardown(self, session: Session, playground_id: str, deployment: Deployment) -> None:
         return None
+
+
+class LogSurface(BaseSurface):
+    """A surface whose state is its sandbox's append-only log (HL7 messages, X12 exchanges, voice
+    turns): captured as the log's last sequence number, `{"sandbox_id", "seq"}`, read back up to it."""
+
+    def last_seq(self, sandbox_id: str) -> Select[Any]:
+        """The log's last sequence number (NULL while it is empty)."""
+        raise NotImplementedError
+
+    def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any] | None:
+        return self.last_seq(sandbox_id)
+
+    def capture(
+        self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment, read: Any = None
+    ) -> Any:
+        return {"sandbox_id": sandbox_id, "seq": int(read or 0)}

@@ -23,8 +23,8 @@ from assay.sandboxes.hl7.mllp import DEFAULT_IDLE_TIMEOUT, MllpListener
 from assay.sandboxes.hl7.routes import hl7_router
 from assay.sandboxes.hl7.store import append, last_outbound, outbound_until, register_facility
 from assay.sandboxes.surface import (
-    BaseSurface,
     Deployment,
+    LogSurface,
     ProvisionFailed,
     RunContext,
     ScenarioStep,
@@ -83,7 +83,7 @@ def _seed_inbox(run: RunContext, sandbox: Sandbox, step: Mapping[str, Any]) -> N
     append(run.session.connection(), sandbox.id, "inbox", _normalised(str(message)), None)
 
 
-class Hl7Sandbox(BaseSurface):
+class Hl7Sandbox(LogSurface):
     name = "hl7"
     dataset_type = "hl7"
     state_fields = frozenset({"hl7_outbound"})
@@ -135,13 +135,8 @@ class Hl7Sandbox(BaseSurface):
         idle = float(deployment.option("hl7", "idle_timeout", DEFAULT_IDLE_TIMEOUT))
         return MllpListener(deployment, deployment.port("hl7", DEFAULT_MLLP_PORT), idle)
 
-    def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any]:
+    def last_seq(self, sandbox_id: str) -> Select[Any]:
         return last_outbound(sandbox_id)
-
-    def capture(
-        self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment, read: Any = None
-    ) -> Any:
-        return {"sandbox_id": sandbox_id, "seq": int(read or 0)}
 
     def read(self, pointer: Any, session: Session | None) -> Hl7View:
         if session is None or not isinstance(pointer, dict):

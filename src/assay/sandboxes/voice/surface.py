@@ -16,8 +16,7 @@ from sqlalchemy.orm import Session
 
 from assay.core.state import VoiceTurn
 from assay.sandboxes.surface import (
-    BaseSurface,
-    Deployment,
+    LogSurface,
     ProvisionFailed,
     RunContext,
     ScenarioStep,
@@ -52,7 +51,7 @@ def _add_turns(run: RunContext, sandbox: Sandbox, step: Mapping[str, Any]) -> No
     append_turns(run.session.connection(), sandbox.id, turns, seeded=True)
 
 
-class VoiceSandbox(BaseSurface):
+class VoiceSandbox(LogSurface):
     name = "voice"
     dataset_type = "voice"
     state_fields = frozenset({"voice_turns"})
@@ -72,13 +71,8 @@ class VoiceSandbox(BaseSurface):
     def router(self, target: SurfaceTarget) -> APIRouter:
         return voice_router(target)
 
-    def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any]:
+    def last_seq(self, sandbox_id: str) -> Select[Any]:
         return last_turn(sandbox_id)
-
-    def capture(
-        self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment, read: Any = None
-    ) -> Any:
-        return {"sandbox_id": sandbox_id, "seq": int(read or 0)}
 
     def read(self, pointer: Any, session: Session | None) -> VoiceView:
         if session is None or not isinstance(pointer, dict):

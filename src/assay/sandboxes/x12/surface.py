@@ -19,8 +19,7 @@ from sqlalchemy.orm import Session
 from assay.core.state import X12Record, x12_digests
 from assay.sandboxes.payer import PayerDefinitionInvalid, parse_payer
 from assay.sandboxes.surface import (
-    BaseSurface,
-    Deployment,
+    LogSurface,
     ProvisionFailed,
     RunContext,
     StateView,
@@ -61,7 +60,7 @@ class X12View(StateView):
         return x12_digests(self.found)
 
 
-class X12Sandbox(BaseSurface):
+class X12Sandbox(LogSurface):
     name = "x12"
     dataset_type = "x12"
     state_fields = frozenset({"x12_records"})
@@ -80,13 +79,8 @@ class X12Sandbox(BaseSurface):
     def router(self, target: SurfaceTarget) -> APIRouter:
         return x12_router(target)
 
-    def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any]:
+    def last_seq(self, sandbox_id: str) -> Select[Any]:
         return last_seq(sandbox_id)
-
-    def capture(
-        self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment, read: Any = None
-    ) -> Any:
-        return {"sandbox_id": sandbox_id, "seq": int(read or 0)}
 
     def read(self, pointer: Any, session: Session | None) -> X12View:
         if session is None or not isinstance(pointer, dict):
