@@ -25,9 +25,10 @@ interleaves each step of the `complete` request with the agent reads in line bef
 agent reads arriving at that worker's fast path (`fast_path.AssayApp`) wait for the grading to
 end, for at most `HOLD`; the loop idles meanwhile, without the GIL. The other workers go on
 serving. Measured (`bench_load`, 16 clients, `docs/performance.md` "Session 9"): `complete` p50
-under load 45–55 → 33–39 ms on PostgreSQL, 28–30 → 18–21 ms on SQLite; the agent path's p99
-stays within its target. `HOLD` bounds what an agent read can wait, however many gradings follow
-one another.
+under load 45–60 → 25–39 ms on PostgreSQL, 28–30 → 15–21 ms on SQLite. `HOLD` bounds what an
+agent read can wait, however many gradings follow one another: at 20 ms the agent p99 on
+PostgreSQL reached 52–57 ms twice when the machine was slow (target < 50); at 10 ms it stayed
+20–28 ms, with `complete` about as fast (35–39 ms against 36–43 in the same minutes).
 
 Tried and not kept: the event loop sleeping 0.2–0.5 ms with the GIL released before each
 fast-path answer while a grading ran (blocking the loop on purpose), and `time.sleep(0)` there
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["HOLD", "SWITCH_INTERVAL", "GradingFirst", "grading_first", "is_grading_first", "share_the_gil"]
 
-HOLD = 0.02
+HOLD = 0.01
 """Seconds an agent read waits at most for the gradings of its worker to end."""
 
 _MARK = "__assay_grading_first__"
