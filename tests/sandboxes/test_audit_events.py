@@ -218,7 +218,14 @@ def test_the_event_writer_takes_its_turn_at_the_sqlite_write_lock_in_line(
 
     def flush() -> None:
         events.flush_events(engine, timeout=30)
-        order.append("flush")
+
+    real_append = events._append
+
+    def append_in_its_turn(conn: Any, rows: list[dict[str, Any]]) -> None:
+        order.append("flush")  # noted while the flush holds the lock, not after it let go
+        real_append(conn, rows)
+
+    monkeypatch.setattr(events, "_append", append_in_its_turn)
 
     def transaction() -> None:
         with database.transaction():
