@@ -117,16 +117,27 @@ def test_connections_are_spread_over_the_workers(tmp_path: Path) -> None:
     worker, the other idle); the supervisor's socket only holds the port and never listens."""
     key = "vk_spread_" + uuid.uuid4().hex
     with serving(tmp_path, database_url=None, key=key, workers=2) as served:
+        group = os.getpgid(served.process.pid)
+
+        def listening_workers() -> dict[int, set[int]]:
+            listening = {inode for state, inode in _tcp_on(served.port) if state == "0A"}
+            pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and _in_group(int(p), group)]
+            return {pid: _sockets_of(pid) for pid in pids if _sockets_of(pid) & listening}
+
+        # The server answers once one worker is up; on a loaded machine the other may still be
+        # starting (CI met it once): wait, bounded, for both to listen before connecting.
+        for _ in range(300):
+            if len(listening_workers()) >= 2:
+                break
+            time.sleep(0.1)
         clients = [httpx.Client(base_url=served.url, timeout=30) for _ in range(24)]
         try:
             for client in clients:
                 assert client.get("/healthz").status_code == 200
-            group = os.getpgid(served.process.pid)
-            pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and _in_group(int(p), group)]
             entries = _tcp_on(served.port)
             listening = {inode for state, inode in entries if state == "0A"}
             established = {inode for state, inode in entries if state == "01"}
-            workers = {pid: _sockets_of(pid) for pid in pids if _sockets_of(pid) & listening}
+            workers = listening_workers()
             assert len(workers) == 2, "one listening socket per worker"
             assert len(listening) == 2, "no other socket listens: the supervisor's only holds the port"
             per_worker = sorted(len(inodes & established) for inodes in workers.values())
