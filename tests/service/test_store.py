@@ -18,6 +18,7 @@ from sqlalchemy import delete, insert, select
 
 import assay.sandboxes
 from assay.store import Database, new_id, paginate, sqlite_url, utcnow
+from assay.store.copy_text import copy_field, copy_text
 from assay.store.database import ReadOnlyViolation
 from assay.store.models import Base, Organization
 
@@ -106,3 +107,34 @@ def test_a_reading_unit_of_work_is_one_round_trip_a_statement(server: Server) ->
         session.execute(insert(Organization).values(id=ident, name="written", created_at=utcnow()))
     with database.reading() as session:
         assert session.get(Organization, ident) is None
+
+
+def _unescape_copy_field(field: str) -> str | None:
+    """PostgreSQL's reading of a COPY text-format field (its documented backslash sequences)."""
+    if field == "\\N":
+        return None
+    out, i = [], 0
+    sequences = {"t": "\t", "n": "\n", "r": "\r", "\\": "\\", "b": "\b", "f": "\f", "v": "\v"}
+    while i < len(field):
+        if field[i] == "\\":
+            out.append(sequences.get(field[i + 1], field[i + 1]))
+            i += 2
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+@given(st.text())
+def test_copy_text_round_trips_and_leaves_no_raw_separator(text: str) -> None:
+    """`store.copy_text` (the layer and event-log COPY writers): what PostgreSQL reads back is the
+    text written, and no raw tab, newline or CR is left to split a field or a row."""
+    field = copy_field(text)
+    assert not {"\t", "\n", "\r"} & set(field)
+    assert _unescape_copy_field(field) == text
+    assert copy_text(text) == field
+
+
+def test_copy_field_writes_null_booleans_and_numbers_as_postgresql_reads_them() -> None:
+    assert [copy_field(v) for v in (None, True, False, 7, "\\N")] == ["\\N", "t", "f", "7", "\\\\N"]
+    assert copy_field(datetime(2026, 11, 27, 9, 5, 1, 123000)) == "2026-11-27 09:05:01.123000"

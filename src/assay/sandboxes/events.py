@@ -52,6 +52,7 @@ from sqlalchemy import Connection, Dialect, Engine, Integer, String, bindparam, 
 
 from assay.sandboxes.json_depth import nested_deeper_than
 from assay.store import Busy, new_id, utcnow
+from assay.store.copy_text import copy_field
 from assay.store.database import write_turn
 from assay.store.driver import DriverTransaction
 from assay.store.json_values import JsonText, serialize_json, strict_json_problem
@@ -520,25 +521,10 @@ def _copy_payload(
                 value = (value.dumps or dumps)(value.obj)
                 if isinstance(value, bytes):
                     value = value.decode()
-            fields.append(_copy_field(value))
+            fields.append(copy_field(value))
         lines.append("\t".join(fields))
     lines.append("")
     return "\n".join(lines).encode()
-
-
-def _copy_field(value: Any) -> str:
-    """One value in COPY's text format: `\\N` for NULL, `t`/`f`, and text with backslash, tab,
-    newline and CR escaped (a JSON body holds no raw tab or newline, so most take one replace)."""
-    if value is None:
-        return "\\N"
-    if value is True or value is False:
-        return "t" if value else "f"
-    if isinstance(value, str):
-        value = value.replace("\\", "\\\\")
-        if "\n" in value or "\r" in value or "\t" in value:
-            value = value.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-        return value
-    return str(value)  # an int, or `created_at` (naive UTC: PostgreSQL reads str(datetime))
 
 
 def _listed_after(last: tuple[int, datetime, str] | None, ident: str, created_at: datetime) -> datetime:

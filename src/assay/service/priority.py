@@ -40,11 +40,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
-
-if TYPE_CHECKING:
-    from fastapi import Request, Response
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 __all__ = ["HOLD", "SWITCH_INTERVAL", "GradingFirst", "grading_first", "is_grading_first", "share_the_gil"]
 
@@ -79,40 +76,26 @@ class GradingFirst:
 
     def __init__(self) -> None:
         self._gradings = 0
-        self._idle: asyncio.Event | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
 
     @property
     def grading(self) -> bool:
         return self._gradings > 0
 
-    def wrap(
-        self, handler: Callable[[Request], Coroutine[Any, Any, Response]]
-    ) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        """`handler` (a route's), counted as a grading from its first step to its response."""
-
-        async def graded(request: Request) -> Response:
-            self._enter()
-            try:
-                return await handler(request)
-            finally:
-                self._exit()
-
-        return graded
-
-    async def turn(self, hold: float | None = None) -> None:
-        """Return once no grading runs here, or after `hold` (default `HOLD`) seconds."""
-        if not self._gradings or self._idle is None:
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), HOLD if hold is None else hold)
-
-    def _enter(self) -> None:
-        if self._idle is None:
-            self._idle = asyncio.Event()
+    @contextlib.contextmanager
+    def counted(self) -> Iterator[None]:
+        """A grading in progress for the block (a route handler, from its first step to its response)."""
         self._gradings += 1
         self._idle.clear()
+        try:
+            yield
+        finally:
+            self._gradings -= 1
+            if not self._gradings:
+                self._idle.set()
 
-    def _exit(self) -> None:
-        self._gradings -= 1
-        if not self._gradings and self._idle is not None:
-            self._idle.set()
+    async def turn(self) -> None:
+        """Return once no grading runs here, or after `HOLD` seconds."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), HOLD)

@@ -83,7 +83,8 @@ def _counted_as_grading(
         gate: GradingFirst | None = getattr(request.app.state, "grading_first", None)
         if gate is None:
             return await handler(request)
-        return await gate.wrap(handler)(request)
+        with gate.counted():
+            return await handler(request)
 
     return graded
 

@@ -37,6 +37,7 @@ from assay.sandboxes.fhir import _loading
 from assay.sandboxes.fhir._db import using
 from assay.sandboxes.fhir.tables import FhirLayer, FhirLayerResource
 from assay.snapshot import is_file_name
+from assay.store.copy_text import copy_text
 from assay.store.database import read_only, write_turn
 from assay.store.ids import iso, utcnow
 from assay.store.json_values import content_hash, json_bytes
@@ -243,11 +244,6 @@ def _values(row: dict[str, Any]) -> list[Any]:
 _COPY_SPECIAL = re.compile(r"[\\\t\n\r]")
 
 
-def _copy_field(text: str) -> str:
-    """`text` as a field of COPY's text format (backslash, tab, newline and CR escaped)."""
-    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-
-
 def _copy_lines(chunk: list[dict[str, Any]]) -> bytes:
     """`chunk` as COPY text-format lines in `_ROW_COLUMNS` order. A body is orjson's compact
     output, which holds no raw tab, newline or CR (JSON escapes them inside strings), so only
@@ -260,7 +256,7 @@ def _copy_lines(chunk: list[dict[str, Any]]) -> bytes:
     for row in chunk:
         kind, ident = row["resource_type"], row["resource_id"]
         if _COPY_SPECIAL.search(kind) or _COPY_SPECIAL.search(ident):
-            kind, ident = _copy_field(kind), _copy_field(ident)
+            kind, ident = copy_text(kind), copy_text(ident)
         append(f"{row['layer_hash']}\t{kind}\t{ident}\t{row['position']}\t".encode())
         append(row["body"].replace(b"\\", b"\\\\"))
         append(b"\n")

@@ -353,20 +353,14 @@ class EmbeddedFhir:
     def capture(self, store_id: str, conn: Connection | None = None) -> int:
         """The store's current sequence number: with the store id, a pointer to its final state.
 
-        The store row is locked (PostgreSQL; SQLite's write lock is already held), so a write in
-        flight commits first and is captured, and a later one finds the playground torn down.
+        The store row is locked (`capture_read`, which `complete` runs with the other surfaces'
+        reads in one statement).
         """
-        seq = self.capture_if_present(store_id, conn)
-        if seq is None:
-            raise FhirError(404, f"no FHIR store {store_id}")
-        return seq
-
-    def capture_if_present(self, store_id: str, conn: Connection | None = None) -> int | None:
-        """`capture`, or None when there is no such store: one locked read of the store row
-        answers both (`sandboxes.capture` asked `exists` first, a second read)."""
         with using(self.engine, conn) as db:
             seq = db.execute(capture_read(store_id)).scalar()
-        return None if seq is None else int(seq)
+        if seq is None:
+            raise FhirError(404, f"no FHIR store {store_id}")
+        return int(seq)
 
     def seeded(self, store_id: str, conn: Connection | None = None) -> list[dict[str, Any]]:
         """The resources the store was seeded with (its dataset layer), before any agent write."""
