@@ -2,8 +2,11 @@
 
     uv run python bench/bench_load.py [--seconds 10] [--clients 16] [--postgres]
 
-Both servers run the same way (uvicorn, one worker, `assay.service.server.run`) and are driven by
-the same load generator: `--clients` keep-alive HTTP/1.1 connections from one asyncio process, each
+The hello-world is a bare FastAPI app on stock `uvicorn.run` (uvloop and httptools, as uvicorn
+picks them); the agent path is `assay serve`, one worker. Until session 10 the hello-world ran
+through `assay.service.server.run` too; since that writes each response in one socket write
+(`_OneWritePerResponse`), which a bare uvicorn does not, it no longer stands for "bare". Both are
+driven by the same load generator: `--clients` keep-alive HTTP/1.1 connections from one asyncio process, each
 sending its next request as soon as the last answer is read (a minimal client, so the generator
 costs little of the 2 cores it shares with the server). All servers are up at once and take
 turns: the measured seconds of each are `--rounds` slices, hello-world, SQLite, PostgreSQL,
@@ -56,14 +59,17 @@ from bench_complete import KEY, postgres
 ROOT = Path(__file__).resolve().parents[1]
 SYNTHEA = ROOT / "tests" / "fixtures" / "fhir" / "synthea"
 HELLO = """
+import sys
+import uvicorn
 from fastapi import FastAPI
-from assay.service.server import run
 app = FastAPI()
 @app.get("/hello")
 async def hello() -> dict[str, str]:
     return {"hello": "world"}
-run(app, host="127.0.0.1", port=int(__import__("sys").argv[1]), log_level="warning")
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
 """
+"""A bare FastAPI app on stock uvicorn (which picks uvloop and httptools, both installed), as the
+issue names the baseline; `assay serve`'s own protocol (`assay.service.server`) is not its."""
 
 
 @dataclass

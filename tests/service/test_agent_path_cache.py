@@ -121,21 +121,14 @@ def test_a_request_arriving_during_an_epoch_read_has_one_sent_for_it_at_once() -
     connection comes back; each gets a value read after it arrived."""
     sent: list[asyncio.Event] = []
 
-    class Cursor:
-        def __init__(self, value: int):
-            self.value = value
-
-        async def fetchone(self) -> tuple[int]:
-            return (self.value,)
-
     class Connection:
         closed = False
 
-        async def execute(self, _sql: str) -> Cursor:
+        async def read(self) -> int:
             sent.append(gate := asyncio.Event())
             number = len(sent)
             await gate.wait()
-            return Cursor(number)
+            return number
 
     async def connect() -> Connection:
         return Connection()

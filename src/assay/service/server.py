@@ -60,10 +60,73 @@ class NoDelayH11Protocol(H11Protocol):
         super().connection_made(transport, *args, **kwargs)
 
 
+class _OneWritePerResponse:
+    """A transport that hands what is written to the socket in one write per response.
+
+    uvicorn writes a response's status line and headers, then its body, each straight to the
+    socket: two `send` calls (uvloop makes them holding the GIL), two TCP segments, and the client
+    woken for each. On the agent path, with answers of a few KiB, those writes were a fifth of a
+    loaded worker's GIL time, most of it the first one (session 10). Here a write is kept until
+    the response is complete (`flush`, from `NoDelayHttpToolsProtocol.on_response_complete`) or,
+    for a response streamed over several steps, until the event loop's next turn (`call_soon`):
+    a streamed part is never held longer than the step that wrote it."""
+
+    __slots__ = ("_loop", "_pending", "_scheduled", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop):
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+        self._scheduled = False
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return
+        self._pending.append(data)
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self.flush)
+
+    def writelines(self, lines: Any) -> None:
+        for data in lines:
+            self.write(data)
+
+    def flush(self) -> None:
+        self._scheduled = False
+        pending = self._pending
+        if pending:
+            self._pending = []
+            if not self._transport.is_closing():
+                self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def abort(self) -> None:
+        self._pending = []
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:  # the rest is the socket transport's
+        return getattr(self._transport, name)
+
+
 class NoDelayHttpToolsProtocol(HttpToolsProtocol):
+    """httptools, with TCP_NODELAY and one write per response (`_OneWritePerResponse`)."""
+
     def connection_made(self, transport: asyncio.Transport, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         _no_delay(transport)
-        super().connection_made(transport, *args, **kwargs)
+        super().connection_made(_OneWritePerResponse(transport, self.loop), *args, **kwargs)  # type: ignore[arg-type]
+
+    def on_response_complete(self) -> None:
+        flush = getattr(self.transport, "flush", None)
+        if flush is not None:
+            flush()
+        super().on_response_complete()
 
 
 def run(app: Any, *, host: str, port: int, workers: int = 1, **options: Any) -> None:

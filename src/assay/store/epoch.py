@@ -127,6 +127,8 @@ CONNECTIONS = 2
 """Epoch reads one worker may have in flight at once (`_Reader`), each on a connection of its own."""
 
 _READ = f"SELECT last_value FROM {SEQUENCE}"
+_PREPARED = "assay_epoch_read"
+_TUPLES_OK = 2  # psycopg.pq.ExecStatus.TUPLES_OK, without importing psycopg where it is absent
 _BUMP = f"SELECT nextval('{SEQUENCE}')"
 
 
@@ -167,10 +169,8 @@ class PostgresEpoch(ChangeEpoch):
             value = None
         _SNAPSHOT.set(None if value is None else (self, value, writes))
 
-    async def _connect(self) -> Any:
-        import psycopg
-
-        return await psycopg.AsyncConnection.connect(*self._args, **self._params, autocommit=True)
+    async def _connect(self) -> _EpochConnection:
+        return await _EpochConnection.open(self._args, self._params)
 
     def bump(self, dbapi_connection: Any = None) -> None:
         with self._lock:
@@ -289,8 +289,7 @@ class _Reader:
                     if time.monotonic() < self._retry_at:
                         return None
                     connection = self._connections[slot] = await self._connect()
-                cursor = await connection.execute(_READ)
-                row = await cursor.fetchone()
+                value = await connection.read()
         except Exception:  # lost, timed out, no sequence yet: this request reads SQL instead
             if not self._failing:
                 _LOG.warning(
@@ -301,13 +300,12 @@ class _Reader:
             self._drop(slot)
             return None
         self._failing = False
-        return None if row is None else int(row[0]).to_bytes(8, "big", signed=True)
+        return value.to_bytes(8, "big", signed=True)
 
     def _drop(self, slot: int) -> None:
         connection, self._connections[slot] = self._connections[slot], None
         if connection is not None:
-            with suppress(Exception):  # already gone
-                connection.pgconn.finish()
+            connection.drop()
 
     def drop(self) -> None:
         """Close the connections at once, from any thread (a cancelled or failed read, another loop)."""
@@ -318,8 +316,106 @@ class _Reader:
         connections, self._connections = self._connections, [None] * len(self._connections)
         for connection in connections:
             if connection is not None:
-                with suppress(Exception):
-                    await connection.close()
+                connection.drop()
+
+
+class _EpochConnection:
+    """One autocommit connection reading the sequence through libpq directly (psycopg's `pq`
+    layer): the statement prepared once, each read a `send_query_prepared` answered through a
+    reader callback registered on the socket for the connection's life. Through psycopg's
+    `AsyncConnection.execute` and `fetchone` a read cost the event loop about 100 us of Python
+    (a cursor, generators, a reader registered and removed for each wait) — one read per two agent
+    requests under load, so ~10% of a loaded worker's GIL time (session 10)."""
+
+    def __init__(self, connection: Any, loop: asyncio.AbstractEventLoop):
+        self._connection = connection  # psycopg's, for `info` and what it owns
+        self._pg = connection.pgconn
+        self._loop = loop
+        self._fd = self._pg.socket
+        self._waiting: asyncio.Future[int] | None = None
+        self._value: int | None = None
+        self._error: str | None = None
+        self.closed = False
+        loop.add_reader(self._fd, self._readable)
+
+    @classmethod
+    async def open(cls, args: list[Any], params: dict[str, Any]) -> _EpochConnection:
+        import psycopg
+
+        connection = await psycopg.AsyncConnection.connect(*args, **params, autocommit=True)
+        try:
+            await connection.execute(f"PREPARE {_PREPARED} AS {_READ}")
+        except BaseException:
+            await connection.close()
+            raise
+        return cls(connection, asyncio.get_running_loop())
+
+    @property
+    def info(self) -> Any:
+        return self._connection.info
+
+    async def read(self) -> int:
+        """The sequence's `last_value`, read by a statement sent now."""
+        if self.closed or self._waiting is not None:
+            raise ConnectionError("the epoch connection is closed or busy")
+        pg = self._pg
+        self._value = self._error = None
+        pg.send_query_prepared(_PREPARED.encode(), None)
+        while pg.flush():  # a few dozen bytes: sent at once unless the socket is backed up
+            await asyncio.sleep(0.001)
+        waiting = self._waiting = self._loop.create_future()
+        return await waiting
+
+    def _readable(self) -> None:
+        pg = self._pg
+        try:
+            pg.consume_input()
+            while not pg.is_busy():
+                result = pg.get_result()
+                if result is None:
+                    break  # the statement's results are all in
+                if result.status == _TUPLES_OK and result.ntuples == 1:
+                    self._value = int(result.get_value(0, 0) or b"")
+                else:
+                    self._error = (result.error_message or b"no row").decode(errors="replace")
+            else:
+                return  # more to come
+        except Exception as exc:  # lost: the server went away, or what it sent makes no sense
+            self._finish(exc)
+            return
+        waiting, self._waiting = self._waiting, None
+        if waiting is None or waiting.done():
+            return  # nothing asked (a notice), or the asker gave up (timed out)
+        if self._value is None:
+            waiting.set_exception(ConnectionError(self._error or "no epoch in the answer"))
+        else:
+            waiting.set_result(self._value)
+
+    def _finish(self, exc: BaseException | None = None) -> None:
+        """Close it, on its loop's thread; whoever waits gets `exc` (or a closed-connection error)."""
+        if self.closed:
+            return
+        self.closed = True
+        with suppress(Exception):  # the loop is closed already
+            self._loop.remove_reader(self._fd)  # before the descriptor is closed and reused
+        with suppress(Exception):
+            self._pg.finish()
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None and not waiting.done():
+            waiting.set_exception(ConnectionError(str(exc or "the epoch connection was closed")))
+
+    def drop(self) -> None:
+        """Close it from any thread: on its loop's, while that loop runs elsewhere."""
+        loop = self._loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop or loop.is_closed() or not loop.is_running():
+            self._finish()
+        else:
+            with suppress(RuntimeError):  # closed meanwhile: its descriptors went with it
+                loop.call_soon_threadsafe(self._finish)
 
 
 _DISABLED = Epoch(enabled=False)
