@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import event, text
 
 from assay.sandboxes.fhir import routes as fhir_routes
+from assay.service import fast_path
 from assay.service.auth import cache as auth_cache
 from assay.service.sandboxes import routes as sandbox_routes
 from assay.store import Database, sqlite_url, utcnow
@@ -469,9 +470,17 @@ def test_requests_that_meet_a_moved_epoch_together_catch_up_with_one_read_and_sk
             routed.append(scope["path"])
         await original_call(self, scope, receive, send)
 
+    handoffs: list[Callable[..., Any]] = []
+    original_handoff = fast_path.run_in_threadpool
+
+    async def handoff(func: Callable[..., Any], *args: Any) -> Any:
+        handoffs.append(func)
+        return await original_handoff(func, *args)
+
     monkeypatch.setattr(sandbox_routes, "_read_rows", read_rows)
     monkeypatch.setattr(EmbeddedFhir, "catch_up", catch_up)
     monkeypatch.setattr(FastAPI, "__call__", counted)
+    monkeypatch.setattr(fast_path, "run_in_threadpool", handoff)
     with server.database.transaction() as session:  # any commit moves the epoch
         session.add(
             Organization(id=f"org_{uuid.uuid4().hex[:8]}", name="moves the epoch", created_at=utcnow())
@@ -489,3 +498,4 @@ def test_requests_that_meet_a_moved_epoch_together_catch_up_with_one_read_and_sk
     assert len(routed) <= 1, routed
     assert 1 <= len(reads) <= 2, reads
     assert 1 <= len(catch_ups) <= 2, catch_ups
+    assert len(handoffs) == len(reads), "the rows and the FHIR index are brought current in one hand-off"

@@ -272,6 +272,13 @@ class Surface(Protocol):
         `CatchUp` when it would answer once what it holds is brought current."""
         ...
 
+    def catch_up(self, handle: SandboxHandle) -> None:
+        """On a worker thread, right after the fast path re-read the task run's rows (something
+        was committed since): bring current what `serve_cached` would otherwise raise `CatchUp`
+        for, in the same hand-off (issue 9: after each `complete` every worker made two, one
+        after the other, while all its agent requests waited)."""
+        ...
+
     def listener(self, deployment: Deployment) -> Listener | None: ...
 
     def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any] | None:
@@ -334,6 +341,9 @@ class BaseSurface:
         return None
 
     def serve_cached(self, request: Request, handle: SandboxHandle, relative: str) -> Response | None:
+        return None
+
+    def catch_up(self, handle: SandboxHandle) -> None:
         return None
 
     def listener(self, deployment: Deployment) -> Listener | None:

@@ -19,6 +19,9 @@ in flight used to decline to the routes and read SQL on a thread of its own. Now
 request that finds the task-run rows (or the surface's state, `CatchUp`) stale reads them on a
 worker thread, the others in flight for the same rows wait for that one read (`_Flights`), and
 all are then answered here. A read that fails sends its requests to the routes, which answer it.
+Rows found stale are re-read and the surface's state brought current (`Surface.catch_up`) in one
+hand-off: every commit makes both stale at once, and two hand-offs one after the other kept all
+of a worker's agent requests waiting twice as long after each `complete`.
 
 On PostgreSQL the change epoch costs a round trip (`store/epoch.py`, `PostgresEpoch`): a request
 to any surface path (`/v1/task-runs/{id}/<surface>/…`, `/v1/benchmark-runs/{id}/<surface>/…`,
@@ -89,7 +92,15 @@ async def serve_cached(app: FastAPI, scope: dict[str, Any]) -> Response | None:
             return None
         handle = cached_handle(request, caller, task_run_id, name)
         if handle is None:
-            await flights.run(*load_rows(request, caller, task_run_id, name))
+            key, load = load_rows(request, caller, task_run_id, name)
+
+            def load_and_catch_up() -> None:  # one hand-off for both (module docstring)
+                load()
+                loaded = cached_handle(request, caller, task_run_id, name)
+                if loaded is not None:
+                    surface.catch_up(loaded)
+
+            await flights.run(key, load_and_catch_up)
             handle = cached_handle(request, caller, task_run_id, name)
             if handle is None:
                 return None

@@ -227,6 +227,11 @@ class FhirSandbox(BaseSurface):
     def serve_cached(self, request: Request, handle: SandboxHandle, relative: str) -> Response | None:
         return serve_cached(request, _surface(request, handle), relative)
 
+    def catch_up(self, handle: SandboxHandle) -> None:
+        """The playground store's index, as `serve_cached`'s `CatchUp` would bring it."""
+        if external_of(handle.deployment) is None:
+            embedded_fhir(handle.deployment.engine).catch_up(handle.playground_id)
+
     def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any]:
         return capture_read(playground_id)
 
