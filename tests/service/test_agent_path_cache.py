@@ -498,4 +498,7 @@ def test_requests_that_meet_a_moved_epoch_together_catch_up_with_one_read_and_sk
     assert len(routed) <= 1, routed
     assert 1 <= len(reads) <= 2, reads
     assert 1 <= len(catch_ups) <= 2, catch_ups
-    assert len(handoffs) == len(reads), "the rows and the FHIR index are brought current in one hand-off"
+    # One hand-off brings the rows and the FHIR index current (before, a second followed for the
+    # index). A routed request searches on a thread holding the index's lock, and a fast-path
+    # request meeting that lock busy catches up once more: one more for each routed request.
+    assert len(handoffs) <= len(reads) + len(routed), (handoffs, reads, routed)
