@@ -8,10 +8,10 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from uvicorn.server import ServerState
 
-from assay.service.server import NoDelayHttpToolsProtocol
+from assay.service.server import JOIN_AT_MOST, NoDelayHttpToolsProtocol
 
 
 class RecordingTransport(asyncio.Transport):
@@ -22,6 +22,10 @@ class RecordingTransport(asyncio.Transport):
 
     def write(self, data: Any) -> None:
         self.writes.append(bytes(data))
+
+    def writelines(self, list_of_data: Any) -> None:  # the base class joins them: record each
+        for data in list_of_data:
+            self.write(data)
 
     def is_closing(self) -> bool:
         return self.closed
@@ -45,6 +49,10 @@ def _app(parts_written: list[int]) -> FastAPI:
     @app.get("/json")
     async def json_answer() -> dict[str, str]:
         return {"hello": "x" * 4000}
+
+    @app.get("/big")
+    async def big() -> Response:
+        return Response(b"x" * (JOIN_AT_MOST + 1), media_type="application/octet-stream")
 
     @app.get("/stream")
     async def stream() -> StreamingResponse:
@@ -118,5 +126,18 @@ def test_closing_the_connection_sends_what_was_written_first() -> None:
         protocol.data_received(b"GET /json HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
         await _until(lambda: transport.closed)
         assert len(transport.writes) == 1 and transport.writes[0].endswith(b'"}')
+
+    asyncio.run(scenario())
+
+
+def test_a_big_body_is_handed_to_the_socket_as_it_is_not_copied_behind_its_headers() -> None:
+    async def scenario() -> None:
+        protocol, transport = _connection(_app([]))
+        protocol.data_received(b"GET /big HTTP/1.1\r\nhost: x\r\n\r\n")
+        await _until(lambda: len(transport.writes) >= 2)
+        await asyncio.sleep(0.05)
+        head, body = transport.writes
+        assert head.startswith(b"HTTP/1.1 200 OK") and head.endswith(b"\r\n\r\n")
+        assert body == b"x" * (JOIN_AT_MOST + 1)
 
     asyncio.run(scenario())

@@ -41,7 +41,14 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.supervisors import multiprocess
 
-__all__ = ["GRACEFUL_SHUTDOWN", "WORKER_HEALTHCHECK", "NoDelayH11Protocol", "NoDelayHttpToolsProtocol", "run"]
+__all__ = [
+    "GRACEFUL_SHUTDOWN",
+    "JOIN_AT_MOST",
+    "WORKER_HEALTHCHECK",
+    "NoDelayH11Protocol",
+    "NoDelayHttpToolsProtocol",
+    "run",
+]
 
 GRACEFUL_SHUTDOWN = 5.0
 WORKER_HEALTHCHECK = 60.0
@@ -58,6 +65,10 @@ class NoDelayH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         _no_delay(transport)
         super().connection_made(transport, *args, **kwargs)
+
+
+JOIN_AT_MOST = 256 * 1024
+"""Bytes up to which a response's parts are joined into one write; a bigger body goes as it is."""
 
 
 class _OneWritePerResponse:
@@ -94,10 +105,17 @@ class _OneWritePerResponse:
     def flush(self) -> None:
         self._scheduled = False
         pending = self._pending
-        if pending:
-            self._pending = []
-            if not self._transport.is_closing():
-                self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+        if not pending:
+            return
+        self._pending = []
+        if self._transport.is_closing():
+            return
+        if len(pending) == 1:
+            self._transport.write(pending[0])
+        elif sum(map(len, pending)) <= JOIN_AT_MOST:
+            self._transport.write(b"".join(pending))
+        else:  # a big body is not copied to save one system call
+            self._transport.writelines(pending)
 
     def close(self) -> None:
         self.flush()
