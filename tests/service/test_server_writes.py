@@ -23,10 +23,6 @@ class RecordingTransport(asyncio.Transport):
     def write(self, data: Any) -> None:
         self.writes.append(bytes(data))
 
-    def writelines(self, list_of_data: Any) -> None:  # the base class joins them: record each
-        for data in list_of_data:
-            self.write(data)
-
     def is_closing(self) -> bool:
         return self.closed
 

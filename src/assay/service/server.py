@@ -114,8 +114,9 @@ class _OneWritePerResponse:
             self._transport.write(pending[0])
         elif sum(map(len, pending)) <= JOIN_AT_MOST:
             self._transport.write(b"".join(pending))
-        else:  # a big body is not copied to save one system call
-            self._transport.writelines(pending)
+        else:  # a big body is not copied to save one system call: written as uvicorn wrote it
+            for data in pending:
+                self._transport.write(data)
 
     def close(self) -> None:
         self.flush()
