@@ -7,6 +7,7 @@ through SQLAlchemy — is seen by the very next request."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import uuid
 from collections.abc import Callable
@@ -172,8 +173,8 @@ def _organization() -> Organization:
 
 
 def _reader_pid(epoch: Any) -> int:
-    """The backend of the epoch reader's connection (to terminate it)."""
-    return int(epoch._reader._connection.info.backend_pid)
+    """The backend of the epoch reader's first open connection (to terminate it)."""
+    return _reader_pids(epoch)[0]
 
 
 def _reader_pids(epoch: Any) -> list[int]:
@@ -530,3 +531,63 @@ def test_requests_that_meet_a_moved_epoch_together_catch_up_with_one_read_and_sk
     # of its own, but finds the index current: the SQL refresh ran in the first.
     assert handoffs[0] == "load_and_catch_up", handoffs
     assert refreshed_in and refreshed_in[0] == "load_and_catch_up", (refreshed_in, handoffs)
+
+
+def test_an_epoch_answer_that_comes_while_the_read_is_still_being_sent_is_not_lost() -> None:
+    """The socket was backed up (`flush` not done at once), and the answer came while the read
+    waited to finish sending it: the read still gets that answer."""
+    first, second = socket.socketpair()
+
+    class Result:
+        status = 2  # TUPLES_OK
+        ntuples = 1
+        error_message = b""
+
+        def get_value(self, row: int, column: int) -> bytes:
+            return b"42"
+
+    class PgConn:
+        def __init__(self) -> None:
+            self.socket = first.fileno()
+            self.flushes = 0
+            self.results: list[Any] = []
+
+        def send_query_prepared(self, name: bytes, params: Any) -> None:
+            pass
+
+        def flush(self) -> int:
+            self.flushes += 1
+            if self.flushes == 1:  # backed up: the answer arrives meanwhile
+                self.results = [Result(), None]
+                second.send(b"x")
+                return 1
+            return 0
+
+        def consume_input(self) -> None:
+            first.recv(16)
+
+        def is_busy(self) -> bool:
+            return False
+
+        def get_result(self) -> Any:
+            return self.results.pop(0) if self.results else None
+
+        def finish(self) -> None:
+            pass
+
+    class Connection:
+        pgconn = PgConn()
+
+    async def scenario() -> int:
+        connection = epoch_module._EpochConnection(Connection(), asyncio.get_running_loop())
+        try:
+            async with asyncio.timeout(5):
+                return await connection.read()
+        finally:
+            connection.drop()
+
+    try:
+        assert asyncio.run(scenario()) == 42
+    finally:
+        first.close()
+        second.close()

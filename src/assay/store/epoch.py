@@ -360,10 +360,11 @@ class _EpochConnection:
             raise ConnectionError("the epoch connection is closed or busy")
         pg = self._pg
         self._value = self._error = None
+        # Waited for before it is sent: the answer may come while the flush below waits.
+        waiting = self._waiting = self._loop.create_future()
         pg.send_query_prepared(_PREPARED.encode(), None)
         while pg.flush():  # a few dozen bytes: sent at once unless the socket is backed up
             await asyncio.sleep(0.001)
-        waiting = self._waiting = self._loop.create_future()
         return await waiting
 
     def _readable(self) -> None:
