@@ -3,12 +3,12 @@
     uv run python bench/bench_load.py [--seconds 10] [--clients 16] [--postgres]
 
 The hello-world is a bare FastAPI app on stock `uvicorn.run` (uvloop and httptools, as uvicorn
-picks them); the agent path is `assay serve`, one worker. Until session 10 the hello-world ran
-through `assay.service.server.run` too; since that writes each response in one socket write
-(`_OneWritePerResponse`), which a bare uvicorn does not, it no longer stands for "bare". Both are
-driven by the same load generator: `--clients` keep-alive HTTP/1.1 connections from one asyncio process, each
-sending its next request as soon as the last answer is read (a minimal client, so the generator
-costs little of the 2 cores it shares with the server). All servers are up at once and take
+picks them); the agent path is `assay serve` (one worker; two with `--postgres`). Until session
+10 the hello-world ran through `assay.service.server.run` too; since that writes each response in
+one socket write (`_OneWritePerResponse`), which a bare uvicorn does not, it no longer stands for
+"bare". Both are driven by the same load generator: `--clients` keep-alive HTTP/1.1 connections
+from one asyncio process, each sending its next request as soon as the last answer is read (a
+minimal client, so the generator costs little of the 2 cores it shares with the server). All servers are up at once and take
 turns: the measured seconds of each are `--rounds` slices, hello-world, SQLite, PostgreSQL,
 hello-world, … — on this shared machine the speed of the same code moves by a third within
 minutes, and measured one after the other the ratio compared one phase with another (session 9:

@@ -82,28 +82,30 @@ class _OneWritePerResponse:
     for a response streamed over several steps, until the event loop's next turn (`call_soon`):
     a streamed part is never held longer than the step that wrote it."""
 
-    __slots__ = ("_loop", "_pending", "_scheduled", "_transport")
+    __slots__ = ("_loop", "_next_turn", "_pending", "_transport")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop):
         self._transport = transport
         self._loop = loop
         self._pending: list[bytes] = []
-        self._scheduled = False
+        self._next_turn: asyncio.Handle | None = None
+        """The flush due at the loop's next turn while something is pending; a flush cancels it."""
 
     def write(self, data: bytes) -> None:
         if not data:
             return
         self._pending.append(data)
-        if not self._scheduled:
-            self._scheduled = True
-            self._loop.call_soon(self.flush)
+        if self._next_turn is None:
+            self._next_turn = self._loop.call_soon(self.flush)
 
     def writelines(self, lines: Any) -> None:
         for data in lines:
             self.write(data)
 
     def flush(self) -> None:
-        self._scheduled = False
+        if self._next_turn is not None:  # flushed now: the next turn has nothing to do
+            self._next_turn.cancel()
+            self._next_turn = None
         pending = self._pending
         if not pending:
             return

@@ -247,11 +247,6 @@ class _Reader:
         self._retry_at = 0.0
         self._failing = False
 
-    @property
-    def _connection(self) -> Any:
-        """The first open connection (tests terminate its backend)."""
-        return next((c for c in self._connections if c is not None and not c.closed), None)
-
     async def read(self) -> bytes | None:
         waiting = self._next
         if waiting is None:
