@@ -138,7 +138,7 @@ def _model_issues(resource: dict[str, Any], kind: str) -> list[dict[str, Any]]:
             _issue(
                 _ISSUE_CODES.get(str(error.get("type")), "value"),
                 _expression(kind, error.get("loc", ())),
-                str(error.get("msg", "invalid")),
+                _REQUIRED if error.get("type") == "missing" else str(error.get("msg", "invalid")),
             )
             for error in exc.errors()
             if not _walked(error)
@@ -148,6 +148,7 @@ def _model_issues(resource: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return []
 
 
+_REQUIRED = "a required element is missing"
 _ISSUE_CODES = {"extra_forbidden": "structure", "list_type": "structure", "missing": "required"}
 """pydantic error type → OperationOutcome issue code (R4 valueset-issue-type); else `value`."""
 
@@ -266,13 +267,13 @@ def _json_issues(value: dict[str, Any], kind: str, path: str) -> Iterator[dict[s
     elements, required, choices = _elements(kind)
     for name, sibling in required:
         if value.get(name) is None and not (sibling and isinstance(value.get(sibling), dict)):
-            yield _issue("required", f"{path}.{name}", "a required element is missing")
+            yield _issue("required", f"{path}.{name}", _REQUIRED)
     for prefix, (names, needed) in choices.items():
         present = [name for name in names if value.get(name) is not None]
         if len(present) > 1:
             yield _issue("structure", f"{path}.{prefix}[x]", f"only one of {', '.join(present)} may be given")
         elif needed and not present:
-            yield _issue("required", f"{path}.{prefix}[x]", "a required element is missing")
+            yield _issue("required", f"{path}.{prefix}[x]", _REQUIRED)
     for name, item in value.items():
         element = elements.get(name)
         if element is None or item is None:
