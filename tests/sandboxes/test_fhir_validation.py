@@ -32,8 +32,8 @@ SEED = {"resourceType": "Bundle", "type": "collection", "entry": [{"resource": O
 BAD_PATIENT = {"resourceType": "Patient", "birthDate": "1990-13-45", "name": [{"family": 5}]}
 
 
-def _run(api: httpx.Client, settings: Json | None) -> Json:
-    dataset = ok(api.post("/datasets", json={"name": unique("odd"), "type": "fhir", "data": SEED}), 201)
+def _run(api: httpx.Client, settings: Json | None, data: Json = SEED) -> Json:
+    dataset = ok(api.post("/datasets", json={"name": unique("odd"), "type": "fhir", "data": data}), 201)
     body: Json = {"name": unique("env"), "dataset_ids": [dataset["id"]]}
     if settings is not None:
         body["settings"] = settings
@@ -220,3 +220,116 @@ def test_seeding_an_assay_fhir_server_is_lenient_and_agents_cannot_ask_for_it(
     with _fhir(server, run) as fhir:
         answered = ok(fhir.post("/", json=batch, headers={"X-Assay-Seed": "1"}))
         assert answered["entry"][0]["response"]["status"] == "400"
+
+
+YES_PATIENT = {"resourceType": "Patient", "active": "yes", "identifier": [{"system": "urn:t", "value": "y"}]}
+"""pydantic's lax mode reads `"yes"` as true: the models alone let it through."""
+BARE_OBSERVATION = {"resourceType": "Observation", "subject": {"reference": "Patient/p1"}}
+"""Without both of its required elements (status, a primitive, and code)."""
+
+
+def test_every_write_path_refuses_a_primitive_of_the_wrong_json_type(
+    server: Server, api: httpx.Client
+) -> None:
+    """Create, PUT as create and as update, conditional update, JSON Patch and FHIRPath Patch
+    results, transaction and batch entries: each is a 400 naming `Patient.active`, and nothing
+    is stored (the store then reads back as a strict client expects)."""
+    run = _run(api, None)
+    with _fhir(server, run) as fhir:
+        assert _expressions(fhir.post("/Patient", json=YES_PATIENT)) == ["Patient.active"]
+        assert _expressions(fhir.put("/Patient/new-one", json={**YES_PATIENT, "id": "new-one"})) == [
+            "Patient.active"
+        ]
+        assert fhir.get("/Patient/new-one").status_code == 404
+
+        good = {**YES_PATIENT, "active": True}
+        pid = ok(fhir.post("/Patient", json=good), 201)["id"]
+        assert _expressions(fhir.put(f"/Patient/{pid}", json={**YES_PATIENT, "id": pid})) == [
+            "Patient.active"
+        ]
+        conditional = fhir.put("/Patient", params={"identifier": "urn:t|y"}, json=YES_PATIENT)
+        assert _expressions(conditional) == ["Patient.active"]
+        json_patch = fhir.patch(
+            f"/Patient/{pid}",
+            json=[{"op": "replace", "path": "/active", "value": "yes"}],
+            headers={"Content-Type": "application/json-patch+json"},
+        )
+        assert _expressions(json_patch) == ["Patient.active"]
+        fhirpath_patch = {"resourceType": "Parameters", "parameter": [{"name": "operation", "part": [
+            {"name": "type", "valueCode": "replace"},
+            {"name": "path", "valueString": "Patient.active"},
+            {"name": "value", "valueString": "yes"},
+        ]}]}  # fmt: skip
+        assert _expressions(fhir.patch(f"/Patient/{pid}", json=fhirpath_patch)) == ["Patient.active"]
+
+        entry = {"resource": {**YES_PATIENT, "id": "t1"}, "request": {"method": "PUT", "url": "Patient/t1"}}
+        transaction = fhir.post("/", json={"resourceType": "Bundle", "type": "transaction", "entry": [entry]})
+        assert _expressions(transaction) == ["Patient.active"]
+        batch = ok(fhir.post("/", json={"resourceType": "Bundle", "type": "batch", "entry": [entry]}))
+        [answer] = batch["entry"]
+        assert answer["response"]["status"] == "400"
+        assert [i["expression"] for i in answer["response"]["outcome"]["issue"]] == [["Patient.active"]]
+
+        stored = ok(fhir.get("/Patient", params={"_count": 100}))
+        assert [
+            e["resource"]["meta"]["versionId"] for e in stored["entry"] if e["resource"]["id"] == pid
+        ] == ["1"]
+        assert all(isinstance(e["resource"].get("active", True), bool) for e in stored["entry"])
+        numbers = {"resourceType": "Patient", "multipleBirthInteger": "2"}
+        assert _expressions(fhir.post("/Patient", json=numbers)) == ["Patient.multipleBirthInteger"]
+
+
+def test_an_invalid_resource_gets_every_problem_in_one_answer(server: Server, api: httpx.Client) -> None:
+    """An Observation without status and code is told of both, whichever write sends it, and the
+    issue codes say what kind each is."""
+    run = _run(api, None)
+    with _fhir(server, run) as fhir:
+        for response in (
+            fhir.post("/Observation", json=BARE_OBSERVATION),
+            fhir.put("/Observation/o1", json={**BARE_OBSERVATION, "id": "o1"}),
+        ):
+            assert sorted(_expressions(response)) == ["Observation.code", "Observation.status"]
+            assert {issue["code"] for issue in response.json()["issue"]} == {"required"}
+        twice = {**BARE_OBSERVATION, "status": "final", "code": {"text": "x"}, "valueString": "a",
+                 "valueBoolean": True, "component": [{"valueInteger": "3"}]}  # fmt: skip
+        assert sorted(_expressions(fhir.post("/Observation", json=twice))) == [
+            "Observation.component[0].code",
+            "Observation.component[0].valueInteger",
+            "Observation.value[x]",
+        ]
+        entry = {"resource": BARE_OBSERVATION, "request": {"method": "POST", "url": "Observation"}}
+        batch = ok(fhir.post("/", json={"resourceType": "Bundle", "type": "batch", "entry": [entry]}))
+        issues = batch["entry"][0]["response"]["outcome"]["issue"]
+        assert sorted(e for issue in issues for e in issue["expression"]) == [
+            "Observation.code",
+            "Observation.status",
+        ]
+        # The `_status` extension stands in for a missing required primitive (R4 json.html).
+        absent = {**BARE_OBSERVATION, "code": {"text": "x"}, "_status": {"extension": [
+            {"url": "http://hl7.org/fhir/StructureDefinition/data-absent-reason", "valueCode": "unknown"},
+        ]}}  # fmt: skip
+        assert fhir.post("/Observation", json=absent).status_code == 201
+
+
+def test_lenient_mode_still_stores_what_it_stored(server: Server, api: httpx.Client) -> None:
+    run = _run(api, {"fhir": {"strict_validation": False}})
+    with _fhir(server, run) as fhir:
+        assert fhir.put("/Patient/y1", json={**YES_PATIENT, "id": "y1"}).status_code == 201
+        assert fhir.post("/Observation", json=BARE_OBSERVATION).status_code == 201
+
+
+def test_a_strict_client_reads_every_patient_after_a_bad_put(server: Server, api: httpx.Client) -> None:
+    """SMART's fhirclient refuses a `Patient.active` that is not a boolean, and with it the whole
+    search page: a `PUT` of one must be refused, not stored."""
+    from fhirclient import client as smart_client
+    from fhirclient.models.patient import Patient
+
+    fine = {"resourceType": "Patient", "id": "fine", "active": True}
+    run = _run(api, None, {"resourceType": "Bundle", "type": "collection", "entry": [{"resource": fine}]})
+    with _fhir(server, run) as fhir:
+        ok(fhir.post("/Patient", json={"resourceType": "Patient", "active": False}), 201)
+        assert fhir.put("/Patient/yes", json={**YES_PATIENT, "id": "yes"}).status_code == 400
+        smart = smart_client.FHIRClient(settings={"app_id": "assay-test", "api_base": str(fhir.base_url)})
+        smart.server.session.headers["Authorization"] = fhir.headers["Authorization"]
+        patients = Patient.where(struct={"_count": "100"}).perform_resources(smart.server)
+    assert len(patients) == 2 and "fine" in {p.id for p in patients}

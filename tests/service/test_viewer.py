@@ -88,6 +88,40 @@ def test_sign_in_keeps_the_key_in_an_httponly_samesite_cookie(server: Server) ->
         assert 'for="api_key"' in client.get("/ui/login").text
 
 
+def test_sign_in_and_out_refuse_cross_site_posts(server: Server) -> None:
+    """Login CSRF: a page of another site must not sign a browser in with a key of its choosing
+    (nor out). What the browser says of the post's source decides; a client that says nothing
+    (an API client, a script) is no browser posting cross-site."""
+    cross_site = [
+        {"Origin": "https://evil.example"},
+        {"Referer": "https://evil.example/innocent-page"},
+        {"Origin": "null"},
+        {"Origin": "https://evil.example", "Referer": f"{server.url}/ui/login"},
+        {"Origin": server.url, "Sec-Fetch-Site": "cross-site"},
+        {"Origin": server.url.replace("127.0.0.1", "localhost")},
+    ]
+    with httpx.Client(base_url=server.url) as client:
+        for headers in cross_site:
+            refused = client.post("/ui/login", data={"api_key": server.org_key}, headers=headers)
+            assert refused.status_code == 403, headers
+            assert "set-cookie" not in refused.headers and "another site" in refused.text
+        own_page = {
+            "Origin": server.url,
+            "Sec-Fetch-Site": "same-origin",
+            "Referer": f"{server.url}/ui/login",
+        }
+        signed_in = client.post("/ui/login", data={"api_key": server.org_key}, headers=own_page)
+        assert signed_in.status_code == 303 and "assay_viewer=" in signed_in.headers["set-cookie"]
+        referred = client.post(
+            "/ui/login", data={"api_key": server.org_key}, headers={"Referer": f"{server.url}/ui/login"}
+        )
+        assert referred.status_code == 303
+        kept = client.post("/ui/logout", headers={"Origin": "https://evil.example"})
+        assert kept.status_code == 403 and "set-cookie" not in kept.headers
+        assert client.get("/ui/runs").status_code == 200
+        assert client.post("/ui/logout", headers=own_page).status_code == 303
+
+
 def test_a_solver_key_cannot_sign_in(server: Server, api: httpx.Client) -> None:
     solver = ok(api.post("/solvers", json={"name": "s"}), 201)
     key = ok(api.post(f"/solvers/{solver['id']}/api-keys"), 201)["key"]

@@ -66,8 +66,18 @@ class Settings:
     fhir_strict: bool = False
     """`ASSAY_FHIR_STRICT=1` (issue 5): a `start` whose environment turns validation off still
     fails when fhir.resources is missing."""
+    portal_sign_in_free_failures: int = 5
+    """`ASSAY_PORTAL_SIGN_IN_FREE_FAILURES`: wrong web-portal passwords a source or session makes
+    before each further one makes it wait (`sandboxes/portal/throttle.py`)."""
+    portal_sign_in_backoff: float = 1.0
+    """`ASSAY_PORTAL_SIGN_IN_BACKOFF`: seconds of that first wait, doubling with each failure."""
+    portal_sign_in_backoff_max: float = 60.0
+    """`ASSAY_PORTAL_SIGN_IN_BACKOFF_MAX`: the longest wait, in seconds."""
 
     def __post_init__(self) -> None:
+        for field in ("portal_sign_in_free_failures", "portal_sign_in_backoff", "portal_sign_in_backoff_max"):
+            if getattr(self, field) < 0:
+                raise ValueError(f"ASSAY_{field.upper()} must not be negative, got {getattr(self, field)}")
         if self.fhir_isolation not in ISOLATIONS:
             raise ValueError(
                 f"ASSAY_FHIR_ISOLATION must be one of {', '.join(ISOLATIONS)}, got {self.fhir_isolation!r}"
@@ -98,6 +108,11 @@ class Settings:
                 "strict": self.fhir_strict,
             },
             "hl7": {"idle_timeout": self.mllp_idle_timeout},
+            "portal": {
+                "sign_in_free_failures": self.portal_sign_in_free_failures,
+                "sign_in_backoff": self.portal_sign_in_backoff,
+                "sign_in_backoff_max": self.portal_sign_in_backoff_max,
+            },
             "files": {
                 "data_dir": str(self.data_dir.resolve()),
                 "storage_url": self.storage_url,
@@ -150,6 +165,9 @@ _FROM_ENV: dict[str, type[Any]] = {
     "fhir_authorization": str,
     "fhir_lenient": bool,
     "fhir_strict": bool,
+    "portal_sign_in_free_failures": int,
+    "portal_sign_in_backoff": float,
+    "portal_sign_in_backoff_max": float,
 }
 """Each setting read from `ASSAY_<FIELD>`, with its type."""
 

@@ -68,14 +68,13 @@ def test_put_get_list_delete(files: tuple[httpx.Client, str, str], api: httpx.Cl
 
 def test_refusals_are_precise(files: tuple[httpx.Client, str, str]) -> None:
     client, base, _ = files
+    # Percent-encoded dots reach the route as they are (a client normalises only literal `..`).
+    climbing = client.get(f"{base}/a/%2e%2e/%2e%2e/etc/passwd")
+    assert error(climbing, 400, "BAD_REQUEST") == {}
     assert (
-        "climbs above the root"
-        in error(client.get(f"{base}/a/%2e%2e/%2e%2e/etc/passwd"), 400, "BAD_REQUEST")
-        == {}
-        or True
+        climbing.json()["error"]["message"]
+        == "path 'a/../../etc/passwd' climbs above the root of the file tree"
     )
-    message = client.get(f"{base}/a/%2e%2e/%2e%2e/etc/passwd").json()["error"]["message"]
-    assert "climbs above the root" in message
     error(client.put(f"{base}/a%00b", content=b"x"), 400, "BAD_REQUEST")
     ok(client.put(f"{base}/folder/a.txt", content=b"x"), 201)
     error(client.put(f"{base}/folder", content=b"x"), 409, "CONFLICT")

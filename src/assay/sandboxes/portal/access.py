@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from assay.sandboxes.events import record_event
+from assay.sandboxes.portal.throttle import SignInThrottle
 
 __all__ = ["PortalSurface"]
 
@@ -27,6 +28,8 @@ class PortalSurface:
     task_run_id: str
     base_path: str = ""
     """The web portal's root path (its links and its cookie's path); empty for REST."""
+    sign_in: SignInThrottle | None = None
+    """The deployment's wrong-password throttle (web pages only; None for REST)."""
 
     def record(
         self, method: str, path: str, status: int, request: bytes = b"", response: bytes = b""

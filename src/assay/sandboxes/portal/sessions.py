@@ -1,10 +1,10 @@
-"""Web portal sign-in: server-side sessions, CSRF tokens, lockout after repeated wrong passwords.
+"""Web portal sign-in: server-side sessions and CSRF tokens.
 
 The cookie holds a random session id; the `portal_sessions` row keeps its SHA-256, the CSRF token
 every form must echo, and whether the session signed in — so any API worker can serve any page.
 A session exists from the first page (the sign-in form needs a CSRF token too) and gets a new id
-when it signs in (no session fixation). Wrong passwords count per portal (the playground's store
-row, under its write lock): the `MAX_FAILURES`-th locks sign-in for `LOCKOUT`, right password or not.
+when it signs in (no session fixation). Wrong passwords are slowed down per source and session by
+`throttle.py`; nothing here ever locks a portal's sign-in as a whole.
 """
 
 from __future__ import annotations
@@ -13,28 +13,21 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, delete, insert, select, update
 
-from assay.sandboxes.portal.store import head
-from assay.sandboxes.portal.tables import PortalSessionRow, PortalStoreRow
+from assay.sandboxes.portal.tables import PortalSessionRow
 from assay.store import utcnow
 
 __all__ = [
-    "LOCKOUT",
-    "MAX_FAILURES",
-    "SignIn",
     "WebSession",
     "csrf_matches",
     "end_session",
     "find_session",
     "new_session",
+    "session_key",
     "sign_in",
 ]
-
-MAX_FAILURES = 5
-LOCKOUT = timedelta(minutes=15)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,18 +39,13 @@ class WebSession:
     slug: str
 
 
-@dataclass(frozen=True, slots=True)
-class SignIn:
-    """The outcome of one sign-in attempt."""
-
-    session: WebSession | None
-    """The new, signed-in session; None when refused."""
-    locked_until: datetime | None = None
-    failures_left: int | None = None
-
-
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def session_key(session: WebSession) -> str:
+    """A name for the session that is not its cookie (the cookie's SHA-256, as its row keeps it)."""
+    return _digest(session.token)
 
 
 def new_session(conn: Connection, playground_id: str) -> WebSession:
@@ -98,27 +86,14 @@ def sign_in(
     username: str,
     password: str,
     slug: str,
-) -> SignIn:
-    """Check the password under the portal's write lock; count failures, lock, or open a session."""
-    store = head(conn, playground_id, lock=True)
-    if store is None:
-        return SignIn(None)
-    now = utcnow()
-    if store.locked_until is not None and store.locked_until > now:
-        return SignIn(None, locked_until=store.locked_until)
+) -> WebSession | None:
+    """The new, signed-in session when `username` and `password` are the portal's; else None.
+
+    Both are compared in constant time, the password whether or not the username matched."""
     right = hmac.compare_digest(username.encode(), str(credentials.get("username", "")).encode())
     right = hmac.compare_digest(password.encode(), str(credentials.get("password", "")).encode()) and right
-    where = PortalStoreRow.playground_id == playground_id
     if not right:
-        failures = store.failed_logins + 1
-        locked = now + LOCKOUT if failures >= MAX_FAILURES else None
-        conn.execute(
-            update(PortalStoreRow).where(where).values(
-                failed_logins=0 if locked else failures, locked_until=locked
-            )
-        )  # fmt: skip
-        return SignIn(None, locked_until=locked, failures_left=None if locked else MAX_FAILURES - failures)
-    conn.execute(update(PortalStoreRow).where(where).values(failed_logins=0, locked_until=None))
+        return None
     end_session(conn, old.token)
     fresh = new_session(conn, playground_id)
     conn.execute(
@@ -126,4 +101,4 @@ def sign_in(
         .where(PortalSessionRow.id_hash == _digest(fresh.token))
         .values(signed_in=True, slug=slug)
     )
-    return SignIn(WebSession(fresh.token, fresh.csrf, True, slug))
+    return WebSession(fresh.token, fresh.csrf, True, slug)

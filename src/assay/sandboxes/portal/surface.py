@@ -23,6 +23,7 @@ from assay.sandboxes.portal.access import PortalSurface
 from assay.sandboxes.portal.datasets import check_portal_dataset
 from assay.sandboxes.portal.routes import portal_router
 from assay.sandboxes.portal.store import capture_seq, rows_at
+from assay.sandboxes.portal.throttle import SignInThrottle, ThrottleSettings
 from assay.sandboxes.portal.web import portal_web_router
 from assay.sandboxes.surface import (
     BaseSurface,
@@ -89,6 +90,23 @@ def _mark_seeded(run: RunContext, sandbox: Sandbox) -> None:
     sandbox.credentials = {**(sandbox.credentials or {}), _SEEDED_SEQ: seq}
 
 
+_THROTTLE = "portal.sign_in"
+"""Where a deployment keeps its sign-in throttle (`Deployment.runtime`)."""
+
+
+def _throttle_of(deployment: Deployment) -> SignInThrottle:
+    found = deployment.runtime.get(_THROTTLE)
+    if found is None:
+        defaults = ThrottleSettings()
+        settings = ThrottleSettings(
+            deployment.option("portal", "sign_in_free_failures", defaults.free_failures),
+            deployment.option("portal", "sign_in_backoff", defaults.backoff),
+            deployment.option("portal", "sign_in_backoff_max", defaults.max_backoff),
+        )
+        found = deployment.runtime.setdefault(_THROTTLE, SignInThrottle(settings))
+    return found  # type: ignore[no-any-return]
+
+
 def _web_target(request: Request) -> PortalSurface:
     """The portal of the task run in the path, while its sandbox is active and before its deadline."""
     task_run_id = request.path_params.get("task_run_id")
@@ -111,7 +129,7 @@ def _web_target(request: Request) -> PortalSurface:
         raise Conflict(f"task run {task_run_id} has ended: its portal takes no traffic")
     return PortalSurface(
         deployment.engine, found.org_id, found.playground_id, found.id, dict(found.credentials or {}),
-        task_run_id, web_path(task_run_id),
+        task_run_id, web_path(task_run_id), _throttle_of(deployment),
     )  # fmt: skip
 
 
@@ -120,6 +138,9 @@ class PortalSandbox(BaseSurface):
     dataset_type = "portal"
     scenario_steps = {"set_portal_row": _set_portal_row}
     state_fields = frozenset({"portal_rows"})
+
+    def open(self, deployment: Deployment) -> None:
+        _throttle_of(deployment)
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         problems = check_portal_dataset(data)

@@ -7,7 +7,9 @@ REST and the web pages all write through the same append-only path anyway).
 
 - `portal_stores`: one row per playground: the write lock (every write updates it first, which
   serializes writers on SQLite and PostgreSQL alike), the sequence and row counters, each
-  resource's key, the payer definitions the portal decides with, and the web login's lockout.
+  resource's key, and the payer definitions the portal decides with. (`failed_logins` and
+  `locked_until` are no longer written: wrong passwords are throttled per source and session in
+  memory, `throttle.py`.)
 - `portal_versions`: every write of a row as a full JSON body. `row_no` is the row's place in
   insertion order, the portal's recency order (SPEC §2); a PATCH writes a new version, same `row_no`.
 - `portal_sessions`: web portal sessions (the cookie holds a random id; the row, its hash).

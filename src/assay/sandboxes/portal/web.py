@@ -5,7 +5,9 @@ eligibility summary, the prior-authorization form with inline errors, a request'
 the list of requests, sign out. Every input has a `<label>` and every button text, so agents
 that find their way by accessible names (Playwright's `get_by_label`) and screen readers both can.
 
-Every POST checks the session's CSRF token first (403 without it). The pages write through
+Every POST checks the session's CSRF token first (403 without it); wrong passwords slow down their
+source and session (`throttle.py`), never the portal's sign-in as a whole. The session cookie is
+HttpOnly, SameSite=Lax, and `Secure` when the request came over https. The pages write through
 `actions`, the same code as the REST surface, and each request is one `portal_request` event; a
 form submission's event carries the row as REST would have received it (never a password).
 """
@@ -13,12 +15,13 @@ form submission's event carries the row as REST would have received it (never a 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 
@@ -26,6 +29,7 @@ from assay.sandboxes.portal import actions, sessions
 from assay.sandboxes.portal.access import PortalSurface
 from assay.sandboxes.portal.members import BENEFIT_COLUMNS, look_up
 from assay.sandboxes.portal.store import StoreHead, rows_of
+from assay.sandboxes.portal.throttle import source_key
 from assay.store import DomainError, Invalid, NotFound, utcnow
 
 __all__ = ["COOKIE", "portal_web_router"]
@@ -81,7 +85,8 @@ class _Page:
     def finish(self, response: Response) -> Response:
         if self.set_cookie is not None:
             response.set_cookie(
-                COOKIE, self.set_cookie, path=self.base + "/", httponly=True, samesite="lax"
+                COOKIE, self.set_cookie, path=self.base + "/", httponly=True, samesite="lax",
+                secure=self.request.url.scheme == "https",
             )  # fmt: skip
         path = self.request.url.path + (f"?{self.request.url.query}" if self.request.url.query else "")
         self.surface.record(
@@ -114,53 +119,82 @@ def _forbidden(page: _Page) -> Response:
     )  # fmt: skip
 
 
-def portal_web_router(surface: Callable[..., PortalSurface]) -> APIRouter:
-    """The pages over the portal `surface` resolves (a FastAPI dependency)."""
-    router = APIRouter(tags=["portal web"], include_in_schema=False)
-    Surface = Depends(surface)
+class _Refused(Exception):
+    """A page's dependency answered the request itself (a refused form, a redirect to sign in)."""
 
-    def page_of(portal: PortalSurface, request: Request, *, create: bool = False) -> _Page:
+    def __init__(self, response: Response):
+        super().__init__(response.status_code)
+        self.response = response
+
+
+class _PageRoute(APIRoute):
+    """A route whose dependencies may answer for it by raising `_Refused`."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def answer(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except _Refused as refused:
+                return refused.response
+
+        return answer
+
+
+def portal_web_router(surface: Callable[..., PortalSurface]) -> APIRouter:
+    """The pages over the portal `surface` resolves (a FastAPI dependency).
+
+    A handler names what it needs and its dependencies check it, in the order declared:
+    `Posted` (the form, refused 403 without the session's CSRF token) before `SignedIn` (the page,
+    or a redirect to the sign-in form)."""
+    router = APIRouter(tags=["portal web"], include_in_schema=False, route_class=_PageRoute)
+
+    def opened(request: Request, portal: PortalSurface = Depends(surface)) -> _Page:
         page = _Page(portal, request)
-        _open(page, create=create)
+        _open(page, create=False)
         return page
 
-    async def posted(page: _Page) -> dict[str, str] | None:
-        """The form, or None when its CSRF token does not match the session's."""
+    def with_session(request: Request, portal: PortalSurface = Depends(surface)) -> _Page:
+        page = _Page(portal, request)
+        _open(page, create=True)
+        return page
+
+    async def posted(page: _Page = Depends(opened)) -> dict[str, str]:
         values = _form_values(await page.request.form())
         page.record_request = json.dumps({k: v for k, v in values.items() if k not in _NOT_RECORDED}).encode()
-        return values if sessions.csrf_matches(page.session, values.get("csrf_token")) else None
+        if not sessions.csrf_matches(page.session, values.get("csrf_token")):
+            raise _Refused(await run_in_threadpool(page.finish, _forbidden(page)))
+        return values
+
+    def signed_in(page: _Page = Depends(opened)) -> _Page:
+        if not (page.session and page.session.signed_in):
+            raise _Refused(page.finish(page.redirect("/login")))
+        return page
+
+    Page, NewSession, Posted, SignedIn = (
+        Depends(opened), Depends(with_session), Depends(posted), Depends(signed_in)
+    )  # fmt: skip
 
     @router.get("")
     @router.get("/")
-    def home(request: Request, portal: PortalSurface = Surface) -> Response:
-        page = page_of(portal, request)
+    def home(page: _Page = Page) -> Response:
         return page.finish(page.redirect("/members" if page.session and page.session.signed_in else "/login"))
 
     @router.get("/login")
-    def login_form(request: Request, portal: PortalSurface = Surface) -> Response:
-        page = page_of(portal, request, create=True)
+    def login_form(page: _Page = NewSession) -> Response:
         if page.session and page.session.signed_in:
             return page.finish(page.redirect("/members"))
-        return page.finish(
-            page.render("login.html", title="Sign in", username="", message=None, portals=_portals(page))
-        )
+        return page.finish(_login_page(page, "", None))
 
     @router.post("/login")
-    async def login(request: Request, portal: PortalSurface = Surface) -> Response:
-        page = await run_in_threadpool(page_of, portal, request)
-        values = await posted(page)
-        if values is None or page.session is None:
-            return await run_in_threadpool(page.finish, _forbidden(page))
+    async def login(values: dict[str, str] = Posted, page: _Page = Page) -> Response:
         return await run_in_threadpool(_sign_in, page, values)
 
     @router.post("/logout")
-    async def logout(request: Request, portal: PortalSurface = Surface) -> Response:
-        page = await run_in_threadpool(page_of, portal, request)
-        if await posted(page) is None or page.session is None:
-            return await run_in_threadpool(page.finish, _forbidden(page))
-
+    async def logout(values: dict[str, str] = Posted, page: _Page = Page) -> Response:
         def work() -> Response:
-            with portal.engine.begin() as conn:
+            with page.surface.engine.begin() as conn:
                 sessions.end_session(conn, page.session.token)  # type: ignore[union-attr]
             page.session = None
             response = page.redirect("/login")
@@ -170,64 +204,38 @@ def portal_web_router(surface: Callable[..., PortalSurface]) -> APIRouter:
         return await run_in_threadpool(work)
 
     @router.get("/members")
-    def members_form(request: Request, portal: PortalSurface = Surface) -> Response:
-        page = page_of(portal, request)
-        if not (page.session and page.session.signed_in):
-            return page.finish(page.redirect("/login"))
+    def members_form(page: _Page = SignedIn) -> Response:
         return page.finish(_members_page(page, {}, None, None))
 
     @router.post("/members")
-    async def members_lookup(request: Request, portal: PortalSurface = Surface) -> Response:
-        page = await run_in_threadpool(page_of, portal, request)
-        values = await posted(page)
-        if values is None:
-            return await run_in_threadpool(page.finish, _forbidden(page))
-        if not (page.session and page.session.signed_in):
-            return await run_in_threadpool(page.finish, page.redirect("/login"))
+    async def members_lookup(values: dict[str, str] = Posted, page: _Page = SignedIn) -> Response:
         return await run_in_threadpool(_look_up, page, values)
 
     @router.get("/prior-auth")
-    def prior_auth_list(request: Request, portal: PortalSurface = Surface) -> Response:
-        page = page_of(portal, request)
-        if not (page.session and page.session.signed_in):
-            return page.finish(page.redirect("/login"))
-        with portal.engine.begin() as conn:
-            rows = [
-                s.row for s in rows_of(conn, portal.playground_id, page.session.slug, "prior_auth_requests")
-            ]
+    def prior_auth_list(page: _Page = SignedIn) -> Response:
+        slug = page.session.slug  # type: ignore[union-attr]
+        with page.surface.engine.begin() as conn:
+            rows = [s.row for s in rows_of(conn, page.surface.playground_id, slug, "prior_auth_requests")]
         rows.reverse()
         return page.finish(
             page.render("priorauth_list.html", title="Prior authorization requests", rows=rows)
         )
 
     @router.get("/prior-auth/new")
-    def prior_auth_form(request: Request, portal: PortalSurface = Surface) -> Response:
-        page = page_of(portal, request)
-        if not (page.session and page.session.signed_in):
-            return page.finish(page.redirect("/login"))
-        given = {k: v for k, v in request.query_params.items() if k in ("member_id", "birth_date")}
+    def prior_auth_form(page: _Page = SignedIn) -> Response:
+        given = {k: v for k, v in page.request.query_params.items() if k in ("member_id", "birth_date")}
         return page.finish(_form_page(page, given, {}))
 
     @router.post("/prior-auth")
-    async def prior_auth_submit(request: Request, portal: PortalSurface = Surface) -> Response:
-        page = await run_in_threadpool(page_of, portal, request)
-        values = await posted(page)
-        if values is None:
-            return await run_in_threadpool(page.finish, _forbidden(page))
-        if not (page.session and page.session.signed_in):
-            return await run_in_threadpool(page.finish, page.redirect("/login"))
+    async def prior_auth_submit(values: dict[str, str] = Posted, page: _Page = SignedIn) -> Response:
         return await run_in_threadpool(_submit, page, values)
 
     @router.get("/prior-auth/{request_id}")
-    def prior_auth_status(request_id: str, request: Request, portal: PortalSurface = Surface) -> Response:
-        page = page_of(portal, request)
-        if not (page.session and page.session.signed_in):
-            return page.finish(page.redirect("/login"))
+    def prior_auth_status(request_id: str, page: _Page = SignedIn) -> Response:
+        slug = page.session.slug  # type: ignore[union-attr]
         try:
-            with portal.engine.begin() as conn:
-                row = actions.get_row(
-                    conn, page.store, page.session.slug, "prior_auth_requests", request_id
-                ).row
+            with page.surface.engine.begin() as conn:
+                row = actions.get_row(conn, page.store, slug, "prior_auth_requests", request_id).row
         except NotFound:
             return page.finish(
                 page.render(
@@ -245,35 +253,54 @@ def _portals(page: _Page) -> list[tuple[str, str]]:
     return [(slug, page.names.get(slug) or slug or "Default portal") for slug in sorted(page.store.keys)]
 
 
+def _login_page(page: _Page, username: str, message: str | None, status: int = 200) -> HTMLResponse:
+    return page.render(
+        "login.html", status, title="Sign in", username=username, message=message, portals=_portals(page)
+    )
+
+
+def _throttle_keys(page: _Page) -> list[str]:
+    """What wrong passwords count against: the client's address, as the server resolved it (the
+    peer, or a trusted proxy's `X-Forwarded-For`), and the session; each within this portal."""
+    where = page.surface.playground_id
+    client = page.request.client
+    keys = [f"{where} source {source_key(client.host if client else None)}"]
+    if page.session is not None:
+        keys.append(f"{where} session {sessions.session_key(page.session)}")
+    return keys
+
+
 def _sign_in(page: _Page, values: dict[str, str]) -> Response:
+    username = values.get("username", "")
+    throttle, keys = page.surface.sign_in, _throttle_keys(page)
+    wait = throttle.wait(keys) if throttle else 0
+    if wait:  # refused unchecked: a guess made now tells nothing, and does not count
+        message = f"Too many failed sign-in attempts from here: try again in {wait} s."
+        response = _login_page(page, username, message, 429)
+        response.headers["Retry-After"] = str(wait)
+        return page.finish(response)
     portals = [slug for slug, _ in _portals(page)]
     slug = values.get("portal") or (portals[0] if portals else "")
     if slug not in portals:
         slug = portals[0] if portals else ""
     with page.surface.engine.begin() as conn:
-        outcome = sessions.sign_in(
+        session = sessions.sign_in(
             conn, page.surface.playground_id, page.session,  # type: ignore[arg-type]
-            page.surface.credentials, values.get("username", ""), values.get("password", ""), slug,
+            page.surface.credentials, username, values.get("password", ""), slug,
         )  # fmt: skip
-    if outcome.session is not None:
-        page.session, page.set_cookie = outcome.session, outcome.session.token
+    if session is not None:
+        if throttle:
+            throttle.succeeded(keys)
+        page.session, page.set_cookie = session, session.token
         return page.finish(page.redirect("/members"))
-    if outcome.locked_until is not None:
-        until = outcome.locked_until.strftime("%H:%M UTC")
-        message = f"Too many failed sign-in attempts: sign-in is locked until {until}."
-        status = 423
-    else:
-        left = outcome.failures_left
-        message = "Wrong username or password." + (
-            f" {left} attempts left before sign-in locks." if left else ""
-        )
-        status = 401
-    return page.finish(
-        page.render(
-            "login.html", status, title="Sign in", username=values.get("username", ""), message=message,
-            portals=_portals(page),
-        )
-    )  # fmt: skip
+    delay = throttle.failed(keys) if throttle else 0
+    message = "Wrong username or password."
+    if delay:
+        message += f" Too many failed attempts from here: try again in {delay} s."
+    response = _login_page(page, username, message, 401)
+    if delay:
+        response.headers["Retry-After"] = str(delay)
+    return page.finish(response)
 
 
 def _members_page(page: _Page, values: Mapping[str, str], member: Any, message: str | None) -> HTMLResponse:

@@ -33,6 +33,7 @@ from assay.service.ui.session import (
     COOKIE,
     csrf_token,
     forget_key,
+    from_this_site,
     keep_key,
     org_caller_for,
     signed_in_caller,
@@ -103,10 +104,17 @@ def _safe_next(target: str) -> str:
     return target if target.startswith("/ui/") and not target.startswith("/ui//") else "/ui/runs"
 
 
+def _cross_site(request: Request) -> HTMLResponse:
+    message = "This form was posted from another site: open the viewer's own page and submit it there."
+    return _page(request, "error.html", 403, title="Forbidden", message=message, csrf="")
+
+
 @router.post("/login", response_class=HTMLResponse)
 def sign_in(
     request: Request, api_key: Annotated[str, Form()] = "", next: Annotated[str, Form()] = "/ui/runs"
 ) -> Response:
+    if not from_this_site(request):
+        return _cross_site(request)
     database: Database = request.app.state.database
     with database.transaction() as session:
         caller = org_caller_for(session, api_key.strip())
@@ -119,7 +127,9 @@ def sign_in(
 
 
 @router.post("/logout")
-def sign_out() -> RedirectResponse:
+def sign_out(request: Request) -> Response:
+    if not from_this_site(request):
+        return _cross_site(request)
     response = RedirectResponse("/ui/login", status_code=303)
     forget_key(response)
     return response
