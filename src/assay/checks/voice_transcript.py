@@ -197,6 +197,7 @@ def _plan(assertion: VoiceTranscript, context: CheckContext) -> _Plan | Criterio
 
     A tier the criterion asks for that cannot run here is an `error`, never a quiet skip.
     """
+    names: tuple[str, ...]
     if assertion.tiers is not None:
         names = tuple(t for t in TIER_ORDER if t in assertion.tiers)
     else:
@@ -211,7 +212,8 @@ def _plan(assertion: VoiceTranscript, context: CheckContext) -> _Plan | Criterio
                 f"the benchmark's vocabulary cannot be used: {context.vocabulary_problem}"
             )
         vocabulary = context.lexicon or builtin()
-        names = (*names[:2], "vocabulary", *names[2:])
+        after = sum(name in _BASIC for name in names)
+        names = (*names[:after], "vocabulary", *names[after:])
     if "judge" in names and context.judge is None:
         return CriterionResult.error(
             "the judge tier was asked for but no LLM judge is configured (set ASSAY_JUDGE_URL)"
