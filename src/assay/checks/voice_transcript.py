@@ -249,7 +249,12 @@ def find_phrase(
     for tier in later:
         stages += [(tier, None)]
         stages += [(tier, variant) for variant in variants if tier.method in VARIANT_TIERS]
+    warmed: set[int] = set()
     for tier, variant in stages:
+        warm = getattr(tier, "warm", None)
+        if variant is not None and warm is not None and id(tier) not in warmed:
+            warmed.add(id(tier))
+            warm([v.speech for v in variants])
         found = _best(wanted if variant is None else variant.speech, turns, tier, variant is not None)
         if found is None:
             continue
