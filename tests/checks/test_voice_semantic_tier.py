@@ -47,7 +47,12 @@ def test_deployment_switch_and_criterion_tiers(tmp_path: Path) -> None:
         "alignment": _semantic.ALIGNMENT,
     }
     asked = run(tmp_path, text, tiers=["exact", "fuzzy", "semantic"])
-    assert asked["passed"] is True and asked["evidence"]["tiers"] == ["exact", "fuzzy", "vocabulary", "semantic"]
+    assert asked["passed"] is True and asked["evidence"]["tiers"] == [
+        "exact",
+        "fuzzy",
+        "vocabulary",
+        "semantic",
+    ]
 
 
 @pytest.mark.semantic
