@@ -17,6 +17,7 @@ it would turn a number in the call into a match.
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -309,7 +310,7 @@ def lexicon_for(extra: Any) -> Lexicon:
     `VocabularyInvalid`. Kept per distinct vocabulary, so a benchmark's runs share one."""
     if not extra:
         return builtin()
-    key = yaml.safe_dump(extra, sort_keys=True)
+    key = json.dumps(extra, sort_keys=True, default=str)
     found = _EXTENDED.get(key)
     if found is None:
         found = builtin().extended(parse_entries(extra))
