@@ -254,3 +254,27 @@ def test_lexicon_for_is_the_builtin_one_without_a_benchmark_vocabulary() -> None
     own = [{"terms": ["SHP", "Sunrise Health Plan"], "source": "handbook"}]
     assert lexicon_for(own) is lexicon_for([dict(own[0])])
     assert len(lexicon_for(own).entries) == len(builtin().entries) + 1
+
+
+def _pairs() -> list[tuple[str, str]]:
+    """(a phrase, another searchable term of its entry) for every built-in entry."""
+    return [(entry.terms[0], term) for entry in builtin().entries for term in entry.terms[1:]]
+
+
+def test_every_builtin_term_is_found_for_its_entrys_phrase_and_never_when_negated() -> None:
+    from assay.checks.voice_transcript import ExactMatcher, FuzzyMatcher, find_phrase
+
+    tiers = [ExactMatcher(), FuzzyMatcher()]
+
+    def found(wanted: str, said: str) -> bool:
+        return bool(
+            find_phrase(wanted, "contains", [(0, "agent", normalise(said))], tiers, builtin())["found"]
+        )
+
+    pairs = _pairs()
+    assert len(pairs) >= 500
+    missed = [(a, t) for a, t in pairs if not found(a, f"Okay, {t} is on file.")]
+    assert missed == []
+    # "non" in a term is itself the negation the guard compares, so those entries say it twice.
+    flipped = [(a, t) for a, t in pairs if "non" not in f"{a} {t}".casefold() and found(a, f"Okay, no {t}.")]
+    assert flipped == []
