@@ -134,6 +134,11 @@ def test_a_variant_is_found_and_the_evidence_says_which_one_and_from_which_entry
     assert result["evidence"]["tiers"] == ["exact", "fuzzy", "vocabulary"]
 
 
+def test_the_vocabulary_follows_the_criterions_own_tiers(tmp_path: Path) -> None:
+    result = run(tmp_path, ["Can I get the DOB?"], contains=["date of birth"], tiers=["exact"])
+    assert result["passed"] is True and result["evidence"]["tiers"] == ["exact", "vocabulary"]
+
+
 def test_the_phrase_itself_wins_over_a_variant(tmp_path: Path) -> None:
     result = run(tmp_path, ["DOB first.", "Now the date of birth, please."], contains=["date of birth"])
     assert phrase(result)["method"] == "exact" and phrase(result)["turn"] == 1

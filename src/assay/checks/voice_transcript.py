@@ -7,9 +7,10 @@ guards accept decides, and its name is recorded as `method`:
 1. `exact` — the phrase's normalised words appear, in order and whole, in the turn's (`_speech`);
 2. `fuzzy` — `rapidfuzz.fuzz.partial_ratio` ≥ 90 on the normalised texts, best turn wins;
    then `vocabulary` — the phrase said in the trade's other words (`checks/vocabulary`: "DOB" for
-   "date of birth", "precertification" for "prior authorization"), each variant through tiers 1–2
-   (and 3, after the phrase itself, when it is on); on unless the criterion says
-   `vocabulary: false`. Its evidence names the variant, the lexicon entries and the tier;
+   "date of birth", "precertification" for "prior authorization"), each variant through tier 1
+   (and tier 3, after the phrase itself, when it is on; not tier 2, see `VARIANT_TIERS`); on
+   unless the criterion says `vocabulary: false`. Its evidence names the variant, the lexicon
+   entries and the tier;
 3. `semantic` — sentence embeddings (`_semantic`), when the deployment turns it on
    (`ASSAY_VOICE_SEMANTIC=1`) or the criterion lists it in `tiers`; needs the `semantic` extra;
 4. `judge` — the LLM judge, asked about each `contains` phrase tiers 1–3 did not find, when one
@@ -63,6 +64,9 @@ NEGATIONS = frozenset({"no", "not", "never", "without", "none", "neither", "nor"
 """SPEC §3.6's negations; `n't` and `cannot` arrive as a `not` token (see `_speech`)."""
 VARIANT_NEGATIONS = NEGATIONS | NEGATED_PREFIXES
 VARIANT_TIERS = frozenset({"exact", "semantic"})
+"""Tiers a vocabulary variant goes through. Not `fuzzy`: a near-spelling of a synonym stacks two
+approximations, and on the labelled set's calibration split it added one false accept and no
+match (docs/decisions.md)."""
 _WORDS_BEFORE = 3
 
 PhraseKind = Literal["contains", "not_contains"]
@@ -235,8 +239,8 @@ def find_phrase(
     """One phrase's evidence entry: the first tier whose best guarded match is found decides.
 
     With a `vocabulary`, the phrase's variants are tried after tiers 1–2 found the phrase itself
-    nowhere, each through tiers 1–2, then the phrase and then its variants through the tiers
-    after them (semantic): a variant never outranks the phrase in the same tier.
+    nowhere, each through `exact`; then the phrase and then its variants through the tiers after
+    them (semantic): a variant never outranks the phrase in the same tier.
     """
     wanted = normalise(phrase)
     if not wanted.tokens:
