@@ -1,9 +1,9 @@
-"""`voice-transcript` matcher on the labelled phrase set (issue 13), and its cost per criterion.
+"""`voice-transcript` matcher on the labelled phrase set, and its cost per criterion.
 
     uv run --extra semantic python bench/bench_voice_matcher.py [--rounds N]
 
 Part 1 — precision, recall and F1 per kind and overall for each tier combination (exact;
-exact+fuzzy, the default install; exact+fuzzy+semantic), on every item of
+exact+fuzzy; exact+fuzzy+vocabulary, the default install; the same with semantic), on every item of
 tests/fixtures/voice/labelled/phrases.yaml (one agent turn, one `contains` phrase). Negation
 false accepts are the "negation flips". Without the `semantic` extra the semantic rows are skipped.
 Then tier 3's calibration: the thresholds the calibration split chooses (tests/checks/voice_set.py
@@ -13,12 +13,14 @@ Part 2 — time: loading the semantic model in a fresh process (the peer: nothin
 default tiers) — the model's own cost (importing numpy, onnxruntime and tokenizers, building the
 onnxruntime session) apart from importing assay itself, which every process pays anyway — and the
 time per `voice-transcript` criterion (3 `contains` + 1 `not_contains`
-phrases) on a 10-turn transcript through `verify_criterion`, default tiers vs semantic on: p50
+phrases, some in the trade's words the vocabulary tier knows) on a 10-turn transcript through
+`verify_criterion`, vocabulary off, default tiers (with the vocabulary) and semantic on: p50
 over N rounds of 20 distinct criteria (turn windows are embedded once and cached, as criteria of
 one task share their transcript; each criterion's phrases are new).
 
-Targets: default precision ≥ 0.98; semantic precision ≥ 0.95, recall ≥ 0.92, paraphrase recall
-≥ 0.85, 0 negation flips; model load < 2 s; < 20 ms per criterion p50.
+Targets: default precision ≥ 0.98 held out; semantic (with the vocabulary) precision ≥ 0.95,
+recall ≥ 0.80, paraphrase recall ≥ 0.50 held out, 0 negation flips; model load < 2 s; < 5 ms per
+criterion p50 for the default tiers, < 20 ms with semantic on.
 """
 
 from __future__ import annotations
@@ -37,11 +39,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.checks import voice_set
 
 from assay.checks import _semantic, semantic_unavailable
+from assay.checks.vocabulary import builtin
 from assay.core.state import VoiceTurn
 from assay.snapshot import open_snapshot, write_snapshot
 from assay.verify import CriterionSpec, verify_criterion
 
-COMBOS = (("exact",), ("exact", "fuzzy"), ("exact", "fuzzy", "semantic"))
+COMBOS = (
+    ("exact",),
+    ("exact", "fuzzy"),
+    ("exact", "fuzzy", "vocabulary"),
+    ("exact", "fuzzy", "semantic"),
+    ("exact", "fuzzy", "vocabulary", "semantic"),
+)
 LOAD_PROBE = (
     "import time; t = time.perf_counter(); "
     "from assay.checks._semantic import embedder; m = time.perf_counter(); embedder().load(); "
@@ -61,7 +70,7 @@ def quality(with_semantic: bool) -> None:
             print(f"\n{'+'.join(combo)}: skipped ({semantic_unavailable()})")
             continue
         started = time.perf_counter()
-        scores = voice_set.score(items, voice_set.matchers(combo))
+        scores = voice_set.score(items, voice_set.matchers(combo), voice_set.lexicon(combo))
         took = time.perf_counter() - started
         print(f"\n{'+'.join(combo)}  ({took:.1f} s for the set)")
         print(f"  {'kind':11} {'n':>4} {'P':>6} {'R':>6} {'F1':>6} {'FP':>4} {'FN':>4}")
@@ -72,15 +81,24 @@ def quality(with_semantic: bool) -> None:
                 f" {s.fp:4} {s.fn:4}"
             )
         print(f"  negation flips accepted: {scores['negation'].fp}")
+        for split in voice_set.SPLITS:
+            part = voice_set.score(
+                [i for i in items if i.split == split], voice_set.matchers(combo), voice_set.lexicon(combo)
+            )
+            o = part["overall"]
+            print(
+                f"  {split:11} {o.items:4} {fmt(o.precision):>6} {fmt(o.recall):>6} {fmt(o.f1):>6}"
+                f" {o.fp:4} {o.fn:4}  paraphrase R {fmt(part['paraphrase'].recall)}"
+            )
     if with_semantic:
         calibration(items)
 
 
 def calibration(items: list) -> None:
-    candidates = voice_set.semantic_candidates(items)
+    candidates = voice_set.semantic_candidates(items, builtin())
     chosen = voice_set.calibrate(items, candidates)
     print(
-        f"\ntier 3 calibration: the calibration split chooses cosine >= {chosen.threshold}, "
+        f"\ntier 3 calibration (after the vocabulary): the calibration split chooses cosine >= {chosen.threshold}, "
         f"alignment >= {chosen.alignment} (shipped: {_semantic.THRESHOLD}, {_semantic.ALIGNMENT})"
     )
     print(f"  {'split':12} {'n':>4} {'P':>6} {'R':>6} {'para R':>7} {'neg flips':>9} {'number FA':>9}")
@@ -112,16 +130,16 @@ def transcript() -> list[VoiceTurn]:
     return [VoiceTurn(speaker, text) for speaker, text in lines]
 
 
-def criteria(round_: int) -> list[CriterionSpec]:
+def criteria(round_: int, vocabulary: bool = True) -> list[CriterionSpec]:
     phrases = [
         "physical therapy is covered",
         "the coverage is active",
-        "what is the member ID",
+        "what is the subscriber ID",
         "visit limit is 20 visits per year",
-        "prior authorization is not required",
+        "prior auth is not required",
         "reference number is 77120",
         "calling on behalf of Riverside Clinic",
-        "thank you for your help",
+        "the patient's DOB",
     ]
     return [
         CriterionSpec(
@@ -132,7 +150,8 @@ def criteria(round_: int) -> list[CriterionSpec]:
                     phrases[(i + 1) % 8],
                     f"{phrases[(i + 2) % 8]} today {round_}-{i}",
                 ],
-                "not_contains": ["social security number"],
+                "not_contains": ["SSN"],
+                "vocabulary": vocabulary,
             }
         )
         for i in range(20)
@@ -155,20 +174,21 @@ def cost(rounds: int, with_semantic: bool, root: Path) -> None:
             f"(runs: {', '.join(f'{x:.2f}' for x in loads)}); default tiers load nothing; "
             f"importing assay itself before it: median {statistics.median(imports):.2f} s"
         )
-    for label, semantic in (("default tiers", False), ("semantic on", True)):
+    runs = (("vocabulary off", False, False), ("default tiers", False, True), ("semantic on", True, True))
+    for label, semantic, vocabulary in runs:
         if semantic and not with_semantic:
             continue
         verify_criterion(criteria(-1)[0], state, semantic=semantic)  # load the model, warm caches
         times = []
         for round_ in range(rounds):
-            for spec in criteria(round_):
+            for spec in criteria(round_, vocabulary):
                 started = time.perf_counter()
                 result = verify_criterion(spec, state, semantic=semantic)
                 times.append((time.perf_counter() - started) * 1000)
                 assert result.status == "ok", result.details
         times.sort()
         p50, p95 = statistics.median(times), times[int(len(times) * 0.95) - 1]
-        target = " (target < 20 ms)" if semantic else ""
+        target = " (target < 20 ms)" if semantic else " (target < 5 ms)" if vocabulary else ""
         print(
             f"{label:14} per criterion (10-turn transcript, 4 phrases): p50 {p50:.2f} ms{target}, "
             f"p95 {p95:.2f} ms"

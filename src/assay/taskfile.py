@@ -1,4 +1,5 @@
-"""Task files for `assay verify` (SPEC §7): YAML or JSON with `criteria` and `input_entity`.
+"""Task files for `assay verify` (SPEC §7): YAML or JSON with `criteria`, `input_entity` and
+`vocabulary` (the benchmark's own lexicon entries, as a task run's snapshot carries them).
 
 Extra keys are ignored, so `GET /tasks/{id}` output, a task run's `snapshot` (which nests the
 task under `task` and the criteria beside it) and a whole task run (`GET /task-runs/{id}`, whose
@@ -25,6 +26,7 @@ __all__ = ["TaskFile", "load_task_file", "parse_task_document"]
 class TaskFile:
     criteria: list[CriterionSpec]
     input_entity: Mapping[str, Any] | None
+    vocabulary: Any = None
 
 
 def load_task_file(path: str | Path) -> TaskFile:
@@ -60,7 +62,8 @@ def parse_task_document(document: Any, name: str = "task file") -> TaskFile:
         CriterionSpec.from_json(item if isinstance(item, dict) else {"assertion": item}, i)
         for i, item in enumerate(criteria)
     ]
-    return TaskFile(specs, entity if isinstance(entity, dict) else None)
+    vocabulary = document.get("vocabulary")
+    return TaskFile(specs, entity if isinstance(entity, dict) else None, vocabulary)
 
 
 def _kind(path: Path) -> str:

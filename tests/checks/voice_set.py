@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from assay.checks._speech import normalise
+from assay.checks.vocabulary import Lexicon, builtin
 from assay.checks.voice_transcript import ExactMatcher, FuzzyMatcher, PhraseMatcher, find_phrase
 
 __all__ = [
@@ -71,9 +72,12 @@ def load_items(path: Path = SET) -> list[Item]:
 
 
 def matchers(names: Sequence[str]) -> list[PhraseMatcher]:
-    """Matchers for tier names (`semantic` needs the extra)."""
+    """Matchers for tier names (`semantic` needs the extra; `vocabulary` is not a matcher: see
+    `lexicon`)."""
     found: list[PhraseMatcher] = []
     for name in names:
+        if name == "vocabulary":
+            continue
         if name == "exact":
             found.append(ExactMatcher())
         elif name == "fuzzy":
@@ -87,9 +91,14 @@ def matchers(names: Sequence[str]) -> list[PhraseMatcher]:
     return found
 
 
-def predict(item: Item, tiers: Sequence[PhraseMatcher]) -> dict[str, Any]:
+def lexicon(names: Sequence[str]) -> Lexicon | None:
+    """The built-in lexicon when the tier names list `vocabulary`."""
+    return builtin() if "vocabulary" in names else None
+
+
+def predict(item: Item, tiers: Sequence[PhraseMatcher], vocabulary: Lexicon | None = None) -> dict[str, Any]:
     turns = [(0, "agent", normalise(item.text))]
-    return find_phrase(item.phrase, "contains", turns, tiers)
+    return find_phrase(item.phrase, "contains", turns, tiers, vocabulary)
 
 
 @dataclass
@@ -131,10 +140,12 @@ class Scores:
         return self.tp + self.fp + self.fn + self.tn
 
 
-def score(items: Iterable[Item], tiers: Sequence[PhraseMatcher]) -> dict[str, Scores]:
+def score(
+    items: Iterable[Item], tiers: Sequence[PhraseMatcher], vocabulary: Lexicon | None = None
+) -> dict[str, Scores]:
     """Scores per kind and `overall`; `negation` false accepts are the negation flips."""
     listed = list(items)
-    return _tally(listed, [bool(predict(item, tiers)["found"]) for item in listed])
+    return _tally(listed, [bool(predict(item, tiers, vocabulary)["found"]) for item in listed])
 
 
 def _tally(items: Sequence[Item], found: Sequence[bool]) -> dict[str, Scores]:
@@ -155,31 +166,41 @@ class Candidate:
     """Whether the number and negation guards accept the window."""
 
 
-def semantic_candidates(items: Sequence[Item]) -> list[tuple[bool, list[Candidate]]]:
-    """Per item: whether tiers 1-2 already find the phrase, and every tier-3 window's signals.
+def semantic_candidates(
+    items: Sequence[Item], vocabulary: Lexicon | None = None
+) -> list[tuple[bool, list[Candidate]]]:
+    """Per item: whether the tiers before tier 3 already find the phrase (1-2, and the vocabulary's
+    variants when given), and every tier-3 window's signals, for the phrase and each variant.
 
-    One model pass per item; any pair of thresholds is then scored without the model
+    One model pass per text; any pair of thresholds is then scored without the model
     (a window is proposed when both signals reach their thresholds, as in `SemanticMatcher`).
     """
     from assay.checks._semantic import _aligned, embedder, windows
     from assay.checks._speech import SpanMatch
-    from assay.checks.voice_transcript import _guards_accept
+    from assay.checks.voice_transcript import NEGATIONS, VARIANT_NEGATIONS, _guards_accept
 
     model, basic = embedder(), matchers(["exact", "fuzzy"])
     found = []
     for item in items:
         wanted, turn = normalise(item.phrase), normalise(item.text)
         cut = windows(turn)
-        encoded = model.encode([wanted.source, *(w.text for w in cut)]) if cut else []
-        candidates = [
-            Candidate(
-                float(have.sentence @ encoded[0].sentence),
-                _aligned(encoded[0], have),
-                _guards_accept(wanted, turn, SpanMatch(window.first, window.last, 1.0)),
-            )
-            for window, have in zip(cut, encoded[1:], strict=True)
-        ]
-        found.append((bool(predict(item, basic)["found"]), candidates))
+        said = [(wanted, NEGATIONS)]
+        if vocabulary is not None:
+            said += [(variant.speech, VARIANT_NEGATIONS) for variant in vocabulary.variants(wanted)]
+        candidates = []
+        if cut:
+            have = model.encode([w.text for w in cut])
+            for speech, negations in said:
+                (phrase,) = model.encode([speech.source])
+                candidates += [
+                    Candidate(
+                        float(window_vectors.sentence @ phrase.sentence),
+                        _aligned(phrase, window_vectors),
+                        _guards_accept(speech, turn, SpanMatch(window.first, window.last, 1.0), negations),
+                    )
+                    for window, window_vectors in zip(cut, have, strict=True)
+                ]
+        found.append((bool(predict(item, basic, vocabulary)["found"]), candidates))
     return found
 
 

@@ -125,7 +125,7 @@ def test_voice_criterion_needs_the_semantic_tier(tmp_path: Path, semantic: bool)
     found = check["evidence"]["phraseResults"][0]
     if semantic:
         assert check["passed"] is True and found["method"] == "semantic" and found["similarity"] >= THRESHOLD
-        assert check["evidence"]["tiers"] == ["exact", "fuzzy", "semantic"]
+        assert check["evidence"]["tiers"] == ["exact", "fuzzy", "vocabulary", "semantic"]
     else:
         assert check["passed"] is False and found["found"] is False and found["method"] is None
-        assert check["evidence"]["tiers"] == ["exact", "fuzzy"]
+        assert check["evidence"]["tiers"] == ["exact", "fuzzy", "vocabulary"]

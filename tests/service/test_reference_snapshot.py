@@ -160,3 +160,22 @@ def test_a_bad_reference_snapshot_is_a_422_naming_the_key(
     body = {"benchmark_id": benchmark["id"], "name": "t", "reference": reference}
     details = error(api.post("/tasks", json=body), 422, "VALIDATION_ERROR")
     assert any(where in key for key in details), details
+
+
+def test_a_reference_snapshot_is_judged_with_the_benchmarks_vocabulary(
+    server: Server, api: httpx.Client
+) -> None:
+    own = [{"id": "sunrise", "terms": ["Sunrise Health Plan", "SHP"], "source": "member handbook"}]
+    benchmark = ok(
+        api.post("/benchmarks", json={"name": unique("vocabulary reference"), "vocabulary": own}), 201
+    )
+    turns = '[{"speaker": "agent", "text": "Thank you for calling SHP."}]'
+    reference = {"snapshot": {"files": [{"path": "voice/turns.json", "content": turns}]}}
+    body = {"benchmark_id": benchmark["id"], "name": "greet", "reference": reference}
+    task = ok(api.post("/tasks", json=body), 201)
+    voice = {"assert": "voice-transcript", "speaker": "agent", "contains": ["Sunrise Health Plan"]}
+    ok(api.post("/criteria", json={"task_id": task["id"], **criterion(voice, label="plan named")}), 201)
+    result = ok(api.post(f"/tasks/{task['id']}/self-test"))
+    (check,) = result["reference"]["checks"]
+    assert check["passed"] is True, check
+    assert check["evidence"]["phraseResults"][0]["vocabulary"]["entries"] == ["sunrise"]

@@ -17,7 +17,11 @@ VOICE = {
     "phraseResults": [
         {"phrase": "member ID", "kind": "contains", "found": True, "passed": True, "turn": 2,
          "speaker": "agent", "text": "member identification number", "method": "fuzzy", "similarity": 0.91},
-        {"phrase": "SSN", "kind": "not_contains", "found": False, "passed": True, "turn": None},
+        {"phrase": "SSN", "kind": "not_contains", "found": False, "passed": True, "turn": None,
+         "variantsRuledOut": [{"variant": "social security number", "entries": ["ssn"], "replaced": []}]},
+        {"phrase": "date of birth", "kind": "contains", "found": True, "passed": True, "turn": 3,
+         "speaker": "agent", "text": "DOB", "method": "vocabulary", "similarity": 1.0,
+         "vocabulary": {"variant": "dob", "entries": ["date-of-birth"], "replaced": [], "tier": "exact"}},
     ]
 }  # fmt: skip
 PORTAL = {
@@ -34,7 +38,9 @@ def event(ident: str, path: str, response: str | None = None, kind: str = "fhir_
 def test_evidence_rows_for_each_shape() -> None:
     (row,) = evidence_rows(FHIR)
     assert (row.field, row.expected, row.actual, row.passed) == ("start", "2026-11-10", "2026-11-11", False)
-    said, never = evidence_rows(VOICE)
+    said, never, trade = evidence_rows(VOICE)
+    assert trade.note == "vocabulary: as “dob” (date-of-birth), similarity 1.0" and "DOB" in trade.actual
+    assert never.note == "1 variant in the trade's words ruled out"
     assert (
         said.expected == "said" and "member identification number" in said.actual and "turn 2" in said.actual
     )

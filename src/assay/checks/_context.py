@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from assay.checks.vocabulary import Lexicon
 from assay.core.judging import Judge
 
 __all__ = ["CheckContext"]
@@ -19,3 +20,8 @@ class CheckContext:
     """Whether the deployment turned the semantic voice tier on (`ASSAY_VOICE_SEMANTIC=1`)."""
     judge: Judge | None = None
     """The LLM judge (`ASSAY_JUDGE_URL`), or a replay of recorded verdicts on `rescore`."""
+    lexicon: Lexicon | None = None
+    """The vocabulary tier's lexicon: the built-in one (None) or it plus the benchmark's entries."""
+    vocabulary_problem: str | None = None
+    """Why the benchmark's frozen `vocabulary` cannot be read (a voice criterion using the
+    vocabulary is then an `error`, never judged with part of it)."""

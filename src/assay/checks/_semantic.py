@@ -265,6 +265,11 @@ class SemanticMatcher:
         self.threshold = threshold
         self._model = model or embedder()
 
+    def warm(self, phrases: Sequence[Speech]) -> None:
+        """Embed phrases about to be searched in one model pass (a phrase's vocabulary variants):
+        one batch costs far less than one pass per phrase."""
+        self._model.encode([phrase.source for phrase in phrases])
+
     def spans(self, phrase: Speech, turn: Speech) -> Iterator[SpanMatch]:
         for window, similarity in self.scored(phrase, turn):
             if similarity < self.threshold:

@@ -6,16 +6,25 @@ guards accept decides, and its name is recorded as `method`:
 
 1. `exact` — the phrase's normalised words appear, in order and whole, in the turn's (`_speech`);
 2. `fuzzy` — `rapidfuzz.fuzz.partial_ratio` ≥ 90 on the normalised texts, best turn wins;
+   then `vocabulary` — the phrase said in the trade's other words (`checks/vocabulary`: "DOB" for
+   "date of birth", "precertification" for "prior authorization"), each variant through tier 1
+   (and tier 3, after the phrase itself, when it is on; not tier 2, see `VARIANT_TIERS`); on
+   unless the criterion says `vocabulary: false`. Its evidence names the variant, the lexicon
+   entries and the tier;
 3. `semantic` — sentence embeddings (`_semantic`), when the deployment turns it on
    (`ASSAY_VOICE_SEMANTIC=1`) or the criterion lists it in `tiers`; needs the `semantic` extra;
 4. `judge` — the LLM judge, asked about each `contains` phrase tiers 1–3 did not find, when one
    is configured (`ASSAY_JUDGE_URL`) or listed in `tiers`; its answer is recorded in the evidence.
 
-The default install runs tiers 1–2 only: offline and deterministic (docs/decisions.md).
+The default install runs tiers 1–2 and the vocabulary: offline and deterministic
+(docs/decisions.md).
 
 Two guards check every tier's match, so a near-match never flips meaning: numbers in the phrase
-and in the matched span must agree, and the span (or the three words before it) must not hold a
-negation the phrase lacks — nor lack one the phrase holds.
+(or the variant) and in the matched span must agree, and the span (or the three words before it)
+must not hold a negation the phrase lacks — nor lack one the phrase holds. For a variant "non"
+counts as a negation too, so "participating" is never found in "non-participating". A
+`not_contains` phrase is searched with its variants as well; when none is found, the evidence
+lists the variants that were ruled out.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from assay.checks._context import CheckContext
 from assay.checks._fields import matched_details
 from assay.checks._judging import JudgeGarbage, ask_judge, load_prompt
 from assay.checks._speech import SpanMatch, Speech, normalise
+from assay.checks.vocabulary import NEGATED_PREFIXES, Lexicon, Variant, builtin
 from assay.core.assertions import VoiceTranscript
 from assay.core.assertions.voice import TIER_ORDER
 from assay.core.judging import Judge, JudgeUnavailable
@@ -52,6 +62,11 @@ __all__ = [
 FUZZY_THRESHOLD = 90.0
 NEGATIONS = frozenset({"no", "not", "never", "without", "none", "neither", "nor"})
 """SPEC §3.6's negations; `n't` and `cannot` arrive as a `not` token (see `_speech`)."""
+VARIANT_NEGATIONS = NEGATIONS | NEGATED_PREFIXES
+VARIANT_TIERS = frozenset({"exact", "semantic"})
+"""Tiers a vocabulary variant goes through. Not `fuzzy`: a near-spelling of a synonym stacks two
+approximations, and on the labelled set's calibration split it added one false accept and no
+match (docs/decisions.md)."""
 _WORDS_BEFORE = 3
 
 PhraseKind = Literal["contains", "not_contains"]
@@ -132,6 +147,7 @@ class _Plan:
     contains: tuple[PhraseMatcher, ...]
     not_contains: tuple[PhraseMatcher, ...]
     judge: Judge | None
+    vocabulary: Lexicon | None
 
 
 def check(assertion: VoiceTranscript, state: SandboxState, context: CheckContext) -> CriterionResult:
@@ -144,7 +160,7 @@ def check(assertion: VoiceTranscript, state: SandboxState, context: CheckContext
         for index, turn in enumerate(state.voice_turns())
         if assertion.speaker == "any" or turn.speaker.casefold() == assertion.speaker
     ]
-    results = [find_phrase(p, "contains", turns, plan.contains) for p in assertion.contains]
+    results = [find_phrase(p, "contains", turns, plan.contains, plan.vocabulary) for p in assertion.contains]
     if plan.judge is not None and turns:
         for i, result in enumerate(results):
             if result["found"]:
@@ -153,7 +169,10 @@ def check(assertion: VoiceTranscript, state: SandboxState, context: CheckContext
                 results[i] = _ask_judge(plan.judge, result["phrase"], turns)
             except (JudgeUnavailable, JudgeGarbage) as exc:
                 return CriterionResult.error(f"LLM judge could not decide {result['phrase']!r}: {exc}")
-    results += [find_phrase(p, "not_contains", turns, plan.not_contains) for p in assertion.not_contains]
+    results += [
+        find_phrase(p, "not_contains", turns, plan.not_contains, plan.vocabulary)
+        for p in assertion.not_contains
+    ]
     passed = sum(result["passed"] for result in results)
     score = Fraction(passed, len(results)) if results else Fraction(1)
     details = matched_details("Transcript", passed, len(results), noun="phrase")
@@ -164,6 +183,8 @@ def check(assertion: VoiceTranscript, state: SandboxState, context: CheckContext
             "threshold": _semantic.THRESHOLD,
             "alignment": _semantic.ALIGNMENT,
         }
+    if plan.vocabulary is not None:
+        evidence["vocabulary"] = plan.vocabulary.describe()
     return CriterionResult(score, details, evidence)
 
 
@@ -180,6 +201,7 @@ def _plan(assertion: VoiceTranscript, context: CheckContext) -> _Plan | Criterio
 
     A tier the criterion asks for that cannot run here is an `error`, never a quiet skip.
     """
+    names: tuple[str, ...]
     if assertion.tiers is not None:
         names = tuple(t for t in TIER_ORDER if t in assertion.tiers)
     else:
@@ -187,6 +209,15 @@ def _plan(assertion: VoiceTranscript, context: CheckContext) -> _Plan | Criterio
         names += ("judge",) if context.judge is not None else ()
     if "semantic" in names and (reason := _semantic.semantic_unavailable()):
         return CriterionResult.error(reason)
+    vocabulary = None
+    if assertion.vocabulary:
+        if context.vocabulary_problem:
+            return CriterionResult.error(
+                f"the benchmark's vocabulary cannot be used: {context.vocabulary_problem}"
+            )
+        vocabulary = context.lexicon or builtin()
+        after = sum(name in _BASIC for name in names)
+        names = (*names[:after], "vocabulary", *names[after:])
     if "judge" in names and context.judge is None:
         return CriterionResult.error(
             "the judge tier was asked for but no LLM judge is configured (set ASSAY_JUDGE_URL)"
@@ -194,37 +225,90 @@ def _plan(assertion: VoiceTranscript, context: CheckContext) -> _Plan | Criterio
     basic: dict[str, PhraseMatcher] = {"exact": ExactMatcher(), "fuzzy": FuzzyMatcher()}
     first_two = tuple(basic[n] for n in names if n in basic)
     semantic: tuple[PhraseMatcher, ...] = (_semantic.SemanticMatcher(),) if "semantic" in names else ()
-    return _Plan(names, first_two + semantic, first_two, context.judge if "judge" in names else None)
+    judge = context.judge if "judge" in names else None
+    return _Plan(names, first_two + semantic, first_two, judge, vocabulary)
 
 
 def find_phrase(
-    phrase: str, kind: PhraseKind, turns: Turns, tiers: Sequence[PhraseMatcher]
+    phrase: str,
+    kind: PhraseKind,
+    turns: Turns,
+    tiers: Sequence[PhraseMatcher],
+    vocabulary: Lexicon | None = None,
 ) -> dict[str, Any]:
-    """One phrase's evidence entry: the first tier whose best guarded match is found decides."""
+    """One phrase's evidence entry: the first tier whose best guarded match is found decides.
+
+    With a `vocabulary`, the phrase's variants are tried after tiers 1–2 found the phrase itself
+    nowhere, each through `exact`; then the phrase and then its variants through the tiers after
+    them (semantic): a variant never outranks the phrase in the same tier.
+    """
     wanted = normalise(phrase)
     if not wanted.tokens:
         return _result(phrase, kind, found=False)
-    for tier in tiers:
-        best: tuple[SpanMatch, int, str, Speech] | None = None
-        for index, speaker, turn in turns:
-            span = next((s for s in tier.spans(wanted, turn) if _guards_accept(wanted, turn, s)), None)
-            if span is not None and (best is None or span.similarity > best[0].similarity):
-                best = (span, index, speaker, turn)
-                if span.similarity >= 1.0:
-                    break
-        if best is not None:
-            span, index, speaker, turn = best
-            return _result(
-                phrase,
-                kind,
-                found=True,
-                turn=index,
-                speaker=speaker,
-                text=turn.span(span.first, span.last),
-                method=tier.method,
-                similarity=round(span.similarity, 4),
-            )
-    return _result(phrase, kind, found=False)
+    variants = vocabulary.variants(wanted) if vocabulary is not None else []
+    basic = [tier for tier in tiers if tier.method in _BASIC]
+    later = [tier for tier in tiers if tier.method not in _BASIC]
+    stages: list[tuple[PhraseMatcher, Variant | None]] = [(tier, None) for tier in basic]
+    stages += [(tier, variant) for tier in basic if tier.method in VARIANT_TIERS for variant in variants]
+    for tier in later:
+        stages += [(tier, None)]
+        stages += [(tier, variant) for variant in variants if tier.method in VARIANT_TIERS]
+    warmed: set[int] = set()
+    for tier, variant in stages:
+        warm = getattr(tier, "warm", None)
+        if variant is not None and warm is not None and id(tier) not in warmed:
+            warmed.add(id(tier))
+            warm([v.speech for v in variants])
+        found = _best(wanted if variant is None else variant.speech, turns, tier, variant is not None)
+        if found is None:
+            continue
+        span, index, speaker, turn = found
+        result = _result(
+            phrase,
+            kind,
+            found=True,
+            turn=index,
+            speaker=speaker,
+            text=turn.span(span.first, span.last),
+            method=tier.method if variant is None else "vocabulary",
+            similarity=round(span.similarity, 4),
+        )
+        if variant is not None:
+            result["vocabulary"] = _variant_evidence(variant, tier.method)
+        return result
+    result = _result(phrase, kind, found=False)
+    if variants:
+        result["variantsRuledOut"] = [_variant_evidence(v) for v in variants]
+    return result
+
+
+_BASIC = frozenset({"exact", "fuzzy"})
+
+
+def _best(
+    wanted: Speech, turns: Turns, tier: PhraseMatcher, variant: bool
+) -> tuple[SpanMatch, int, str, Speech] | None:
+    """The tier's most similar guarded span over all turns (the first perfect one ends the search)."""
+    negations = VARIANT_NEGATIONS if variant else NEGATIONS
+    best: tuple[SpanMatch, int, str, Speech] | None = None
+    for index, speaker, turn in turns:
+        span = next((s for s in tier.spans(wanted, turn) if _guards_accept(wanted, turn, s, negations)), None)
+        if span is not None and (best is None or span.similarity > best[0].similarity):
+            best = (span, index, speaker, turn)
+            if span.similarity >= 1.0:
+                break
+    return best
+
+
+def _variant_evidence(variant: Variant, method: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "variant": variant.text,
+        "entries": list(variant.entries),
+        "replaced": [{"term": said, "by": by} for said, by in variant.replaced],
+    }
+    if method is not None:
+        body["tier"] = method
+    return body
 
 
 def _ask_judge(judge: Judge, phrase: str, turns: Turns) -> dict[str, Any]:
@@ -283,16 +367,18 @@ def _locate(quote: Speech, turn: Speech) -> SpanMatch:
     return SpanMatch(0, max(len(turn.tokens) - 1, 0), 0.0)
 
 
-def _guards_accept(phrase: Speech, turn: Speech, span: SpanMatch) -> bool:
+def _guards_accept(
+    phrase: Speech, turn: Speech, span: SpanMatch, negations: frozenset[str] = NEGATIONS
+) -> bool:
     """The number guard and the negation guard (SPEC §3.6), on any tier's span."""
     if not turn.tokens:
         return False
     last_phrase = len(phrase.tokens) - 1
     if phrase.numbers(0, last_phrase) != turn.numbers(*_whole_numbers(turn, span)):
         return False
-    phrase_negated = bool(NEGATIONS.intersection(phrase.words(0, last_phrase)))
+    phrase_negated = bool(negations.intersection(phrase.words(0, last_phrase)))
     context = turn.words_before(span.first, _WORDS_BEFORE) + turn.words(span.first, span.last)
-    return phrase_negated == bool(NEGATIONS.intersection(context))
+    return phrase_negated == bool(negations.intersection(context))
 
 
 def _whole_numbers(turn: Speech, span: SpanMatch) -> tuple[int, int]:

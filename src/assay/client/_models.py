@@ -81,6 +81,7 @@ class Benchmark(Model):
     timeout: int | None = None
     concurrency: int | None = None
     slug: str | None = None
+    vocabulary: list[Any] | None = None
     created_at: str | None = None
     updated_at: str | None = None
 

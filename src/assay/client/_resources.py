@@ -158,7 +158,10 @@ class Benchmarks(_Collection[Benchmark]):
         environment_id: str | None = None,
         timeout: int | None = None,
         concurrency: int | None = None,
+        vocabulary: Sequence[dict[str, Any]] | None = None,
     ) -> Benchmark:
+        """`vocabulary`: lexicon entries `{terms, source, id?, ambiguous?}` for the voice
+        vocabulary tier, added to the built-in ones (422 names a bad entry's key)."""
         return self._create(
             _body(
                 name=name,
@@ -166,6 +169,7 @@ class Benchmarks(_Collection[Benchmark]):
                 environment_id=environment_id,
                 timeout=timeout,
                 concurrency=concurrency,
+                vocabulary=vocabulary,
             )
         )
 

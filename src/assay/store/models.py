@@ -166,6 +166,8 @@ class Benchmark(Base):
     timeout: Mapped[int | None] = mapped_column(Integer)
     concurrency: Mapped[int | None] = mapped_column(Integer)
     slug: Mapped[str | None] = mapped_column(String(200))
+    vocabulary: Mapped[Any | None]
+    """Lexicon entries for the voice vocabulary tier, added to the built-in ones (checks/vocabulary)."""
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

@@ -110,7 +110,12 @@ def verify(
         raise _fail(str(exc)) from None
     try:
         result = verify_task(
-            task.criteria, state, input_entity=task.input_entity, semantic=semantic, judge=judge
+            task.criteria,
+            state,
+            input_entity=task.input_entity,
+            semantic=semantic,
+            judge=judge,
+            vocabulary=task.vocabulary,
         )
     finally:
         if judge is not None:

@@ -2,7 +2,7 @@
 
     my-benchmark/
       benchmark.yaml            name, description?, timeout?, concurrency?, environment?: {name?, description?,
-                                settings?, datasets?: [dataset names]}
+                                settings?, datasets?: [dataset names]}, vocabulary?: [{terms, source, ...}]
       tasks/<anything>.yaml     name, task_item?, scenario?, tags?, timeout?, datasets?: [names],
                                 input_entity?, reference?: {actions: [...]} | {snapshot: PATH},
                                 criteria: [{label, assertion, weight?, axis?, input_entity_id?, required?, idle_ok?}]
@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from assay.checks.vocabulary import VocabularyInvalid, parse_entries
 from assay.core.errors import SnapshotError
 from assay.snapshot import snapshot_files
 
@@ -43,7 +44,7 @@ _TASK_KEYS = {
     "criteria",
     "reference",
 }
-_BENCHMARK_KEYS = {"name", "description", "timeout", "concurrency", "environment"}
+_BENCHMARK_KEYS = {"name", "description", "timeout", "concurrency", "environment", "vocabulary"}
 _CRITERION_KEYS = {"label", "assertion", "weight", "axis", "input_entity_id", "required", "idle_ok"}
 
 
@@ -196,6 +197,11 @@ def read_package(folder: str | Path) -> Package:
     if not manifest.is_file():
         raise PackageError(f"{folder}: no benchmark.yaml (is this a benchmark package?)")
     benchmark = _mapping(_load(manifest), str(manifest), _BENCHMARK_KEYS)
+    if benchmark.get("vocabulary") is not None:
+        try:
+            parse_entries(benchmark["vocabulary"])
+        except VocabularyInvalid as exc:
+            raise PackageError(f"{manifest}: {exc}") from None
     if not isinstance(benchmark.get("name"), str) or not benchmark["name"]:
         raise PackageError(f"{manifest}: needs a `name`")
     environment = _mapping(
@@ -222,7 +228,9 @@ def read_package(folder: str | Path) -> Package:
         if name not in datasets:
             raise PackageError(f"{folder}: dataset {name!r} is used but there is no datasets/{name}.yaml")
     header: Json = {
-        key: benchmark[key] for key in ("description", "timeout", "concurrency") if key in benchmark
+        key: benchmark[key]
+        for key in ("description", "timeout", "concurrency", "vocabulary")
+        if key in benchmark
     }
     return Package(benchmark["name"], header, env, tasks, datasets)
 

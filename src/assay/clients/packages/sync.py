@@ -178,7 +178,13 @@ def push(client: Assay, package: Package, step: Step = lambda _what: None) -> Pu
     )
 
     step("benchmark")
-    desired = {"description": None, "timeout": None, "concurrency": None, **package.benchmark}
+    desired = {
+        "description": None,
+        "timeout": None,
+        "concurrency": None,
+        "vocabulary": None,
+        **package.benchmark,
+    }
     benchmark_id = pusher.upsert(
         "benchmark",
         package.name,
@@ -265,7 +271,7 @@ def pull(client: Assay, ref: str) -> Package:
         tasks.append(TaskSpec(task.name, body, [name_of(i) for i in task.dataset_ids], criteria, ""))
     header = {
         key: getattr(benchmark, key)
-        for key in ("description", "timeout", "concurrency")
+        for key in ("description", "timeout", "concurrency", "vocabulary")
         if getattr(benchmark, key) is not None
     }
     return Package(benchmark.name, header, environment, tasks, datasets)

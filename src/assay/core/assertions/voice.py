@@ -42,3 +42,6 @@ class VoiceTranscript(TaggedAssertion):
     """Tiers to use, tried in SPEC order whatever the order given; default `exact`, `fuzzy`, plus
     `semantic` when the deployment sets `ASSAY_VOICE_SEMANTIC=1` and `judge` when `ASSAY_JUDGE_URL`
     is set. `not_contains` uses `exact` and `fuzzy` only, as listed."""
+    vocabulary: bool = True
+    """Also search each phrase said in the trade's other words (the built-in healthcare-administration
+    lexicon plus the benchmark's `vocabulary`), after `exact` and `fuzzy`; `false` turns it off."""

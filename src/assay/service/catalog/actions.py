@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
+from assay.checks.vocabulary import VocabularyInvalid, parse_entries
 from assay.core.assertions import parse_assertion
 from assay.core.errors import AssertionInvalid
 from assay.service.catalog import repository as repo
@@ -239,15 +240,26 @@ def delete_environment(session: Session, caller: Caller, environment_id: str) ->
 def create_benchmark(session: Session, caller: Caller, body: BenchmarkCreate) -> Benchmark:
     if body.environment_id:
         repo.get(session, Environment, caller, body.environment_id)
+    _check_vocabulary(body.vocabulary)
     return _insert(session, caller, Benchmark, "bm_", **dict(body))
 
 
 def patch_benchmark(session: Session, caller: Caller, benchmark_id: str, body: BaseModel) -> Benchmark:
     benchmark = repo.get(session, Benchmark, caller, benchmark_id)
+    _check_vocabulary(getattr(body, "vocabulary", None))
     changes = apply_patch(benchmark, body)
     if changes.get("environment_id"):
         repo.get(session, Environment, caller, changes["environment_id"])
     return benchmark
+
+
+def _check_vocabulary(vocabulary: list[Any] | None) -> None:
+    """A benchmark's vocabulary is checked when it is stored, so a run never meets a bad one."""
+    if vocabulary:
+        try:
+            parse_entries(vocabulary)
+        except VocabularyInvalid as exc:
+            raise Invalid(exc.problems) from None
 
 
 def delete_benchmark(session: Session, caller: Caller, benchmark_id: str) -> None:

@@ -122,6 +122,9 @@ class BenchmarkCreate(_Body):
     """Default deadline of each task run, seconds (a task's own `timeout` wins; else 3600)."""
     concurrency: Annotated[int, Field(ge=1, le=10_000)] | None = None
     """How many task runs of one benchmark run may be started at once (default 1)."""
+    vocabulary: list[Any] | None = None
+    """Lexicon entries `{terms, source, id?, ambiguous?}` the voice vocabulary tier adds to its
+    built-in healthcare-administration lexicon for this benchmark's criteria (docs/scoring.md)."""
 
 
 class BenchmarkPatch(BenchmarkCreate):
@@ -412,7 +415,9 @@ def environment_json(row: Environment) -> dict[str, Any]:
 
 
 def benchmark_json(row: Benchmark) -> dict[str, Any]:
-    return _row_json(row, "id", "name", "description", "environment_id", "timeout", "concurrency", "slug")
+    return _row_json(
+        row, "id", "name", "description", "environment_id", "timeout", "concurrency", "slug", "vocabulary"
+    )
 
 
 def version_json(row: BenchmarkVersion) -> dict[str, Any]:

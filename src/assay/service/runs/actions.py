@@ -116,7 +116,11 @@ def create_benchmark_run(session: Session, caller: Caller, body: BenchmarkRunCre
         ref = {"slug": version.slug, "version": version.version, "name": version.name}
     else:
         version, benchmark, benchmark_id = None, source, source.id
-        frozen_benchmark = {"timeout": benchmark.timeout, "concurrency": benchmark.concurrency}
+        frozen_benchmark = {
+            "timeout": benchmark.timeout,
+            "concurrency": benchmark.concurrency,
+            "vocabulary": benchmark.vocabulary,
+        }
         tasks = [
             freeze_task(session, caller, task) for task in catalog.tasks_of(session, caller, benchmark.id)
         ]
@@ -131,6 +135,9 @@ def create_benchmark_run(session: Session, caller: Caller, body: BenchmarkRunCre
     ]
     # Each trial is its own task run with its own playground; the token lives as long as all of them.
     tasks = [frozen for frozen in tasks for _ in range(body.trials)]
+    # The benchmark's own vocabulary goes into every task run's snapshot beside its criteria: a
+    # rescore, the state download and `assay verify` then judge with the same lexicon.
+    vocabulary = {"vocabulary": frozen_benchmark["vocabulary"]} if frozen_benchmark.get("vocabulary") else {}
     timeouts = [timeout for timeout in timeouts for _ in range(body.trials)]
     token = generate_token(RUN_TOKEN_PREFIX)
     run = BenchmarkRun(
@@ -162,7 +169,7 @@ def create_benchmark_run(session: Session, caller: Caller, body: BenchmarkRunCre
             trial=i % body.trials,
             phase="created",
             status="active",
-            snapshot={"task": frozen["task"], "criteria": frozen["criteria"]},
+            snapshot={"task": frozen["task"], "criteria": frozen["criteria"], **vocabulary},
             entities=frozen.get("entities", {}),
             timeout_seconds=timeout,
             created_at=now,
@@ -315,7 +322,12 @@ def _verify(
     specs = [CriterionSpec.from_json(criterion, i) for i, criterion in enumerate(criteria)]
     state = sandboxes.state_of(pointer, session)
     return verify_task(
-        specs, state, input_entity=state.input_entity(), semantic=grading.semantic, judge=judge
+        specs,
+        state,
+        input_entity=state.input_entity(),
+        semantic=grading.semantic,
+        judge=judge,
+        vocabulary=task_run.snapshot.get("vocabulary"),
     )
 
 

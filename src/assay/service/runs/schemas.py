@@ -239,6 +239,8 @@ def task_run_json(
         body["gated_by"] = row.gate
     if snapshot:
         body["snapshot"] = {"task": row.snapshot["task"], "criteria": row.snapshot["criteria"]}
+        if row.snapshot.get("vocabulary"):
+            body["snapshot"]["vocabulary"] = row.snapshot["vocabulary"]
     if row.failure_reason:
         body["failure_reason"] = row.failure_reason
     body.update(

@@ -177,9 +177,10 @@ def _snapshot_files(reference: Mapping[str, Any]) -> dict[str, bytes]:
     return files
 
 
-def _judge_snapshot(task: Mapping[str, Any], grading: Grading) -> Trial:
-    """The reference snapshot judged offline: the task's criteria as they stand, the input entity
-    from the snapshot's manifest (a downloaded state has it) or the task's own inline one."""
+def _judge_snapshot(task: Mapping[str, Any], grading: Grading, vocabulary: Any = None) -> Trial:
+    """The reference snapshot judged offline: the task's criteria as they stand (with the
+    benchmark's voice vocabulary, as a run of the draft would), the input entity from the
+    snapshot's manifest (a downloaded state has it) or the task's own inline one."""
     files = _snapshot_files(task["reference"])
     trial = Trial("reference", snapshot={"files": len(files), "warnings": []})
     try:
@@ -192,7 +193,14 @@ def _judge_snapshot(task: Mapping[str, Any], grading: Grading) -> Trial:
     entity = state.input_entity() or (
         inline if isinstance(inline, dict) and "entity_id" not in inline else None
     )
-    verified = verify_task(specs, state, input_entity=entity, semantic=grading.semantic, judge=grading.judge)
+    verified = verify_task(
+        specs,
+        state,
+        input_entity=entity,
+        semantic=grading.semantic,
+        judge=grading.judge,
+        vocabulary=vocabulary,
+    )
     trial.snapshot["warnings"] = list(state.warnings)  # type: ignore[index]
     trial.score, trial.verdict = float(verified.score.score), verified.score.verdict
     trial.checks = [{"criterion_id": run.spec.criterion_id, **run.as_json()} for run in verified.runs]
@@ -265,7 +273,8 @@ async def _self_test(
     given = task.get("reference") or {}
     reference = None
     if given.get("snapshot"):
-        reference = await run_in_threadpool(_judge_snapshot, task, grading)
+        benchmark = _ok(await client.get(f"/benchmarks/{task['benchmark_id']}", headers=org))
+        reference = await run_in_threadpool(_judge_snapshot, task, grading, benchmark.get("vocabulary"))
     elif given.get("actions"):
         reference = await _trial(client, org, task, "reference")
     return SelfTest(task["id"], task["name"], idle, reference, _problems(task, idle, reference))

@@ -87,6 +87,21 @@ def _results(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return found
 
 
+def _phrase_note(item: Mapping[str, Any]) -> str:
+    """How a phrase was found; for the vocabulary tier, the words it was said in and the entry;
+    for a phrase not found, how many of the trade's variants were searched too."""
+    method, variant = item.get("method"), item.get("vocabulary")
+    if method == "vocabulary" and isinstance(variant, Mapping):
+        entries = ", ".join(str(e) for e in variant.get("entries") or [])
+        return f"vocabulary: as “{variant.get('variant')}” ({entries}), similarity {item.get('similarity')}"
+    if method:
+        return f"{method}, similarity {item.get('similarity')}"
+    ruled_out = item.get("variantsRuledOut")
+    if isinstance(ruled_out, list) and ruled_out:
+        return f"{len(ruled_out)} variant{'s' if len(ruled_out) != 1 else ''} in the trade's words ruled out"
+    return ""
+
+
 def evidence_rows(evidence: Any) -> list[EvidenceRow]:
     """Expected vs actual, one row per field or phrase the check judged."""
     if not isinstance(evidence, Mapping):
@@ -95,8 +110,7 @@ def evidence_rows(evidence: Any) -> list[EvidenceRow]:
     for item in _results(evidence):
         if "phrase" in item:
             where = f"turn {item['turn']} ({item.get('speaker')})" if item.get("turn") is not None else ""
-            method = item.get("method")
-            note = f"{method}, similarity {item.get('similarity')}" if method else ""
+            note = _phrase_note(item)
             rows.append(
                 EvidenceRow(
                     field=str(item["phrase"]),
