@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from assay.client._models import Model
+from assay.core.assertions import ASSERTION_MODELS
+from assay.core.assertions.schema import assertion_schema
 
 __all__ = ["TOOLS", "InvalidCall", "Tool", "natural_language", "run_tool"]
 
@@ -52,9 +54,11 @@ class Tool:
     description: str
     actions: dict[str, Action]
     properties: dict[str, Json] = field(default_factory=dict)
+    definitions: dict[str, Json] = field(default_factory=dict)
+    """JSON Schema `$defs` the properties refer to (`#/$defs/<name>`)."""
 
     def input_schema(self) -> Json:
-        return {
+        schema: Json = {
             "type": "object",
             "properties": {
                 "action": {"type": "string", "enum": list(self.actions), "description": "What to do."},
@@ -62,6 +66,9 @@ class Tool:
             },
             "required": ["action"],
         }
+        if self.definitions:
+            schema["$defs"] = self.definitions
+        return schema
 
 
 def _snake(name: str) -> str:
@@ -153,11 +160,14 @@ _CRITERION_PROPERTIES: Json = {
     "inputEntityId": {"type": "string", "description": "Optional DatasetEntity the criterion is scoped to."},
 }
 
+_ASSERTION, _ASSERTION_DEFINITIONS = assertion_schema("#/$defs/{model}")
+"""The same union, shapes and examples `/openapi.json` shows for `assertion`."""
+
 CRITERIA = Tool(
     "criteria",
     "Manage criteria, the typed assertions the verification engine runs against a task run. "
-    "`assertion` is an object discriminated by `assert`: fhir-resource-state, hl7-structural, "
-    "portal-state-match, sftp-file-present, voice-transcript or x12-response (see the API's /docs).",
+    f"`assertion` is an object discriminated by `assert`: {', '.join(ASSERTION_MODELS)} "
+    "(docs/assertions.md). Parameters are camelCase; answers are the API's objects, snake_case.",
     {
         "list": Action(lambda c, a: _all(c.criteria.list(task_id=a["taskId"])), ("taskId",)),
         "create": Action(
@@ -169,8 +179,9 @@ CRITERIA = Tool(
     },
     {
         **_CRITERION_PROPERTIES,
-        "assertion": {"type": "object", "description": "Typed assertion spec (SPEC §3)."},
+        "assertion": _ASSERTION,
     },
+    _ASSERTION_DEFINITIONS,
 )
 
 EVALS = Tool(
