@@ -6,12 +6,19 @@ survive an edit). Only what differs is written; tasks the folder no longer has a
 second push of the same folder writes nothing and says so. A dataset whose `type` changed cannot
 be patched (the API keeps a dataset's type), so a new one is created under the same name.
 
+A push is all or nothing. The package is first checked locally with the API's own models
+(`validate.py`: every problem, by file, task, criterion and key); then creates and updates run, and
+deletions wait until they have all succeeded. When the server refuses a step, what the push made is
+deleted and what it updated is put back, newest first, and the error names the step — so the
+server holds the draft as it was, and the next push after a fix starts from there.
+
 `pull` reads a benchmark (by slug, name or id) back into a `Package`; `write_package` then writes
 exactly what `read_package` reads, so push → pull → push is a no-op.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -21,7 +28,7 @@ from assay.clients.packages.folder import DatasetSpec, Package, PackageError, Ta
 if TYPE_CHECKING:
     from assay.client import Assay, Criterion, Dataset
 
-__all__ = ["PushReport", "dataset_name", "find_benchmark", "pull", "push", "steps_of"]
+__all__ = ["PushFailed", "PushReport", "dataset_name", "find_benchmark", "pull", "push", "steps_of"]
 
 Json = dict[str, Any]
 Step = Callable[[str], None]
@@ -77,26 +84,57 @@ def _entities(items: Any) -> list[Json]:
     return [{"kind": e["kind"], "key": e.get("key"), "data": e.get("data") or {}} for e in items]
 
 
+class PushFailed(PackageError):
+    """The server refused a step; what the push had changed is rolled back."""
+
+
 class _Pusher:
     def __init__(self, client: Assay, report: PushReport, step: Step):
         self.client, self.report, self.step = client, report, step
+        self.undo: list[Callable[[], None]] = []
+        """How to take back each create and update done so far, in the order they were done."""
+        self.deletions: list[tuple[str, Callable[[], None]]] = []
+        """Deletions, run once every create and update has succeeded (they cannot be undone)."""
+        self.doing = "reading the server's catalog"
+        """The step under way, as an error names it."""
+
+    def _made(self, resource: Any, made_id: str) -> None:
+        self.undo.append(lambda: resource.delete(made_id))
+
+    def _changed(self, resource: Any, item_id: str, before: Json, changes: Json) -> None:
+        previous = {key: before.get(key) for key in changes}
+        self.undo.append(lambda: resource.update(item_id, **previous))
+
+    def roll_back(self) -> list[str]:
+        """Undo, newest first; the steps that could not be undone, as messages."""
+        failed = []
+        for undo in reversed(self.undo):
+            try:
+                undo()
+            except Exception as exc:  # keep undoing the rest, and say what is left
+                failed.append(str(exc))
+        self.undo.clear()
+        return failed
 
     def _note(self, verb: str, what: str) -> None:
         getattr(self.report, verb).append(what)
 
     def dataset(self, spec: DatasetSpec, server_name: str, existing: Dataset | None) -> str:
         what = f"dataset {spec.name}"
+        self.doing = f"datasets/{spec.name}"
         wanted_entities = _entities(spec.entities)
         if existing is None or existing.type != spec.type:
             made = self.client.datasets.create(
                 name=server_name, type=spec.type, data=spec.data, entities=wanted_entities
             )
+            self._made(self.client.datasets, made.id)
             self._note("created", what)
             return made.id
         current = self.client.datasets.get(existing.id)
         changed = False
         if current.data != spec.data:
             self.client.datasets.update(existing.id, data=spec.data)
+            self._changed(self.client.datasets, existing.id, {"data": current.data}, {"data": spec.data})
             changed = True
         have = _entities(entity.model_dump() for entity in current.entities or [])
         for entity in wanted_entities:
@@ -111,13 +149,17 @@ class _Pusher:
 
     def upsert(self, kind: str, name: str, existing: Any, desired: Json, resource: Any, **create: Any) -> str:
         what = f"{kind} {name}"
+        self.doing = what
         if existing is None:
             made = resource.create(name=name, **create, **{k: v for k, v in desired.items() if v is not None})
+            self._made(resource, str(made.id))
             self._note("created", what)
             return str(made.id)
-        changes = _differs(existing.model_dump(), desired)
+        before = existing.model_dump()
+        changes = _differs(before, desired)
         if changes:
             resource.update(existing.id, **changes)
+            self._changed(resource, existing.id, before, changes)
             self._note("updated", what)
         else:
             self.report.unchanged += 1
@@ -126,9 +168,9 @@ class _Pusher:
     def criteria(self, task: TaskSpec, task_id: str, existing: list[Criterion]) -> None:
         for i in range(max(len(task.criteria), len(existing))):
             what = f"criterion {task.name} #{i + 1}"
+            self.doing = f"tasks/{task.file}: task {task.name!r}: criteria[{i}]"
             if i >= len(task.criteria):
-                self.client.criteria.delete(existing[i].id)
-                self._note("deleted", what)
+                self.deletions.append((what, functools.partial(self.client.criteria.delete, existing[i].id)))
                 continue
             desired = {
                 "weight": 1,
@@ -139,23 +181,54 @@ class _Pusher:
                 **task.criteria[i],
             }
             if i >= len(existing):
-                self.client.criteria.create(
+                made = self.client.criteria.create(
                     task_id=task_id, **{k: v for k, v in desired.items() if v is not None}
                 )
+                self._made(self.client.criteria, made.id)
                 self._note("created", what)
                 continue
-            changes = _differs(existing[i].model_dump(), desired)
+            before = existing[i].model_dump()
+            changes = _differs(before, desired)
             if changes:
                 self.client.criteria.update(existing[i].id, **changes)
+                self._changed(self.client.criteria, existing[i].id, before, changes)
                 self._note("updated", what)
             else:
                 self.report.unchanged += 1
 
 
 def push(client: Assay, package: Package, step: Step = lambda _what: None) -> PushReport:
-    """Make the server's draft of `package.name` equal the package; report what changed."""
+    """Make the server's draft of `package.name` equal the package, or leave it as it was
+    (`PackageInvalid` before anything is sent, `PushFailed` after a rollback); report what changed."""
+    from assay.clients.packages.validate import validate_package
+
+    validate_package(package)
     report = PushReport()
     pusher = _Pusher(client, report, step)
+    try:
+        _apply(client, package, pusher, step)
+    except Exception as exc:
+        from assay.client import AssayError
+
+        if not isinstance(exc, AssayError):
+            pusher.roll_back()
+            raise
+        left = pusher.roll_back()
+        undone = (
+            "the changes made so far were rolled back"
+            if not left
+            else (f"rolling back failed too ({'; '.join(left)}): check the benchmark on the server")
+        )
+        details = "".join(f"\n  {key}: {'; '.join(map(str, msgs))}" for key, msgs in exc.details.items())
+        raise PushFailed(f"{pusher.doing}: the server refused it: {exc}{details}\n{undone}") from None
+    for what, delete in pusher.deletions:
+        delete()
+        report.deleted.append(what)
+    return report
+
+
+def _apply(client: Assay, package: Package, pusher: _Pusher, step: Step) -> None:
+    report = pusher.report
     datasets = _by_name(client.datasets.list())
     dataset_ids: dict[str, str] = {}
     for name, spec in package.datasets.items():
@@ -191,6 +264,7 @@ def push(client: Assay, package: Package, step: Step = lambda _what: None) -> Pu
     tasks = _by_name(client.tasks.list(benchmark_id=benchmark_id))
     for task in package.tasks:
         step(f"task {task.name}")
+        pusher.doing = f"tasks/{task.file}: task {task.name!r}"
         body = {
             "task_item": None,
             "scenario": None,
@@ -207,9 +281,7 @@ def push(client: Assay, package: Package, step: Step = lambda _what: None) -> Pu
         pusher.criteria(task, task_id, current)
     step("clean up")
     for name, stale in tasks.items():
-        client.tasks.delete(stale.id)
-        report.deleted.append(f"task {name}")
-    return report
+        pusher.deletions.append((f"task {name}", functools.partial(client.tasks.delete, stale.id)))
 
 
 def find_benchmark(client: Assay, ref: str) -> Any:
