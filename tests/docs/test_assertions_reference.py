@@ -149,6 +149,6 @@ def test_docs_count_the_assertion_types_as_the_registry_does() -> None:
         for number, word in words.items():
             if number == count:
                 continue
-            wrong = re.search(rf"\b({word}|{number}) (assertion (types|shapes)|checks)\b", text, re.I)
+            wrong = re.search(rf"\b({word}|{number})\s+(assertion\s+(types|shapes)|checks)\b", text, re.I)
             assert wrong is None, f"{page.name}: {wrong.group(0)!r}, the registry has {count}"
         assert not re.search(r"the (seventh|sixth) check", text, re.I), page.name

@@ -28,7 +28,17 @@ from assay.clients.packages.folder import DatasetSpec, Package, PackageError, Ta
 if TYPE_CHECKING:
     from assay.client import Assay, Criterion, Dataset
 
-__all__ = ["PushFailed", "PushReport", "dataset_name", "find_benchmark", "pull", "push", "steps_of"]
+__all__ = [
+    "LINT_PREFIX",
+    "PushFailed",
+    "PushReport",
+    "dataset_name",
+    "find_benchmark",
+    "lint_draft",
+    "pull",
+    "push",
+    "steps_of",
+]
 
 Json = dict[str, Any]
 Step = Callable[[str], None]
@@ -354,3 +364,47 @@ def _criterion(criterion: Criterion) -> Json:
         if getattr(criterion, flag):
             body[flag] = True
     return body
+
+
+LINT_PREFIX = "assay lint · "
+"""The name of the draft `assay lint` self-tests a package folder on: `assay lint · <name>`."""
+
+
+def lint_draft(client: Assay, package: Package) -> tuple[str, Callable[[], list[str]]]:
+    """Push `package` as a throwaway draft beside the author's own (which it never touches); return
+    its benchmark id and the clean-up to call when the self-tests are done.
+
+    The clean-up deletes the draft's tasks (their criteria go with them), its environment and its
+    datasets. The benchmark record itself stays, empty, when it has runs: the server keeps a
+    benchmark for its runs' records, and the self-test runs are hidden from run lists by default.
+    The next lint of the same package reuses it. It returns what it could not delete."""
+    shadow = Package(
+        LINT_PREFIX + package.name, package.benchmark, package.environment, package.tasks, package.datasets
+    )
+    shadow.environment = {**package.environment, "name": LINT_PREFIX + str(package.environment["name"])}
+    benchmark_id = push(client, shadow).benchmark_id
+
+    def clean_up() -> list[str]:
+        left: list[str] = []
+
+        def attempt(what: str, call: Callable[[], Any]) -> None:
+            try:
+                call()
+            except Exception as exc:  # clean up what can be, and say what is left
+                left.append(f"{what}: {exc}")
+
+        benchmark = client.benchmarks.get(benchmark_id)
+        for task in list(client.tasks.list(benchmark_id=benchmark_id)):
+            attempt(f"task {task.name}", functools.partial(client.tasks.delete, task.id))
+        if benchmark.environment_id:
+            environment = client.environments.get(benchmark.environment_id)
+            attempt(
+                "benchmark", functools.partial(client.benchmarks.update, benchmark_id, environment_id=None)
+            )
+            attempt("environment", functools.partial(client.environments.delete, environment.id))
+            for dataset_id in environment.dataset_ids:
+                attempt(f"dataset {dataset_id}", functools.partial(client.datasets.delete, dataset_id))
+        attempt("benchmark", functools.partial(client.benchmarks.delete, benchmark_id))
+        return [line for line in left if not line.startswith("benchmark: ") or "runs" not in line]
+
+    return benchmark_id, clean_up
