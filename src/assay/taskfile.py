@@ -29,6 +29,12 @@ class TaskFile:
 
 def load_task_file(path: str | Path) -> TaskFile:
     path = Path(path)
+    if path.is_dir():
+        inside = (
+            sorted(p.name for p in (path / "tasks").glob("*.y*ml"))[:1] if (path / "tasks").is_dir() else []
+        )
+        hint = f", e.g. {path / 'tasks' / inside[0]}" if inside else ""
+        raise TaskFileError(f"task file {path} is a folder: give one task's YAML or JSON file{hint}")
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:

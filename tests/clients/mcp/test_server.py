@@ -106,8 +106,12 @@ async def authoring(session: Session) -> None:
     voice = await call(session, "criteria", seeded(SEED_VOICE, task["id"]))
     assert voice["weight"] == 0.5
     listed = await call(session, "criteria", seeded(SEED_LIST, task["id"]))
-    assert [c["id"] for c in listed["data"]] == [voice["id"], fhir["id"]]
+    assert [c["id"] for c in listed["data"]] == [fhir["id"], voice["id"]]  # task order
 
+    gated = await call(
+        session, "criteria", {"action": "update", "id": fhir["id"], "required": True, "idleOk": True}
+    )
+    assert gated["required"] is True and gated["idle_ok"] is True  # camelCase in, the API's snake_case out
     updated = await call(session, "criteria", {"action": "update", "id": voice["id"], "label": "Disclosures"})
     assert updated["label"] == "Disclosures" and updated["assertion"] == SEED_VOICE["assertion"]
     assert await call(session, "criteria", {"action": "get", "id": voice["id"]}) == updated
