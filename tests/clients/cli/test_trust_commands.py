@@ -5,9 +5,11 @@ criterion and ships a reference solution that passes; two runs compare as no dif
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from pathlib import Path
 
+import httpx
 import yaml
 from typer.testing import CliRunner
 
@@ -183,11 +185,15 @@ def test_lint_checks_locally_and_self_tests_a_throwaway_draft(
         assert not [d for d in client.datasets.list() if d.name.startswith(f"assay lint · {name}")]
         assert client.benchmarks.get(shadow).environment_id is None
 
-    import httpx
-
     with httpx.Client(base_url=server.url, timeout=60) as viewer:
         viewer.post("/ui/login", data={"api_key": server.org_key, "next": "/ui/runs"})
         listed = viewer.get("/ui/runs").text
         shown = viewer.get("/ui/runs", params={"self_tests": "show"}).text
-    assert "assay self-test" not in listed and "self-test runs hidden" in listed
+    assert re.search(r"\d+ self-test runs? hidden", listed) and "assay self-test" not in listed
     assert "assay self-test" in shown
+    agents = [
+        r["agent"] for r in json.loads(run(cli, "runs", "list", "--limit", "500", "--json").stdout)["data"]
+    ]
+    assert {"name": "assay self-test", "mode": "idle"} not in agents
+    every = json.loads(run(cli, "runs", "list", "--limit", "500", "--self-tests", "--json").stdout)["data"]
+    assert {"name": "assay self-test", "mode": "idle"} in [r["agent"] for r in every]

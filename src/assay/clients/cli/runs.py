@@ -17,6 +17,9 @@ from assay.clients.cli.evidence import failing_fields, gate_text, miss_text
 if TYPE_CHECKING:
     from assay.client import Assay, BenchmarkRun, CriterionRun, TaskRun
 
+SELF_TEST_AGENT = "assay self-test"
+"""The agent name the server's self-tests run under (docs/scoring.md)."""
+
 __all__ = ["render_run", "runs_app"]
 
 runs_app = typer.Typer(help="Benchmark runs and their results.", no_args_is_help=True)
@@ -38,14 +41,19 @@ def _verdict(verdict: str | None, score: float | None) -> str:
 def list_runs(
     benchmark: Annotated[str | None, typer.Option(help="Only runs of this benchmark id.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many (newest first).")] = 20,
+    self_tests: Annotated[
+        bool, typer.Option("--self-tests", help="Also list self-test runs (assay lint, publish).")
+    ] = False,
     api_key: ApiKeyOption = None,
     base_url: BaseUrlOption = None,
     as_json: AsJson = False,
 ) -> None:
-    """Benchmark runs, newest first."""
+    """Benchmark runs, newest first; self-test runs only with --self-tests."""
     with connect(api_key, base_url) as client:
         runs = []
         for run in client.benchmark_runs.list(benchmark_id=benchmark):
+            if not self_tests and isinstance(run.agent, dict) and run.agent.get("name") == SELF_TEST_AGENT:
+                continue
             runs.append(run)
             if len(runs) >= limit:
                 break
