@@ -43,6 +43,15 @@ def load_task_file(path: str | Path) -> TaskFile:
         document = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
     except RecursionError:
         raise TaskFileError(f"task file {path} is nested too deeply to read") from None
+    except json.JSONDecodeError as exc:
+        raise TaskFileError(
+            f"task file {path}:{exc.lineno}:{exc.colno} is not valid JSON: {exc.msg}"
+        ) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        what = " ".join(part for part in (exc.context, exc.problem) if part) or _first_line(exc)
+        raise TaskFileError(f"task file {where} is not valid YAML: {what}") from None
     except (ValueError, yaml.YAMLError) as exc:
         raise TaskFileError(f"task file {path} is not valid {_kind(path)}: {_first_line(exc)}") from None
     return parse_task_document(document, str(path))

@@ -102,8 +102,8 @@ def test_table_ends_with_the_verdict_line(task_file: Path, snapshot: Path) -> No
     ("make_task", "make_snapshot", "reason"),
     [
         (lambda p: p / "missing.yaml", lambda p: p, "cannot read task file"),
-        (lambda p: _write(p / "t.yaml", "criteria: [unclosed"), lambda p: p, "is not valid YAML"),
-        (lambda p: _write(p / "t.json", "{not json"), lambda p: p, "is not valid JSON"),
+        (lambda p: _write(p / "t.yaml", "criteria: [unclosed"), lambda p: p, "t.yaml:1:20 is not valid YAML"),
+        (lambda p: _write(p / "t.json", "{\n not json"), lambda p: p, "t.json:2:2 is not valid JSON"),
         (lambda p: _write(p / "t.yaml", "labels: []"), lambda p: p, "has no `criteria` list"),
         (lambda p: _write(p / "t.yaml", "criteria: []"), lambda p: p / "nope", "snapshot not found"),
         (lambda p: _write(p / "t.yaml", "criteria: []"), lambda p: _write(p / "x.tgz", "junk"), "tar.gz"),
