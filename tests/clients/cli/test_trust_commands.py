@@ -5,9 +5,11 @@ criterion and ships a reference solution that passes; two runs compare as no dif
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from pathlib import Path
 
+import httpx
 import yaml
 from typer.testing import CliRunner
 
@@ -61,6 +63,7 @@ def test_lint_flags_an_idle_pass_until_the_package_is_fixed(cli: CliRunner, tmp_
     report = json.loads(run(cli, "lint", str(folder), "--json").stdout)
     (task,) = report["tasks"]
     assert task["ok"] is True and task["reference"]["verdict"] == "pass" and task["idle"]["score"] == 0
+    run(cli, "push", str(folder))  # lint self-tests a throwaway draft: the author's own is pushed here
     pulled = tmp_path / "pulled"
     run(cli, "pull", name, str(pulled))
     (round_trip,) = list((pulled / "tasks").iterdir())
@@ -111,6 +114,7 @@ def test_lint_judges_a_reference_snapshot_in_the_package(cli: CliRunner, tmp_pat
     assert result["reference"]["source"] == "snapshot" and result["reference"]["verdict"] == "pass"
     assert result["reference"]["benchmark_run_id"] is None  # judged offline: no run, no playground
 
+    run(cli, "push", str(folder))
     pulled = tmp_path / "pulled"
     run(cli, "pull", name, str(pulled))
     (task_file,) = list((pulled / "tasks").iterdir())
@@ -148,3 +152,48 @@ def test_runs_compare(cli: CliRunner, server: Server, tmp_path: Path) -> None:  
     assert "within the noise" in shown.stdout and "Book Dr. Rivera" in shown.stdout
     result = json.loads(run(cli, "runs", "compare", *ids, "--json").stdout)
     assert result["mean_difference"] == 0 and result["exceeds_noise"] is False
+
+
+def test_lint_checks_locally_and_self_tests_a_throwaway_draft(
+    cli: CliRunner,  # noqa: F811
+    server: Server,
+    tmp_path: Path,
+) -> None:
+    """The author's draft is never touched, the throwaway draft is emptied after, its self-test runs
+    are hidden from the viewer's run list unless asked for; `--offline` sends nothing at all."""
+    name = f"lint draft {uuid.uuid4().hex[:8]}"
+    folder = _package(tmp_path / "pkg", name, {"criteria": [{"label": "booked", "assertion": BOOKED}]})
+    checked = json.loads(run(cli, "lint", str(folder), "--offline", "--json").stdout)
+    assert checked == {"name": name, "tasks": 1, "criteria": 1, "valid": True}
+
+    bad = {**BOOKED, "fields": [{"path": "status", "operator": "sameAs"}]}
+    _package(folder, name, {"criteria": [{"label": "booked", "assertion": bad}]})
+    refused = run(cli, "lint", str(folder), "--offline", code=2)
+    assert "tasks/01-book.yaml: task 'Book Dr. Rivera': criteria[0].assertion.fields.0.operator" in " ".join(
+        refused.stderr.split()
+    )
+
+    _package(folder, name, {"criteria": [{"label": "booked", "assertion": BOOKED}]})
+    report = json.loads(run(cli, "lint", str(folder), "--json").stdout)
+    (task,) = report["tasks"]
+    assert task["ok"] is True and task["file"] == "tasks/01-book.yaml"
+    with Assay(api_key=server.org_key, base_url=server.url) as client:
+        names = {b.name: b.id for b in client.benchmarks.list()}
+        assert name not in names  # the author's draft was not made by lint
+        shadow = names[f"assay lint · {name}"]
+        assert list(client.tasks.list(benchmark_id=shadow)) == []  # emptied after the self-test
+        assert not [d for d in client.datasets.list() if d.name.startswith(f"assay lint · {name}")]
+        assert client.benchmarks.get(shadow).environment_id is None
+
+    with httpx.Client(base_url=server.url, timeout=60) as viewer:
+        viewer.post("/ui/login", data={"api_key": server.org_key, "next": "/ui/runs"})
+        listed = viewer.get("/ui/runs").text
+        shown = viewer.get("/ui/runs", params={"self_tests": "show"}).text
+    assert re.search(r"\d+ self-test runs? hidden", listed) and "assay self-test" not in listed
+    assert "assay self-test" in shown
+    agents = [
+        r["agent"] for r in json.loads(run(cli, "runs", "list", "--limit", "500", "--json").stdout)["data"]
+    ]
+    assert {"name": "assay self-test", "mode": "idle"} not in agents
+    every = json.loads(run(cli, "runs", "list", "--limit", "500", "--self-tests", "--json").stdout)["data"]
+    assert {"name": "assay self-test", "mode": "idle"} in [r["agent"] for r in every]

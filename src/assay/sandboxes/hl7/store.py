@@ -163,7 +163,8 @@ def deliver(conn: Connection | DriverTransaction, where: Route, inspection: Insp
 def unroutable(inspection: Inspection, facility: str | None) -> Ack:
     """`AR` for a message whose MSH-6.1 names no task run's receiving facility."""
     named = f"receiving facility {facility!r} (MSH-6.1)" if facility else "no receiving facility (MSH-6.1)"
-    return acknowledge(reject(inspection, f"{named} is not a started task run's", UNKNOWN_KEY))
+    reason = f"{named} belongs to no started task run; use the receiving_facility that start returned"
+    return acknowledge(reject(inspection, reason, UNKNOWN_KEY))
 
 
 def inbox(engine: Engine, sandbox_id: str) -> list[InboxMessage]:
