@@ -6,7 +6,8 @@ request, in order:
 
 1. Not X12, or an envelope X12.5 forbids (ISA widths and codes, missing or disagreeing IEA,
    segments outside GS…GE) → a TA1 interchange acknowledgement rejecting it (TA104 `R`, the
-   note code in TA105); nothing inside is read. So is an interchange whose control number
+   note code in TA105); nothing inside is read. So is a request holding a NUL (TA105 `024`:
+   not X12 text, and PostgreSQL could not store it), and an interchange whose control number
    (ISA13) the run already used (`used`, or an earlier interchange of the same request) when
    the payer refuses reuse (`duplicate_interchange: "reject"`, the default): TA105 `025`.
 2. Each functional group: every transaction set is checked (`syntax.check_transaction`; a 276
@@ -82,6 +83,7 @@ class X12Reply:
 
 
 DUPLICATE = EnvelopeProblem("025", "Duplicate Interchange Control Number")
+NUL = EnvelopeProblem("024", "the interchange holds a NUL character (U+0000), which is not X12 text")
 
 
 def respond(
@@ -101,11 +103,17 @@ def respond(
         KeyError: `endpoint` is not one of `ENDPOINTS` (the router only mounts those).
     """
     response_code = ENDPOINTS[endpoint]
+    text = decode_x12(body)
     try:
-        document = parse_x12(decode_x12(body), strict=False)
+        document = parse_x12(text.replace("\x00", "\ufffd"), strict=False)
     except X12ParseError as exc:
         problem = EnvelopeProblem("023" if _truncated(body) else "022", exc.reason)
         return _ta1_only(None, problem, control_number, now)
+    if "\x00" in text:
+        # Refused on every backend alike (PostgreSQL text cannot hold a NUL, and a reply would
+        # echo it), addressed by its first ISA (NULs read as U+FFFD there).
+        first = document.interchanges[0] if document.interchanges else None
+        return _ta1_only(first, NUL, control_number, now)
     trailing = any("after IEA" in warning for warning in document.warnings)
     parts: list[str] = []
     answered = 0
