@@ -402,7 +402,7 @@ class _Login(asyncssh.SSHServer):
             access = await asyncio.to_thread(self.listener.authenticate, username, password)
         except Exception:
             log.exception("SFTP login lookup for %r failed", username)
-            access = None
+            return False  # our failure, not a wrong password: no backoff
         if access is None or self.conn is None:
             await self._refuse()
             return False
