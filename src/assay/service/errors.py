@@ -17,7 +17,7 @@ Mapping (everything else is a bug and a 500 `INTERNAL_ERROR`)::
     sqlalchemy TimeoutError          database ran out (write lock, pooled connection, SQLite's
     "database is locked"             busy timeout across processes); saturation is never a 500
     store.errors.BadRequest          400 BAD_REQUEST
-    store.errors.PayloadTooLarge     413 BAD_REQUEST (the body limit's code too)
+    store.errors.PayloadTooLarge     413 PAYLOAD_TOO_LARGE (the body limit's code too)
     HTTPException (routing)          its status: 404 NOT_FOUND, 405, 413 (body over the limit), …
 """
 
@@ -61,7 +61,7 @@ _DOMAIN: list[tuple[type[DomainError], int, str]] = [
     (Conflict, 409, "CONFLICT"),
     (Invalid, 422, "VALIDATION_ERROR"),
     (BadRequest, 400, "BAD_REQUEST"),
-    (PayloadTooLarge, 413, "BAD_REQUEST"),
+    (PayloadTooLarge, 413, "PAYLOAD_TOO_LARGE"),
     (RateLimited, 429, "RATE_LIMITED"),
 ]
 _HTTP_CODES = {status: code for _, status, code in _DOMAIN}
@@ -71,7 +71,7 @@ _HTTP_CODES = {status: code for _, status, code in _DOMAIN}
 class ErrorBody(BaseModel):
     code: str
     """`BAD_REQUEST`, `VALIDATION_ERROR`, `UNAUTHORIZED`, `FORBIDDEN`, `NOT_FOUND`, `CONFLICT`,
-    `RATE_LIMITED`, `UNAVAILABLE` (503, saturated: retry after `Retry-After`) or `INTERNAL_ERROR`."""
+    `PAYLOAD_TOO_LARGE`, `RATE_LIMITED`, `UNAVAILABLE` (503, saturated: retry after `Retry-After`) or `INTERNAL_ERROR`."""
     message: str
     details: dict[str, Any]
     """For `VALIDATION_ERROR`: dotted key path → messages, e.g. `assertion.fields.0.operator`."""
@@ -102,7 +102,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (403, "`FORBIDDEN`: a token of a kind that may not call this endpoint", None),
         (404, "`NOT_FOUND`: not found, or outside the token's scope", None),
         (409, "`CONFLICT`: the run's state or a reference forbids it", None),
-        (413, "`BAD_REQUEST`: the body is over the size limit", None),
+        (413, "`PAYLOAD_TOO_LARGE`: the body is over the size limit", None),
         (422, "`VALIDATION_ERROR`: a well-formed body that fails validation; `details` names each key", None),
         (429, "`RATE_LIMITED`: the token spent its request budget (`ASSAY_RATE_LIMIT`)", _RETRY_AFTER),
         (503, "`UNAVAILABLE`: the database is saturated; retry after `Retry-After`", _RETRY_AFTER),

@@ -83,6 +83,16 @@ def _path(raw: str) -> str:
         raise BadRequest(str(exc)) from None
 
 
+async def _logged_path(access: FilesAccess, type: str, method: str, raw: str) -> str:
+    """`_path` for a write: a refused path (a NUL or another control character, `..` above the
+    root) is logged as the attempt it was, as every other refused write is."""
+    try:
+        return _path(raw)
+    except BadRequest:
+        await _log(access, FileEvent(type, method, raw, 400, {"path": raw}))
+        raise
+
+
 _ENTRY: dict[str, Any] = {
     "type": "object",
     "required": ["path", "size", "sha256"],
@@ -140,7 +150,7 @@ def files_router(access_of: Callable[..., FilesAccess]) -> APIRouter:
         responses={**json_answer(_ENTRY, "Replaced"), **json_answer(_ENTRY, "Created", 201)},
     )
     async def put_file(path: str, request: Request, access: FilesAccess = Depends(access_of)) -> Response:
-        clean = _path(path)
+        clean = await _logged_path(access, "file_upload", "PUT", path)
         limit = access.max_file_bytes
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > limit:
@@ -172,7 +182,7 @@ def files_router(access_of: Callable[..., FilesAccess]) -> APIRouter:
 
     @router.delete("/{path:path}", status_code=204)
     async def delete_file(path: str, access: FilesAccess = Depends(access_of)) -> Response:
-        clean = _path(path)
+        clean = await _logged_path(access, "file_delete", "DELETE", path)
 
         def delete() -> None:
             with access.gate():

@@ -337,6 +337,9 @@ class FilesSandbox(BaseSurface):
             port=deployment.port("files", 2222),
             watch_interval=float(deployment.option("files", "watch_interval", 1.0)),
             prepare=lambda: _prepare(deployment),
+            max_auth_tries=int(deployment.option("files", "max_auth_tries", 6)),
+            auth_backoff=float(deployment.option("files", "auth_backoff", 0.5)),
+            auth_backoff_max=float(deployment.option("files", "auth_backoff_max", 10.0)),
         )
 
     def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any]:

@@ -19,7 +19,12 @@ from sqlalchemy.orm import Session
 from assay.core.state import Hl7Record, hl7_digests
 from assay.formats.hl7 import Hl7ParseError, parse_messages
 from assay.sandboxes.hl7.ack import MAX_MESSAGE_BYTES
-from assay.sandboxes.hl7.mllp import DEFAULT_IDLE_TIMEOUT, MllpListener
+from assay.sandboxes.hl7.mllp import (
+    DEFAULT_FRAME_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_PER_SOURCE,
+    MllpListener,
+)
 from assay.sandboxes.hl7.routes import hl7_router
 from assay.sandboxes.hl7.store import append, last_outbound, outbound_until, register_facility
 from assay.sandboxes.surface import (
@@ -133,7 +138,13 @@ class Hl7Sandbox(LogSurface):
 
     def listener(self, deployment: Deployment) -> MllpListener:
         idle = float(deployment.option("hl7", "idle_timeout", DEFAULT_IDLE_TIMEOUT))
-        return MllpListener(deployment, deployment.port("hl7", DEFAULT_MLLP_PORT), idle)
+        return MllpListener(
+            deployment,
+            deployment.port("hl7", DEFAULT_MLLP_PORT),
+            idle,
+            frame_timeout=float(deployment.option("hl7", "frame_timeout", DEFAULT_FRAME_TIMEOUT)),
+            max_per_source=int(deployment.option("hl7", "max_per_source", DEFAULT_MAX_PER_SOURCE)),
+        )
 
     def last_seq(self, sandbox_id: str) -> Select[Any]:
         return last_outbound(sandbox_id)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, Select, func, insert, select
+from sqlalchemy import Connection, Engine, Select, bindparam, func, insert, select
 from sqlalchemy.orm import Session
 
 from assay.core.state import X12Record
@@ -127,7 +127,7 @@ def exchange(engine: Engine, *, org_id: str, sandbox_id: str, endpoint: str, bod
             or 0
         )
         now = utcnow()
-        reply = respond(endpoint, body, payer, control_number=seq, now=now)
+        reply = respond(endpoint, body, payer, control_number=seq, now=now, used=_used(conn, sandbox_id))
         conn.execute(
             insert(X12Exchange).values(
                 sandbox_id=sandbox_id,
@@ -138,10 +138,33 @@ def exchange(engine: Engine, *, org_id: str, sandbox_id: str, endpoint: str, bod
                 kind=reply.kind,
                 request=request,
                 response=reply.text,
+                interchange_control=reply.control_number,
                 received_at=now,
             )
         )
     return Exchanged(reply, record_id, seq)
+
+
+def _used(conn: Connection, sandbox_id: str) -> Callable[[str], bool]:
+    """Whether an exchange of the sandbox already sent an interchange control number; read in
+    the exchange's transaction, under the sandbox's lock, so two requests reusing one number
+    cannot both pass."""
+
+    def used(control: str) -> bool:
+        found = conn.execute(_USED, {"sandbox_id": sandbox_id, "control": control}).first()
+        return found is not None
+
+    return used
+
+
+_USED = (
+    select(X12Exchange.seq)
+    .where(
+        X12Exchange.sandbox_id == bindparam("sandbox_id"),
+        X12Exchange.interchange_control == bindparam("control"),
+    )
+    .limit(1)
+)
 
 
 def last_seq(sandbox_id: str) -> Select[int]:
