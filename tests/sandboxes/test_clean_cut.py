@@ -7,6 +7,7 @@ same race longer, and against `assay serve --workers 2`."""
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import httpx
@@ -20,6 +21,7 @@ from assay.snapshot import open_snapshot
 from tests.sandboxes.clean_cut import SURFACES, race, run_race, started_run
 from tests.service.builders import ok
 from tests.service.conftest import Server
+from tests.service.processes import serving
 
 
 @pytest.mark.parametrize("surface", sorted(SURFACES))
@@ -101,3 +103,15 @@ def test_the_receiving_facility_is_random_and_a_neighbours_old_name_is_refused(
             archive.write_bytes(tarball.content)
             assert list(open_snapshot(archive).hl7_outbound()) == []
     assert facilities[0] != facilities[1]
+
+
+@pytest.mark.postgres
+def test_the_cut_holds_with_two_workers_on_postgres(_postgres_database: str, tmp_path: Path) -> None:
+    """`assay serve --workers 2` on PostgreSQL: writes reach either worker (and the listener
+    process, for MLLP) while `complete` runs on one of them."""
+    key = "vk_cut_" + uuid.uuid4().hex
+    with serving(tmp_path / "data", database_url=_postgres_database, key=key, workers=2) as served:
+        for name in ("x12-270", "hl7-mllp", "portal-rest", "voice"):
+            history = run_race(served.url, key, SURFACES[name], tmp_path, writers=32)
+            print(f"[postgres, 2 workers] {history.summary()}")
+            history.check()
