@@ -13,7 +13,8 @@ never names a surface; it loops over the registry:
                      scenario_steps[step](run, sandbox, step)   SPEC §5.3, in task order
                      endpoints(base), credentials(sandbox, host, deployment)   what `start` shows
     traffic          router(target)                    mounted under /v1/task-runs/{id}/<name>/ and
-                                                       /v1/benchmark-runs/{id}/<name>/
+                                                       /v1/benchmark-runs/{id}/<name>/; every write
+                                                       goes through `gate.admit` first
                      listener(deployment)              one asyncio server per deployment (MLLP, SFTP)
     complete         capture_read(sandbox_id, playground_id) -> a one-value SELECT (or None)
                      capture(session, sandbox_id, playground_id, deployment, read) -> a JSON pointer
@@ -283,9 +284,11 @@ class Surface(Protocol):
 
     def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any] | None:
         """The one value `capture` needs from the database, as a SELECT of one column and at
-        most one row (a locking read takes `with_for_update()`); None when it reads nothing.
-        `complete` reads every surface's in a single statement (issue 9: one round trip instead
-        of six, each a wait behind a busy machine) and hands each `capture` its value as `read`."""
+        most one row; None when it reads nothing. `complete` reads every surface's in a single
+        statement (issue 9: one round trip instead of six, each a wait behind a busy machine),
+        after the statement that locked the playground's sandbox rows (the write gate,
+        `sandboxes/gate.py`: every admitted write has committed), and hands each `capture` its
+        value as `read`."""
         ...
 
     def capture(

@@ -4,11 +4,13 @@ Dataset type `hl7` seeds the inbox: `{"inbox": ["MSH|...", ...]}` (or one messag
 each must parse and be at most 1 MB, or the create is a 422 naming `data.inbox.<i>`. The agent
 reads the inbox over HTTP and sends over HTTP or MLLP; accepted (`AA`) messages are what
 `hl7-structural` judges. Credentials: `{"hl7": {host, port, receiving_facility}}` — the MLLP
-listener's bound port and the MSH-6.1 value that routes a message to this task run.
+listener's bound port and the MSH-6.1 value that routes a message to this task run (random per
+task run, `new_facility`).
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,7 +41,7 @@ from assay.sandboxes.surface import (
 from assay.snapshot import SnapshotWriter
 from assay.store.models import Sandbox
 
-__all__ = ["DEFAULT_MLLP_PORT", "Hl7Sandbox", "Hl7View", "message_problem"]
+__all__ = ["DEFAULT_MLLP_PORT", "Hl7Sandbox", "Hl7View", "message_problem", "new_facility"]
 
 DEFAULT_MLLP_PORT = 2575
 
@@ -55,6 +57,18 @@ def message_problem(message: Any) -> str | None:
     except Hl7ParseError as exc:
         return f"is not an HL7v2 message: {exc}"
     return None
+
+
+FACILITY_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+FACILITY_LENGTH = 12
+"""Random characters in a receiving facility (60 bits): the MSH-6.1 value is the only thing that
+routes an MLLP message to a task run, so it must not be guessable from anything else (a task run
+id, a neighbour run's facility). `ASSAY-` plus 12 is 18 characters, inside HD.1's 20."""
+
+
+def new_facility() -> str:
+    """A task run's receiving facility (MSH-6.1), from a secure random source."""
+    return "ASSAY-" + "".join(secrets.choice(FACILITY_ALPHABET) for _ in range(FACILITY_LENGTH))
 
 
 def _normalised(message: str) -> str:
@@ -108,7 +122,7 @@ class Hl7Sandbox(LogSurface):
         return errors
 
     def provision(self, run: RunContext) -> dict[str, Any]:
-        return {"receiving_facility": "ASSAY-" + run.task_run_id.removeprefix("tr_")[-10:].upper()}
+        return {"receiving_facility": new_facility()}
 
     def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None:
         facility = (sandbox.credentials or {})["receiving_facility"]

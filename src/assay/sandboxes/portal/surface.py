@@ -117,7 +117,7 @@ def _web_target(request: Request) -> PortalSurface:
         found = conn.execute(
             select(
                 Sandbox.id, Sandbox.org_id, Sandbox.playground_id, Sandbox.status, Sandbox.credentials,
-                TaskRun.deadline_at,
+                TaskRun.phase, TaskRun.status.label("run_status"), TaskRun.deadline_at,
             )
             .join(Playground, Playground.id == Sandbox.playground_id)
             .join(TaskRun, TaskRun.id == Playground.task_run_id)
@@ -125,8 +125,12 @@ def _web_target(request: Request) -> PortalSurface:
         ).first()  # fmt: skip
     if found is None:
         raise NotFound.of("task run", task_run_id)
-    if found.status != "active" or (found.deadline_at is not None and found.deadline_at <= utcnow()):
-        raise Conflict(f"task run {task_run_id} has ended: its portal takes no traffic")
+    if found.status != "active" or (found.phase, found.run_status) != ("started", "active"):
+        raise Conflict(
+            f"task run {task_run_id} is {found.phase}/{found.run_status}: its portal takes no traffic"
+        )
+    if found.deadline_at is not None and found.deadline_at <= utcnow():
+        raise Conflict(f"task run {task_run_id} passed its deadline: its portal takes no traffic")
     return PortalSurface(
         deployment.engine, found.org_id, found.playground_id, found.id, dict(found.credentials or {}),
         task_run_id, web_path(task_run_id), _throttle_of(deployment),

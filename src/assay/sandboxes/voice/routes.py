@@ -1,6 +1,7 @@
 """The voice surface over HTTP (SPEC §5.2): `POST voice/turns` (a turn or an array → 201), `GET
 voice/turns` (the transcript, oldest first). Each stored turn is one `voice_turn` event, and so is
-each refused POST (its status and error body; no turn stored)."""
+each refused POST (its status and error body; no turn stored); a POST that meets its task run
+ended is refused with 409 (`sandboxes/gate.py`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from assay.sandboxes.gate import SandboxClosed
 from assay.sandboxes.openapi import json_answer, listed
 from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
 from assay.sandboxes.voice.store import append_turns, transcript, turn_problems
@@ -90,8 +92,12 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
             return refused
 
         def work() -> list[dict[str, Any]]:
-            with handle.deployment.engine.begin() as conn:
-                stored = append_turns(conn, handle.sandbox_id, turns, seeded=False)
+            try:
+                with handle.deployment.engine.begin() as conn:
+                    stored = append_turns(conn, handle.sandbox_id, turns, seeded=False)
+            except SandboxClosed as closed:  # 409 in the API's envelope, logged like every request
+                handle.record("voice_turn", method="POST", path=request.url.path, status=409, request=raw)
+                raise closed
             for row in stored:
                 turn = {
                     key: row[key] for key in ("speaker", "text", "start_ms", "end_ms") if row[key] is not None

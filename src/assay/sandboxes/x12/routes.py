@@ -4,7 +4,8 @@ Every answer is `200` with `Content-Type: application/edi-x12`: a 271/277/278, o
 own refusal — a 999 for syntax errors, a TA1 for envelope errors (the HL7 surface answers its
 ACK `AR` the same way). Only a body over `MAX_REQUEST_BYTES` is refused by HTTP (413
 `PAYLOAD_TOO_LARGE`). The exchange is stored before the answer leaves, and logged as an
-`x12_exchange` sandbox event after that committed.
+`x12_exchange` sandbox event after that committed; one that meets its task run ended is refused
+with 409 (`sandboxes/gate.py`) and stores nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from assay.sandboxes.gate import SandboxClosed
 from assay.sandboxes.openapi import raw_answer
 from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
 from assay.sandboxes.x12.engine import ENDPOINTS
@@ -55,13 +57,17 @@ def x12_router(target: SurfaceTarget) -> APIRouter:
 
 def _answer(handle: SandboxHandle, endpoint: str, body: bytes) -> Response:
     """Blocking work (the exchange's transaction, then its event), off the event loop."""
-    done = exchange(
-        handle.deployment.engine,
-        org_id=handle.org_id,
-        sandbox_id=handle.sandbox_id,
-        endpoint=endpoint,
-        body=body,
-    )
+    try:
+        done = exchange(
+            handle.deployment.engine,
+            org_id=handle.org_id,
+            sandbox_id=handle.sandbox_id,
+            endpoint=endpoint,
+            body=body,
+        )
+    except SandboxClosed as closed:  # 409 in the API's envelope, logged like every request
+        handle.record("x12_exchange", method="POST", path=f"x12/{endpoint}", status=409, request=body)
+        raise closed
     answer = done.reply.text.encode("utf-8")
     handle.record(
         "x12_exchange", method="POST", path=f"x12/{endpoint}", status=200, request=body, response=answer
