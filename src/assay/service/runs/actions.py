@@ -212,8 +212,9 @@ def _lock_for(session: Session, caller: Caller, task_run_id: str) -> tuple[Bench
     return session.scalars(statement).one(), task_run
 
 
-def _limit_reached(session: Session, benchmark_run: BenchmarkRun) -> Conflict:
-    running = running_ids(session, benchmark_run.id)
+def _limit_reached(session: Session, benchmark_run: BenchmarkRun, task_run: TaskRun) -> Conflict:
+    """The 409 naming the started ones (not `task_run`: its own start, about to roll back)."""
+    running = [ident for ident in running_ids(session, benchmark_run.id) if ident != task_run.id]
     return Conflict(
         f"concurrency limit {benchmark_run.concurrency} reached: {', '.join(running)} started",
         {"started_task_run_ids": running},
@@ -272,7 +273,7 @@ def start_task_run(
         # ones (rows someone else holds are theirs to settle) and look again.
         settle_due(session, benchmark_run, now, skip_locked=True)
         if benchmark_run.task_runs_running >= benchmark_run.concurrency:
-            raise _limit_reached(session, benchmark_run)
+            raise _limit_reached(session, benchmark_run, task_run)
     environment = sandboxes.run_environment(session, benchmark_run)
     datasets = datasets_for(session, task_run, environment)
     scenario = task_run.snapshot["task"].get("scenario") or []
@@ -300,7 +301,7 @@ def start_task_run(
     # Last: the slot is taken under the run's row lock, held from here to the commit. Losing the
     # race for the last slot after the check above rolls the whole start back.
     if not take_slot(session, benchmark_run.id, now):
-        raise _limit_reached(session, benchmark_run)
+        raise _limit_reached(session, benchmark_run, task_run)
     return Started(task_run, access)
 
 
