@@ -16,7 +16,7 @@ import httpx
 import pytest
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import create_engine, func, select, text
+from sqlalchemy import create_engine, event, func, select, text
 
 import assay.store
 from assay.service.runs import states
@@ -187,6 +187,38 @@ def test_a_locked_sibling_holds_up_neither_start_nor_complete(server: Server, ap
         holder.dispose()
     run_row, _ = _rows(server, run.id)
     assert (run_row.phase, run_row.task_runs_ended, run_row.task_runs_running) == ("started", 1, 0)
+
+
+def test_start_and_complete_read_the_same_rows_in_a_run_of_7_or_350(
+    server: Server, api: httpx.Client
+) -> None:
+    """The task-run rows `start` and `complete` load (or re-read under a lock) do not grow with
+    the run: a run of 7 task runs and one of 350 (7 tasks × 50 trials) cost the same."""
+    catalog = make_benchmark(api, list(_ROUND) + list(_ROUND) + [[criterion(PASSES)]])
+    loaded: list[str] = []
+
+    def count(target: TaskRun, *_args: Any) -> None:
+        loaded.append(target.id)
+
+    def rows_for(trials: int) -> int:
+        body = {"benchmark_id": catalog.benchmark_id, "trials": trials}
+        created = ok(api.post("/v1/benchmark-runs", json=body), 201)
+        assert len(created["task_runs"]) == 7 * trials
+        task_run = created["task_runs"][-1]
+        with server.client(created["bearer_token"]) as agent:
+            loaded.clear()
+            event.listen(TaskRun, "load", count)
+            event.listen(TaskRun, "refresh", count)
+            try:
+                ok(agent.post(task_run["start_url"]))
+                ok(agent.post(task_run["complete_url"]))
+            finally:
+                event.remove(TaskRun, "load", count)
+                event.remove(TaskRun, "refresh", count)
+        return len(loaded)
+
+    small, large = rows_for(1), rows_for(50)
+    assert large == small <= 6
 
 
 def test_migration_counts_the_task_runs_of_existing_runs(tmp_path: Path) -> None:
