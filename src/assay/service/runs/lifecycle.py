@@ -161,9 +161,15 @@ def rescore_run(session: Session, benchmark_run_id: str, now: datetime) -> None:
 
 
 def _finalize(session: Session, benchmark_run_id: str, now: datetime) -> None:
-    """Score the run from its task runs' scores (one read of one column), under its row lock."""
-    scores = session.scalars(select(TaskRun.score).where(TaskRun.benchmark_run_id == benchmark_run_id))
-    score, verdict = score_benchmark_run([Fraction(score or 0) for score in scores])
+    """Score the run from its task runs' scores (one read of two columns), under its row lock.
+
+    It completes no earlier than its last task run: each end is stamped when its transaction
+    began, and the one that counts last may have begun before another that committed first."""
+    ended = session.execute(
+        select(TaskRun.score, TaskRun.completed_at).where(TaskRun.benchmark_run_id == benchmark_run_id)
+    ).all()
+    score, verdict = score_benchmark_run([Fraction(row.score or 0) for row in ended])
+    now = max([now, *(row.completed_at for row in ended if row.completed_at is not None)])
     run = BenchmarkRun
     phase, status = session.execute(select(run.phase, run.status).where(run.id == benchmark_run_id)).one()
     values: dict[str, Any] = {"score": str(score), "verdict": verdict}
