@@ -24,7 +24,7 @@ from assay.store import Database, sqlite_url
 from assay.store.models import BenchmarkRun, TaskRun
 
 from .builders import FAILS, PASSES, criterion, error, make_benchmark, ok, start_run
-from .conftest import Server
+from .conftest import Server, serving
 
 _ROUND = [criterion(PASSES)], [criterion(FAILS)], [criterion(PASSES)]
 
@@ -70,9 +70,10 @@ def _assert_final(server: Server, run_id: str, total: int) -> None:
 def test_agents_racing_never_exceed_concurrency_and_the_run_completes_once(
     server: Server, api: httpx.Client
 ) -> None:
-    """Eight agents share twelve task runs under a limit of three: each takes the next task run,
-    retries its start while the run is full, completes it. A watcher reads committed states
-    throughout: never more than three started, and the slot counter always equals that count."""
+    """Eight agents share twelve task runs under a limit of three, half of them through a second
+    server on the same database (another instance): each takes the next task run, retries its
+    start while the run is full, completes it. A watcher reads committed states throughout: never
+    more than three started, and the slot counter always equals that count."""
     concurrency, agents = 3, 8
     catalog = make_benchmark(api, list(_ROUND) * 4, concurrency=concurrency)
     run = start_run(api, catalog.benchmark_id)
@@ -87,8 +88,8 @@ def test_agents_racing_never_exceed_concurrency_and_the_run_completes_once(
         while not done.is_set():
             seen.append(_running_now(server, run.id))
 
-    def agent() -> None:
-        with server.client(run.token) as client:
+    def agent(instance: Server) -> None:
+        with instance.client(run.token) as client:
             while True:
                 try:
                     task_run = todo.get_nowait()
@@ -104,15 +105,17 @@ def test_agents_racing_never_exceed_concurrency_and_the_run_completes_once(
                     failures.append(f"complete {completed.status_code} {completed.text}")
                     return
 
-    watcher = threading.Thread(target=watch)
-    workers = [threading.Thread(target=agent) for _ in range(agents)]
-    watcher.start()
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=300)
-    done.set()
-    watcher.join(timeout=30)
+    with serving(server) as second:
+        watcher = threading.Thread(target=watch)
+        instances = [server, second] * (agents // 2)
+        workers = [threading.Thread(target=agent, args=(instance,)) for instance in instances]
+        watcher.start()
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=300)
+        done.set()
+        watcher.join(timeout=30)
     assert failures == []
     assert seen and max(counted for counted, _ in seen) <= concurrency
     assert all(counted == counter for counted, counter in seen)
