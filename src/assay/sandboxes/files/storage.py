@@ -208,8 +208,12 @@ class FileStorage:
             self.fs.pipe_file(key, data)
             return
         local = self.aside()
-        local.write_bytes(data)
-        self.move(str(local), key)
+        try:
+            local.write_bytes(data)
+            self.move(str(local), key)
+        except BaseException:  # a full disk: no half-written copy left behind in the scratch space
+            local.unlink(missing_ok=True)
+            raise
 
     def read_json(self, key: str) -> Any:
         try:
