@@ -122,7 +122,6 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
             "`Retry-After`",
             _RETRY_AFTER,
         ),
-        (507, "`INSUFFICIENT_STORAGE`: no space left for the write", None),
     )
 }
 """OpenAPI documentation of the envelope: every status an API route can answer with it, attached
