@@ -56,7 +56,7 @@ from assay.store.errors import (
     Unauthorized,
     Unavailable,
 )
-from assay.store.faults import RETRY_AFTER, no_space, outage
+from assay.store.faults import RETRY_AFTER, no_space, note_no_space, outage
 
 __all__ = ["ERROR_RESPONSES", "ErrorEnvelope", "envelope", "install_error_handlers"]
 
@@ -149,15 +149,19 @@ def _unavailable(dependency: str, retry_after: float, message: str | None = None
     return response
 
 
-def _full() -> JSONResponse:
+def _full_disk(request: Request) -> JSONResponse:
+    """507, and the data dir's disk noted full for `/healthz` until space is freed."""
+    settings = getattr(request.app.state, "settings", None)
+    if getattr(settings, "data_dir", None) is not None:
+        note_no_space(settings.data_dir)
     return envelope(507, "INSUFFICIENT_STORAGE", InsufficientStorage().message)
 
 
-def _fault(exc: Exception) -> JSONResponse | None:
+def _fault(request: Request, exc: Exception) -> JSONResponse | None:
     """The answer for a dependency's fault (`store.faults`), logged once as a warning; None for the rest."""
     if no_space(exc):
         log.warning("no space left for a write: %s", exc)
-        return _full()
+        return _full_disk(request)
     dependency = outage(exc)
     if dependency is not None:
         log.warning("the %s is unavailable: %s", dependency, exc)
@@ -165,14 +169,14 @@ def _fault(exc: Exception) -> JSONResponse | None:
     return None
 
 
-def _domain(_request: Request, exc: Exception) -> JSONResponse:
+def _domain(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DomainError)
     if isinstance(exc, Busy):
         return _busy(exc.retry_after, exc.message)
     if isinstance(exc, Unavailable):
         return _unavailable(exc.dependency, exc.retry_after, exc.message)
     if isinstance(exc, InsufficientStorage):
-        return envelope(507, "INSUFFICIENT_STORAGE", exc.message)
+        return _full_disk(request)
     if isinstance(exc, RateLimited):
         response = envelope(429, "RATE_LIMITED", exc.message, {"retry_after": exc.retry_after})
         response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
@@ -255,11 +259,11 @@ def _too_many_connections(exc: Exception) -> bool:
     return getattr(original, "sqlstate", None) == "53300" or "too many clients already" in str(exc)
 
 
-def _internal(_request: Request, exc: Exception) -> JSONResponse:
+def _internal(request: Request, exc: Exception) -> JSONResponse:
     """A 500, unless `exc` is a dependency's fault (`_fault`): a lost connection is an
     `InterfaceError` or `InternalError` too, not only an `OperationalError`, and a full disk an
     `OSError` wherever it is raised."""
-    answer = _fault(exc)
+    answer = _fault(request, exc)
     if answer is not None:
         return answer
     log.exception("unhandled error", exc_info=exc)

@@ -5,7 +5,8 @@
   database is down, restarting or unreachable; requests that need it answer 503 too.
 - 200 `{"status": "degraded", "problems": [...]}` when it answers but something is wrong that a
   load balancer cannot route around: the data dir's disk is full (a probe write of `PROBE_BYTES`
-  fails with no space: writes that need room answer 507, reads and deletes work), or this process
+  fails with no space, or a write this process answered 507 found no space and less than 1 MiB
+  was freed since: writes that need room answer 507, reads and deletes work), or this process
   dropped sandbox events during an outage (`events_lost`, counted since it started).
 - 200 `{"status": "ok"}` otherwise.
 """
@@ -27,7 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from assay import __version__
 from assay.sandboxes.events import events_lost
 from assay.service.errors import ErrorEnvelope, envelope
-from assay.store.faults import DATABASE, RETRY_AFTER, no_space
+from assay.store.faults import DATABASE, RETRY_AFTER, disk_full, no_space
 
 __all__ = ["PROBE_BYTES", "router"]
 
@@ -75,6 +76,7 @@ async def healthz(request: Request) -> Any:
     data_dir = getattr(settings, "data_dir", None)
     if data_dir is not None:
         full = await run_in_threadpool(_disk_full, Path(data_dir))
+        full = full or disk_full(Path(data_dir))
         if full:
             problems.append(f"disk full: {full}")
     lost = events_lost()

@@ -18,11 +18,14 @@ an outage: `service/errors.py` answers it as busy first.
 from __future__ import annotations
 
 import errno
+import shutil
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 from sqlalchemy.exc import DBAPIError
 
-__all__ = ["DATABASE", "OBJECT_STORAGE", "RETRY_AFTER", "no_space", "outage"]
+__all__ = ["DATABASE", "OBJECT_STORAGE", "RETRY_AFTER", "disk_full", "no_space", "note_no_space", "outage"]
 
 DATABASE = "database"
 OBJECT_STORAGE = "object storage"
@@ -87,3 +90,37 @@ def no_space(exc: BaseException) -> bool:
         if _driver(found) == "sqlite3" and _SQLITE_FULL in str(found).lower():
             return True
     return False
+
+
+_FREED = 1024 * 1024
+"""Bytes that must come free on a disk, after a write found it full, for it to count as not full."""
+_FULL: dict[str, int] = {}
+_FULL_LOCK = threading.Lock()
+
+
+def note_no_space(path: Path) -> None:
+    """A write under `path` found no space: remember how much was free then (this process only)."""
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        return
+    with _FULL_LOCK:
+        _FULL[str(path)] = free
+
+
+def disk_full(path: Path) -> str | None:
+    """Why the disk of `path` counts as full — a write found no space there and nothing was freed
+    since (`_FREED`) — or None."""
+    with _FULL_LOCK:
+        then = _FULL.get(str(path))
+    if then is None:
+        return None
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        return None
+    if free >= then + _FREED:
+        with _FULL_LOCK:
+            _FULL.pop(str(path), None)
+        return None
+    return f"{path}: a write found no space left, {free} bytes free"
