@@ -151,9 +151,9 @@ def _unavailable(dependency: str, retry_after: float, message: str | None = None
 
 def _full_disk(request: Request) -> JSONResponse:
     """507, and the data dir's disk noted full for `/healthz` until space is freed."""
-    settings = getattr(request.app.state, "settings", None)
-    if getattr(settings, "data_dir", None) is not None:
-        note_no_space(settings.data_dir)
+    data_dir = getattr(getattr(request.app.state, "settings", None), "data_dir", None)
+    if data_dir is not None:
+        note_no_space(data_dir)
     return envelope(507, "INSUFFICIENT_STORAGE", InsufficientStorage().message)
 
 

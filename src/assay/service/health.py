@@ -82,7 +82,7 @@ async def healthz(request: Request) -> Any:
     lost = events_lost()
     if lost:
         problems.append(f"events lost: {lost} sandbox events dropped while the database was out")
-    body = {"status": "degraded" if problems else "ok", "version": __version__}
+    body: dict[str, Any] = {"status": "degraded" if problems else "ok", "version": __version__}
     if problems or lost:
         body.update(problems=problems, events_lost=lost)
     return JSONResponse(body)
