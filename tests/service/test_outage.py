@@ -188,14 +188,14 @@ def _assert_unavailable_outcome(answer: httpx.Response) -> None:
 
 def _events(served: Served, key: str, task_run_id: str) -> list[Json]:
     found: list[Json] = []
-    params: dict[str, Any] = {"limit": 500}
+    params: dict[str, Any] = {"limit": 100}
     with httpx.Client(base_url=served.url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as api:
         while True:
             page = ok(api.get(f"/task-runs/{task_run_id}/events", params=params))
             found += page["data"]
-            if not page.get("next_cursor"):
+            if not page["_meta"]["next"]:
                 return found
-            params["cursor"] = page["next_cursor"]
+            params["cursor"] = page["_meta"]["next"]
 
 
 def _wait_for(check: Any, what: str, seconds: float = 60) -> Any:
