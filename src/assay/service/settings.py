@@ -34,6 +34,9 @@ class Settings:
     mllp_port: int = 2575
     listen_host: str = "127.0.0.1"
     """The interface the surfaces' listeners (MLLP, SFTP) bind to: `assay serve --host`."""
+    worker_timeout: float = 10.0
+    """`ASSAY_WORKER_TIMEOUT`: seconds a serving worker of `serve --workers N` may leave the
+    supervisor's ping unanswered (frozen, its event loop wedged) before it is killed and replaced."""
     mllp_idle_timeout: float = 300.0
     """`ASSAY_MLLP_IDLE_TIMEOUT`: seconds an MLLP connection may stay silent before it is closed."""
     mllp_frame_timeout: float = 60.0
@@ -182,6 +185,7 @@ _FROM_ENV: dict[str, type[Any]] = {
     "sftp_max_auth_tries": int,
     "sftp_auth_backoff": float,
     "sftp_auth_backoff_max": float,
+    "worker_timeout": float,
     "listeners": bool,
     "fhir_url": str,
     "fhir_isolation": str,

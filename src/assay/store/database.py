@@ -9,6 +9,7 @@ from `SELECT … FOR UPDATE`. Several processes on one SQLite file wait on `busy
 
 from __future__ import annotations
 
+import select
 import threading
 import weakref
 from collections import deque
@@ -21,6 +22,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 from assay.store.epoch import Epoch, PostgresEpoch, epoch_of, track
@@ -172,6 +174,27 @@ def write_turn(engine: Engine) -> Iterator[None]:
         lock.release()
 
 
+def _check_idle_connection(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """A pooled PostgreSQL connection the server closed is not handed out: the pool replaces it.
+
+    A server that restarts or shuts down (`pg_ctl restart`, a failover) ends every connection with
+    an error message and a close, which an idle connection's socket shows as readable; no answer
+    is due on an idle connection, so a readable one is gone (or about to be). A `poll` with no
+    wait costs no round trip, where SQLAlchemy's `pool_pre_ping` sends a query on every checkout.
+    Without it the first unit of work after a restart on each pooled connection failed (the first
+    SFTP login of a run refused, API requests answered 500)."""
+    if getattr(dbapi_connection, "closed", False):
+        raise DisconnectionError("the pooled connection is closed")
+    try:
+        descriptor = dbapi_connection.pgconn.socket
+    except Exception as exc:  # no socket: closed underneath
+        raise DisconnectionError("the pooled connection has no socket") from exc
+    poller = select.poll()
+    poller.register(descriptor, select.POLLIN | select.POLLERR | select.POLLHUP)
+    if poller.poll(0):
+        raise DisconnectionError("the server closed the pooled connection (restart or shutdown)")
+
+
 class Database:
     """A SQLAlchemy engine plus the transaction discipline of its backend."""
 
@@ -199,6 +222,7 @@ class Database:
             )
             # The change epoch in the database itself, shared by instances on any machine.
             track(engine, PostgresEpoch(engine))
+            event.listen(engine, "checkout", _check_idle_connection)
 
             @event.listens_for(engine, "before_cursor_execute")
             def _reads_only(connection: Any, _c: Any, statement: str, _p: Any, _x: Any, _m: bool) -> None:

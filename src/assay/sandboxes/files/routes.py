@@ -29,7 +29,15 @@ from assay.sandboxes.files.errors import BadPath, FileMissing, FilesError, TooLa
 from assay.sandboxes.files.paths import clean_path
 from assay.sandboxes.files.tree import Listing, record_of
 from assay.sandboxes.openapi import json_answer, listed
-from assay.store.errors import BadRequest, Conflict, DomainError, NotFound, PayloadTooLarge
+from assay.store.errors import (
+    BadRequest,
+    Conflict,
+    DomainError,
+    InsufficientStorage,
+    NotFound,
+    PayloadTooLarge,
+)
+from assay.store.faults import no_space
 
 __all__ = ["files_router"]
 
@@ -175,6 +183,11 @@ def files_router(access_of: Callable[..., FilesAccess]) -> APIRouter:
             error = _domain(exc)
             await _log(access, FileEvent("file_upload", "PUT", clean, _status(error), request_log))
             raise error from None
+        except OSError as exc:
+            if not no_space(exc):
+                raise
+            await _log(access, FileEvent("file_upload", "PUT", clean, 507, request_log))
+            raise InsufficientStorage() from None
         request_log["sha256"] = entry["sha256"]
         status = 201 if created else 200
         await _log(access, FileEvent("file_upload", "PUT", clean, status, request_log))

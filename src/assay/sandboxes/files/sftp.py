@@ -53,6 +53,7 @@ from assay.sandboxes.files.errors import (
 from assay.sandboxes.files.paths import clean_path
 from assay.sandboxes.files.storage import Staged
 from assay.sandboxes.files.tree import Listing
+from assay.store.faults import no_space, outage
 
 __all__ = ["Authenticate", "SftpListener"]
 
@@ -88,6 +89,15 @@ def _refusals() -> Iterator[None]:
         yield
     except FilesError as exc:
         raise _status(exc) from None
+    except Exception as exc:  # a dependency's fault is a status the client can retry on, not a crash
+        if no_space(exc):
+            log.warning("SFTP operation refused, no space left: %s", exc)
+            raise asyncssh.SFTPNoSpaceOnFilesystem("no space left on the server: retry later") from None
+        dependency = outage(exc)
+        if dependency is None:
+            raise
+        log.warning("SFTP operation refused, the %s is unavailable: %s", dependency, exc)
+        raise asyncssh.SFTPFailure(f"the {dependency} is unavailable: temporary failure, retry") from None
 
 
 @dataclass(eq=False)
@@ -400,9 +410,14 @@ class _Login(asyncssh.SSHServer):
     async def validate_password(self, username: str, password: str) -> bool:
         try:
             access = await asyncio.to_thread(self.listener.authenticate, username, password)
-        except Exception:
-            log.exception("SFTP login lookup for %r failed", username)
-            return False  # our failure, not a wrong password: no backoff
+        except Exception as exc:
+            dependency = outage(exc)
+            if dependency is None:
+                log.exception("SFTP login lookup for %r failed", username)
+                return False  # our failure, not a wrong password: no backoff
+            # Not "wrong password": the client is told the service is down for now.
+            log.warning("SFTP login for %r refused, the %s is unavailable: %s", username, dependency, exc)
+            raise asyncssh.ServiceNotAvailable(f"the {dependency} is unavailable: retry later") from None
         if access is None or self.conn is None:
             await self._refuse()
             return False

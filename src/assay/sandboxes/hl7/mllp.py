@@ -45,6 +45,7 @@ from assay.sandboxes.hl7.ack import (
 from assay.sandboxes.hl7.store import Route, deliver, route, unroutable
 from assay.sandboxes.surface import Deployment
 from assay.store.driver import DriverTransaction
+from assay.store.faults import no_space, outage
 
 __all__ = ["END", "START", "Frame", "MllpFramer", "MllpListener", "frame"]
 
@@ -83,6 +84,17 @@ class Frame:
     """The message; of a frame over the limit, its first `max_bytes` only."""
     oversize: int = 0
     """The size of a frame over the limit (only its start was kept), else 0."""
+
+
+def _transient(exc: Exception) -> str | None:
+    """The `AE` text for a failure that passes (the database down or restarting, a full disk),
+    which says to send the message again; None for any other failure (an `AR`)."""
+    if no_space(exc):
+        return "no space left to store the message: temporary error, retry later"
+    dependency = outage(exc)
+    if dependency is not None:
+        return f"the {dependency} is unavailable: temporary error, retry later"
+    return None
 
 
 class MllpFramer:
@@ -304,9 +316,16 @@ class MllpListener:
         """The framed message's ACK; never raises (a failure is that message's `AR`)."""
         try:
             return self._acknowledge(received).encode("utf-8")
-        except Exception:
-            log.exception("MLLP message could not be handled")
-            failed = Inspection(None, "", "the message could not be stored", "AR", INTERNAL_ERROR)
+        except Exception as exc:
+            transient = _transient(exc)
+            if transient is None:
+                log.exception("MLLP message could not be handled")
+                failed = Inspection(None, "", "the message could not be stored", "AR", INTERNAL_ERROR)
+            else:  # nothing was stored: the sender keeps the message and sends it again
+                log.warning("MLLP message not stored (%s): %s", transient, exc)
+                header = inspect(received.payload) if not received.oversize else None
+                message = header.message if header is not None else None
+                failed = Inspection(message, "", transient, "AE", INTERNAL_ERROR, "MSH")
             return acknowledge(failed).text.encode("utf-8")
 
     def _acknowledge(self, received: Frame) -> str:
