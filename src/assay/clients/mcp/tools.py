@@ -147,8 +147,8 @@ async def _update_eval(client: Any, args: Json) -> Any:
 
 
 async def _in_task_order(client: Any, task_id: str) -> list[Any]:
-    """A task's criteria as the task lists them (the API lists newest first; ids are monotonic)."""
-    return [c async for c in client.criteria.list(task_id=task_id)][::-1]
+    """A task's criteria as the task lists them (the API's order for one task's criteria)."""
+    return [c async for c in client.criteria.list(task_id=task_id)]
 
 
 async def _list_criteria(client: Any, args: Json) -> Json:
