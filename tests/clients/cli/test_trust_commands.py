@@ -317,3 +317,28 @@ def test_self_test_runs_are_hidden_unless_asked_for_and_keep_their_benchmark_onl
         assert api.get(f"/benchmark-runs/{agent_run.json()['id']}").status_code == 200
         every_run = api.get("/benchmark-runs", params={"benchmark_id": benchmark.id, "self_tests": "true"})
         assert [r["agent"]["name"] for r in every_run.json()["data"]] == ["bot", "assay self-test"]
+
+
+def test_a_self_test_run_still_in_progress_is_torn_down_and_deleted_with_its_benchmark(
+    server: Server,
+) -> None:
+    """A self-test run whose playground is still started (a self-test cut short) goes with its
+    benchmark: the playground is torn down first, so its token reaches nothing afterwards."""
+    with server.client() as api:
+        benchmark = api.post("/benchmarks", json={"name": f"cut short {uuid.uuid4().hex[:8]}"}).json()
+        task = api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "Book"}).json()
+        body = {"benchmark_id": benchmark["id"], "agent": {"name": "assay self-test", "mode": "idle"}}
+        created = api.post("/v1/benchmark-runs", json=body).json()
+        (task_run,) = created["task_runs"]
+        with server.client(created["bearer_token"]) as agent:
+            assert agent.post(task_run["start_url"]).status_code == 200
+            wrote = agent.post(f"/v1/task-runs/{task_run['id']}/fhir/Appointment", json=APPOINTMENT)
+            assert wrote.status_code == 201
+            assert api.delete(f"/benchmarks/{benchmark['id']}").status_code == 409  # its task first
+            assert api.delete(f"/tasks/{task['id']}").status_code == 204
+            assert api.delete(f"/benchmarks/{benchmark['id']}").status_code == 204
+            after = agent.post(f"/v1/task-runs/{task_run['id']}/fhir/Appointment", json=APPOINTMENT)
+            assert after.status_code in (401, 404), after.text
+        assert api.get(f"/benchmark-runs/{created['benchmark_run_id']}").status_code == 404
+        assert api.get(f"/task-runs/{task_run['id']}").status_code == 404
+    assert _orphans(server) == []
