@@ -180,7 +180,7 @@ def _orphans(server: Server) -> list[str]:
                 if owner is None or owner == table.name:
                     continue
                 values = {row[0] for row in connection.execute(sa.select(column).distinct())}
-                found += [f"{table.name}.{column.name} = {value}" for value in values - live[owner]]
+                found += [f"{table.name}.{column.name} = {value}" for value in values - live[owner] - {None}]
     assert server.settings is not None
     files_root = Path(server.settings.data_dir) / "files"
     if files_root.is_dir():
