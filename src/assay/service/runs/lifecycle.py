@@ -276,4 +276,9 @@ def settle_if_due(session: Session, benchmark_run: BenchmarkRun, now: datetime) 
     task_runs = task_runs_of(session, benchmark_run.id)
     if is_due(benchmark_run, task_runs, now) and settle_due(session, benchmark_run, now):
         session.refresh(benchmark_run)
+    elif sum(states.is_ended(task_run.status) for task_run in task_runs) != benchmark_run.task_runs_ended:
+        # The run was read before an end committed (the sweeper's, another request's) and its task
+        # runs after it (PostgreSQL's READ COMMITTED: a snapshot per statement): read the run
+        # again, so the answer never shows every task run ended under a run still started.
+        session.refresh(benchmark_run)
     return task_runs
