@@ -52,6 +52,9 @@ LOCK_WAIT = 10.0
 POOL_WAIT = 10.0
 """Seconds a PostgreSQL unit of work waits for a pooled connection before SQLAlchemy's
 `TimeoutError` (503 as well, in `service/errors.py`)."""
+CONNECT_WAIT = 5
+"""Seconds a new PostgreSQL connection may take to open (libpq's `connect_timeout`, unless the
+URL sets its own): past it the request is answered as an outage, 503."""
 
 
 def sqlite_url(data_dir: Path) -> str:
@@ -219,6 +222,9 @@ class Database:
                 pool_timeout=POOL_WAIT,
                 pool_recycle=1800,
                 json_serializer=serialize_json,
+                # A host that drops packets would otherwise hold a connect (and the request behind
+                # it) for the kernel's TCP timeout, about two minutes, before the 503 an outage is.
+                connect_args={} if "connect_timeout" in self.url.query else {"connect_timeout": CONNECT_WAIT},
             )
             # The change epoch in the database itself, shared by instances on any machine.
             track(engine, PostgresEpoch(engine))

@@ -8,8 +8,8 @@ Classified by what the drivers say, on the exception and the ones it wraps (SQLA
 SQLSTATE of class 08 (connection exception), 57P01–57P03 (shut down by an administrator, crashed,
 cannot connect now), 25006 (read-only transaction: a standby, or `default_transaction_read_only`),
 53200 (out of memory), 58030 (I/O error), 53100 (disk full); psycopg's `OperationalError` without a
-SQLSTATE (a connection refused or lost before any answer) and `InterfaceError` (the connection is
-closed); SQLite's "database or disk is full", "disk I/O error", "unable to open database file",
+SQLSTATE (a connection refused or lost before any answer), `ConnectionTimeout` (a host that does
+not answer within `connect_timeout`) and `InterfaceError` (the connection is closed); SQLite's "database or disk is full", "disk I/O error", "unable to open database file",
 "attempt to write a readonly database"; `OSError` with `ENOSPC`/`EDQUOT`; a connection error of the
 object store's client. Saturation (`too many clients`, "database is locked", an empty pool) is not
 an outage: `service/errors.py` answers it as busy first.
@@ -69,7 +69,7 @@ def outage(exc: BaseException) -> str | None:
         driver = _driver(found)
         if driver == "psycopg" and state is None:
             name = type(found).__name__
-            if name == "InterfaceError" or (
+            if name in ("InterfaceError", "ConnectionTimeout") or (
                 name == "OperationalError" and "too many clients" not in str(found)
             ):
                 return DATABASE
