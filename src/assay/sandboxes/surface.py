@@ -21,6 +21,8 @@ never names a surface; it loops over the registry:
     score, rescore   read(pointer, session)            -> a view with the `SandboxState` fields it owns
     state tar.gz     snapshot(view, writer)            its part of the SPEC §6 layout
     end              teardown(session, playground_id, deployment)
+    deleted          purge(session, playground_ids, sandbox_ids, deployment)   the rows (and files) it
+                                                       keeps for torn-down playgrounds whose runs go
 
 `BaseSurface` implements every hook as "nothing to do", so a surface overrides only what it has.
 Anything a hook cannot do for a reason the task author should read (a bad scenario step, a dataset
@@ -304,6 +306,17 @@ class Surface(Protocol):
 
     def teardown(self, session: Session, playground_id: str, deployment: Deployment) -> None: ...
 
+    def purge(
+        self,
+        session: Session,
+        playground_ids: Sequence[str],
+        sandbox_ids: Sequence[str],
+        deployment: Deployment,
+    ) -> None:
+        """Delete what the surface keeps for these torn-down playgrounds, in the caller's
+        transaction (files outside the database once it commits): their runs are being deleted."""
+        ...
+
 
 class BaseSurface:
     """Every hook as "nothing to do"; subclass it and override what the surface has."""
@@ -367,6 +380,15 @@ class BaseSurface:
         return None
 
     def teardown(self, session: Session, playground_id: str, deployment: Deployment) -> None:
+        return None
+
+    def purge(
+        self,
+        session: Session,
+        playground_ids: Sequence[str],
+        sandbox_ids: Sequence[str],
+        deployment: Deployment,
+    ) -> None:
         return None
 
 

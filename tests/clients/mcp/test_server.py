@@ -170,6 +170,13 @@ async def authoring(session: Session) -> None:
     assert detail["evidence"] is not None
     summary = await call(session, "benchmark-runs", {"action": "get", "id": run["benchmark_run_id"]})
     assert summary["status"] == "completed"
+    listed = await call(session, "benchmark-runs", {"action": "list", "benchmarkId": benchmark["id"]})
+    assert [r["id"] for r in listed["data"]] == [run["benchmark_run_id"]]  # publish's self-tests left out
+    every = await call(
+        session, "benchmark-runs", {"action": "list", "benchmarkId": benchmark["id"], "selfTests": True}
+    )
+    assert {r["agent"]["name"] for r in every["data"] if r["agent"]} == {"assay self-test"}
+    assert len(every["data"]) > 1
 
 
 def _assay_command() -> str:

@@ -53,7 +53,7 @@ def list_criteria(
 ) -> None:
     """A task's criteria."""
     with connect(api_key, base_url) as client:
-        criteria = list(client.criteria.list(task_id=task))[::-1]
+        criteria = list(client.criteria.list(task_id=task))
     if as_json:
         print_json({"data": [c.model_dump(mode="json") for c in criteria]})
         return

@@ -4,7 +4,7 @@ A package folder is checked locally first, with the API's own models (every prob
 task, criterion and key; `--offline` stops there). Then it is pushed as a throwaway draft,
 `assay lint · <name>`, never the author's own draft, and every task is self-tested on the server
 (`POST /tasks/{id}/self-test`): an idle agent must earn nothing and a reference solution must pass
-every criterion. The throwaway draft is cleaned up after. A slug, name or id self-tests that
+every criterion. The throwaway draft is deleted after, with its self-test runs. A slug, name or id self-tests that
 benchmark's draft as it is. Exit 0 when every task is clean, 1 when any task has a problem (each
 printed with the criterion and what it read), 2 on bad input.
 """

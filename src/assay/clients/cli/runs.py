@@ -17,9 +17,6 @@ from assay.clients.cli.evidence import failing_fields, gate_text, miss_text
 if TYPE_CHECKING:
     from assay.client import Assay, BenchmarkRun, CriterionRun, TaskRun
 
-SELF_TEST_AGENT = "assay self-test"
-"""The agent name the server's self-tests run under (docs/scoring.md)."""
-
 __all__ = ["render_run", "runs_app"]
 
 runs_app = typer.Typer(help="Benchmark runs and their results.", no_args_is_help=True)
@@ -51,9 +48,7 @@ def list_runs(
     """Benchmark runs, newest first; self-test runs only with --self-tests."""
     with connect(api_key, base_url) as client:
         runs = []
-        for run in client.benchmark_runs.list(benchmark_id=benchmark):
-            if not self_tests and isinstance(run.agent, dict) and run.agent.get("name") == SELF_TEST_AGENT:
-                continue
+        for run in client.benchmark_runs.list(benchmark_id=benchmark, self_tests=self_tests):
             runs.append(run)
             if len(runs) >= limit:
                 break

@@ -147,8 +147,8 @@ async def _update_eval(client: Any, args: Json) -> Any:
 
 
 async def _in_task_order(client: Any, task_id: str) -> list[Any]:
-    """A task's criteria as the task lists them (the API lists newest first; ids are monotonic)."""
-    return [c async for c in client.criteria.list(task_id=task_id)][::-1]
+    """A task's criteria as the task lists them (the API's order for one task's criteria)."""
+    return [c async for c in client.criteria.list(task_id=task_id)]
 
 
 async def _list_criteria(client: Any, args: Json) -> Json:
@@ -296,7 +296,9 @@ BENCHMARK_RUNS = Tool(
     "Benchmark runs: create one (returns its run token once), read it with its task runs, cancel it.",
     {
         "list": Action(
-            lambda c, a: _all(c.benchmark_runs.list(**_given(a, "benchmarkId"))), (), ("benchmarkId",)
+            lambda c, a: _all(c.benchmark_runs.list(**_given(a, "benchmarkId", "selfTests"))),
+            (),
+            ("benchmarkId", "selfTests"),
         ),
         "get": Action(lambda c, a: _json(c.benchmark_runs.get(a["id"])), ("id",)),
         "create": Action(
@@ -314,6 +316,10 @@ BENCHMARK_RUNS = Tool(
         "benchmarkId": {"type": "string", "description": "Run the current draft of this benchmark."},
         "scored": {"type": "boolean"},
         "agent": {"description": "Who is running (any JSON)."},
+        "selfTests": {
+            "type": "boolean",
+            "description": "list: also self-test runs (agent `assay self-test`), which are left out otherwise.",
+        },
     },
 )
 

@@ -380,10 +380,9 @@ def lint_draft(client: Assay, package: Package) -> tuple[str, Callable[[], list[
     """Push `package` as a throwaway draft beside the author's own (which it never touches); return
     its benchmark id and the clean-up to call when the self-tests are done.
 
-    The clean-up deletes the draft's tasks (their criteria go with them), its environment and its
-    datasets. The benchmark record itself stays, empty, when it has runs: the server keeps a
-    benchmark for its runs' records, and the self-test runs are hidden from run lists by default.
-    The next lint of the same package reuses it. It returns what it could not delete."""
+    The clean-up deletes the draft's tasks (their criteria go with them), its environment, its
+    datasets and the benchmark itself, whose runs are all self-tests and go with it (the server
+    keeps a benchmark with any other run). It returns what it could not delete."""
     shadow = Package(
         LINT_PREFIX + package.name, package.benchmark, package.environment, package.tasks, package.datasets
     )
@@ -400,7 +399,9 @@ def lint_draft(client: Assay, package: Package) -> tuple[str, Callable[[], list[
                 left.append(f"{what}: {exc}")
 
         benchmark = client.benchmarks.get(benchmark_id)
+        dataset_ids: dict[str, None] = {}  # the environment's and the tasks' own, each once
         for task in list(client.tasks.list(benchmark_id=benchmark_id)):
+            dataset_ids.update(dict.fromkeys(task.dataset_ids))
             attempt(f"task {task.name}", functools.partial(client.tasks.delete, task.id))
         if benchmark.environment_id:
             environment = client.environments.get(benchmark.environment_id)
@@ -408,9 +409,10 @@ def lint_draft(client: Assay, package: Package) -> tuple[str, Callable[[], list[
                 "benchmark", functools.partial(client.benchmarks.update, benchmark_id, environment_id=None)
             )
             attempt("environment", functools.partial(client.environments.delete, environment.id))
-            for dataset_id in environment.dataset_ids:
-                attempt(f"dataset {dataset_id}", functools.partial(client.datasets.delete, dataset_id))
+            dataset_ids.update(dict.fromkeys(environment.dataset_ids))
+        for dataset_id in dataset_ids:
+            attempt(f"dataset {dataset_id}", functools.partial(client.datasets.delete, dataset_id))
         attempt("benchmark", functools.partial(client.benchmarks.delete, benchmark_id))
-        return [line for line in left if not line.startswith("benchmark: ") or "runs" not in line]
+        return left
 
     return benchmark_id, clean_up

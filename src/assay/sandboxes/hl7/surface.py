@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter
-from sqlalchemy import Select
+from sqlalchemy import Select, delete
 from sqlalchemy.orm import Session
 
 from assay.core.state import Hl7Record, hl7_digests
@@ -29,6 +29,7 @@ from assay.sandboxes.hl7.mllp import (
 )
 from assay.sandboxes.hl7.routes import hl7_router
 from assay.sandboxes.hl7.store import append, last_outbound, outbound_until, register_facility
+from assay.sandboxes.hl7.tables import Hl7Facility, Hl7MessageRow
 from assay.sandboxes.surface import (
     Deployment,
     LogSurface,
@@ -107,6 +108,16 @@ class Hl7Sandbox(LogSurface):
     dataset_type = "hl7"
     state_fields = frozenset({"hl7_outbound"})
     scenario_steps: Mapping[str, ScenarioStep] = {"seed_hl7_inbox": _seed_inbox}
+
+    def purge(
+        self,
+        session: Session,
+        playground_ids: Sequence[str],
+        sandbox_ids: Sequence[str],
+        deployment: Deployment,
+    ) -> None:
+        session.execute(delete(Hl7MessageRow).where(Hl7MessageRow.sandbox_id.in_(sandbox_ids)))
+        session.execute(delete(Hl7Facility).where(Hl7Facility.playground_id.in_(playground_ids)))
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         inbox = data.get("inbox") if isinstance(data, dict) else None

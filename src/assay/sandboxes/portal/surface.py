@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from sqlalchemy import Select, select
+from sqlalchemy import Select, delete, select
 from sqlalchemy.orm import Session
 
 from assay.core.state import PortalRow, portal_digests
@@ -23,6 +23,7 @@ from assay.sandboxes.portal.access import PortalSurface
 from assay.sandboxes.portal.datasets import check_portal_dataset
 from assay.sandboxes.portal.routes import portal_router
 from assay.sandboxes.portal.store import capture_seq, rows_at
+from assay.sandboxes.portal.tables import PortalSessionRow, PortalStoreRow, PortalVersion
 from assay.sandboxes.portal.throttle import SignInThrottle, ThrottleSettings
 from assay.sandboxes.portal.web import portal_web_router
 from assay.sandboxes.surface import (
@@ -142,6 +143,16 @@ class PortalSandbox(BaseSurface):
     dataset_type = "portal"
     scenario_steps = {"set_portal_row": _set_portal_row}
     state_fields = frozenset({"portal_rows"})
+
+    def purge(
+        self,
+        session: Session,
+        playground_ids: Sequence[str],
+        sandbox_ids: Sequence[str],
+        deployment: Deployment,
+    ) -> None:
+        for table in (PortalVersion, PortalSessionRow, PortalStoreRow):
+            session.execute(delete(table).where(table.playground_id.in_(playground_ids)))
 
     def open(self, deployment: Deployment) -> None:
         _throttle_of(deployment)
