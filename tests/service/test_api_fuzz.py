@@ -6,7 +6,7 @@ JSON types, absurd nesting, invalid UTF-8), the operation's own body keys set to
 wrong type or size, hostile query values, and path ids that are real, unknown or malformed.
 Errors must be the SPEC §5 envelope (OperationOutcome on FHIR routes). Hand-picked values through
 hypothesis rather than schemathesis' generator keep it deterministic and well under a minute; the
-open-ended schemathesis and hostile-body runs found the cases pinned in `test_fuzz_regressions.py`.
+open-ended schemathesis and hostile-body runs found the cases pinned in `test_api_bad_input.py`.
 """
 
 from __future__ import annotations

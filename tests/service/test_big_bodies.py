@@ -27,10 +27,10 @@ from assay.service import json_bodies
 from assay.store.errors import BadRequest
 from assay.store.json_values import content_hash
 from tests.conftest import FIXTURES
+from tests.store.test_json_values import JSON_LIKE, _same
 
 from .builders import ok, unique
 from .conftest import Server
-from .test_json_encoding import JSON_LIKE, _same
 
 _DEEP = '{"benchmark": "x", "agent": ' + '{"a": ' * 100 + "1" + "}" * 100 + "}"
 _AS_DEEP_AS_ALLOWED = '{"benchmark": "x", "agent": ' + '{"a": ' * 98 + "1" + "}" * 98 + "}"

@@ -16,7 +16,6 @@ import pytest
 from assay.checks import semantic_unavailable
 from assay.checks._semantic import THRESHOLD
 from assay.judge import JudgeSettings
-from assay.sandboxes.registry import SURFACES
 from assay.service.settings import Settings
 from tests.judge.stub import StubJudge, stub_judge
 
@@ -108,7 +107,6 @@ TURNS = [
 
 
 @pytest.mark.semantic
-@pytest.mark.skipif("voice" not in SURFACES, reason="the voice sandbox (issue 10) has not landed yet")
 @pytest.mark.skipif(semantic_unavailable() is not None, reason=semantic_unavailable() or "")
 @pytest.mark.parametrize("semantic", [False, True])
 def test_voice_criterion_needs_the_semantic_tier(tmp_path: Path, semantic: bool) -> None:

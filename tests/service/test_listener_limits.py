@@ -23,7 +23,7 @@ import paramiko
 import pytest
 
 from assay.service.settings import Settings
-from tests.sandboxes.test_hl7_surface import adt, msa, start_hl7
+from tests.sandboxes.hl7.test_surface import adt, msa, start_hl7
 from tests.service.builders import make_benchmark, make_dataset, ok
 
 from .conftest import Server, _serve

@@ -23,9 +23,9 @@ from assay.formats.hl7 import parse_message
 from assay.formats.x12 import parse_x12
 from assay.sandboxes.hl7.ack import NUL_PROBLEM
 from assay.store.json_values import NUL_TEXT, not_strict_json, storable_json_problem, strict_json_problem
+from tests.sandboxes.hl7.test_surface import adt, msa, start_hl7
 from tests.sandboxes.payer.samples import PAYER
 from tests.sandboxes.portal.world import MRI_APPROVED, start_portal_task
-from tests.sandboxes.test_hl7_surface import adt, msa, start_hl7
 from tests.sandboxes.x12.requests import eligibility_270, interchange, subscriber_270
 
 from .builders import error, make_benchmark, make_dataset, ok, unique

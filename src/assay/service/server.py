@@ -30,12 +30,20 @@ connections happened to fall (issue 9, `docs/performance.md` "Session 8"). The s
 socket only holds the port: bound, never listening, so no connection waits on it. The cost: a
 worker that dies drops the connections queued on its socket and not yet accepted (the supervisor
 starts another). Elsewhere the workers share uvicorn's socket as before.
+
+The one-write transport and the per-worker sockets hook into uvicorn below its documented surface
+(its httptools protocol class, its supervisor's `Process`). pyproject.toml bounds uvicorn to the
+minor series these hooks are tested with, `tests/service/test_server_internals.py` fails when
+what they hook into moves, and `run` checks the same shape at start-up (`unfit_internals`): where
+it has moved, the server runs on uvicorn's stock protocol or supervisor and logs a warning, rather
+than failing to start or misbehaving.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import socket
 import sys
@@ -55,6 +63,7 @@ __all__ = [
     "NoDelayH11Protocol",
     "NoDelayHttpToolsProtocol",
     "run",
+    "unfit_internals",
 ]
 
 GRACEFUL_SHUTDOWN = 5.0
@@ -153,7 +162,8 @@ class NoDelayHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         _no_delay(transport)
-        super().connection_made(_OneWritePerResponse(transport, self.loop), *args, **kwargs)  # type: ignore[arg-type]
+        one_write = _OneWritePerResponse(transport, asyncio.get_running_loop())
+        super().connection_made(one_write, *args, **kwargs)  # type: ignore[arg-type]
 
     def on_response_complete(self) -> None:
         flush = getattr(self.transport, "flush", None)
@@ -174,20 +184,80 @@ def run(
     """`uvicorn.run` with the no-delay protocol; `app` is the app, or an import string for workers."""
     options.setdefault("timeout_graceful_shutdown", GRACEFUL_SHUTDOWN)
     options.setdefault("loop", "uvloop")
+    unfit = unfit_internals()
+    http: type[HttpToolsProtocol] | str = NoDelayHttpToolsProtocol
+    if unfit["protocol"]:
+        _warn_stock(unfit["protocol"], "uvicorn's own httptools protocol (one write per response is off)")
+        http = "httptools"
     if workers > 1:
         # uvicorn kills a worker that does not answer its health ping within the timeout (5 s by
         # default); a worker still starting (spawn, imports, migrations) on a loaded machine took
         # longer and was killed and respawned in a loop, so the API never came up.
         options.setdefault("timeout_worker_healthcheck", WORKER_HEALTHCHECK)
-        if _REUSE_PORT:
+        if _REUSE_PORT and unfit["supervisor"]:
+            _warn_stock(
+                unfit["supervisor"], "uvicorn's own supervisor (one shared socket, frozen workers kept)"
+            )
+        elif _REUSE_PORT:
             _OwnSocketProcess.serving_timeout = worker_timeout
-            _run_workers_on_own_sockets(app, host=host, port=port, workers=workers, **options)
+            _run_workers_on_own_sockets(app, host=host, port=port, workers=workers, http=http, **options)
             return
-        uvicorn.run(
-            app, factory=True, host=host, port=port, workers=workers, http=NoDelayHttpToolsProtocol, **options
-        )
+        uvicorn.run(app, factory=True, host=host, port=port, workers=workers, http=http, **options)
     else:
-        uvicorn.run(app, host=host, port=port, http=NoDelayHttpToolsProtocol, **options)
+        uvicorn.run(app, host=host, port=port, http=http, **options)
+
+
+_PROTOCOL_HOOKS = {"connection_made": ("transport",), "on_response_complete": ()}
+"""What `NoDelayHttpToolsProtocol` overrides on uvicorn's `HttpToolsProtocol`: method, parameters."""
+_SUPERVISOR_HOOKS = {
+    "__init__": ("config", "sockets"),
+    "target": ("sockets",),
+    "pong": (),
+    "is_alive": ("timeout",),
+    "_healthcheck": ("timeout",),
+}
+"""What `_OwnSocketProcess` overrides or calls on uvicorn's `multiprocess.Process`."""
+
+
+def unfit_internals() -> dict[str, list[str]]:
+    """The uvicorn internals this module hooks into that are missing or changed shape, for the
+    one-write protocol (`protocol`) and the own-socket supervisor (`supervisor`): empty when all
+    are as tested."""
+    supervisor = _unfit("multiprocess.Process", getattr(multiprocess, "Process", None), _SUPERVISOR_HOOKS)
+    supervisor += _unfit(
+        "multiprocess.Multiprocess",
+        getattr(multiprocess, "Multiprocess", None),
+        {"__init__": ("config", "sockets"), "run": ()},
+    )
+    supervisor += _unfit("Server", uvicorn.Server, {"serve": ("sockets",)})
+    return {
+        "protocol": _unfit("HttpToolsProtocol", HttpToolsProtocol, _PROTOCOL_HOOKS),
+        "supervisor": supervisor,
+    }
+
+
+def _unfit(where: str, cls: Any, hooks: dict[str, tuple[str, ...]]) -> list[str]:
+    if not isinstance(cls, type):
+        return [where]
+    unfit = []
+    for method, parameters in hooks.items():
+        member = getattr(cls, method, None)
+        found = None
+        if callable(member):
+            with contextlib.suppress(TypeError, ValueError):
+                found = tuple(inspect.signature(member).parameters)[1 : 1 + len(parameters)]  # after self
+        if found != parameters:
+            unfit.append(f"{where}.{method}({', '.join(parameters)})")
+    return unfit
+
+
+def _warn_stock(unfit: list[str], instead: str) -> None:
+    logging.getLogger("uvicorn.error").warning(
+        "uvicorn %s does not have the internals this server was tested with (%s): running %s",
+        uvicorn.__version__,
+        ", ".join(unfit),
+        instead,
+    )
 
 
 _REUSE_PORT = sys.platform == "linux" and hasattr(socket, "SO_REUSEPORT")
@@ -261,9 +331,7 @@ class _OwnSocketProcess(multiprocess.Process):
 def _run_workers_on_own_sockets(app: Any, *, host: str, port: int, workers: int, **options: Any) -> None:
     """`uvicorn.run`'s `--workers` path, with a port-holding socket (`SO_REUSEPORT`, not listening)
     in the supervisor and one listening socket per worker (`_OwnSocketProcess`)."""
-    config = uvicorn.Config(
-        app, factory=True, host=host, port=port, workers=workers, http=NoDelayHttpToolsProtocol, **options
-    )
+    config = uvicorn.Config(app, factory=True, host=host, port=port, workers=workers, **options)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     held = _port_socket(family, (host, port))
     logging.getLogger("uvicorn.error").info(

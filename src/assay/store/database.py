@@ -25,7 +25,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
-from assay.store.epoch import Epoch, PostgresEpoch, epoch_of, track
+from assay.store.epoch import Epoch, PostgresEpoch, epoch_of, track, with_options
 from assay.store.errors import Busy
 from assay.store.json_values import serialize_json
 
@@ -74,8 +74,8 @@ def read_only(engine: Engine) -> Engine:
     `ROLLBACK` around it were two round trips of three for a token lookup (issue 9: every API
     request with a key, and a `complete` on a worker new to the run)."""
     if engine.dialect.name == "postgresql":
-        return engine.execution_options(**{_READ_ONLY: True}, isolation_level="AUTOCOMMIT")
-    return engine.execution_options(**{_READ_ONLY: True})
+        return with_options(engine, **{_READ_ONLY: True}, isolation_level="AUTOCOMMIT")
+    return with_options(engine, **{_READ_ONLY: True})
 
 
 @contextmanager

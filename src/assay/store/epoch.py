@@ -46,7 +46,16 @@ from typing import Any
 
 from sqlalchemy import Engine, event
 
-__all__ = ["QUIET_TABLES", "SEQUENCE", "ChangeEpoch", "Epoch", "PostgresEpoch", "epoch_of", "track"]
+__all__ = [
+    "QUIET_TABLES",
+    "SEQUENCE",
+    "ChangeEpoch",
+    "Epoch",
+    "PostgresEpoch",
+    "epoch_of",
+    "track",
+    "with_options",
+]
 
 QUIET_TABLES = frozenset({"sandbox_events", "leases"})
 """Tables whose writes do not bump the epoch: nothing cached reads them."""
@@ -427,13 +436,24 @@ _DISABLED = Epoch(enabled=False)
 _EPOCHS: weakref.WeakKeyDictionary[Engine, ChangeEpoch] = weakref.WeakKeyDictionary()
 
 
+_COPIES: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDictionary()
+"""Each `with_options` copy, and the engine it copies: the copy writes through the same pool, so
+it has the same epoch (SQLAlchemy names the copied engine only in a private attribute)."""
+
+
+def with_options(engine: Engine, **options: Any) -> Engine:
+    """`engine.execution_options(**options)`, a copy on the same pool, under `engine`'s epoch."""
+    copy = engine.execution_options(**options)
+    _COPIES[copy] = _COPIES.get(engine, engine)
+    return copy
+
+
 def epoch_of(engine: Engine) -> ChangeEpoch:
-    """The epoch `track` gave `engine` (or the engine it is an `execution_options` copy of); a
+    """The epoch `track` gave `engine` (or the engine it is a `with_options` copy of); a
     disabled one for an engine nobody tracks."""
     found = _EPOCHS.get(engine)
     if found is None:
-        proxied = getattr(engine, "_proxied", None)
-        found = _EPOCHS.get(proxied) if proxied is not None else None
+        found = _EPOCHS.get(_COPIES.get(engine, engine))
     return found or _DISABLED
 
 

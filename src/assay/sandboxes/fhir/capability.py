@@ -4,7 +4,7 @@ Everything here is read from the code that does it, so the statement cannot clai
 than works: the parameters are the ones `formats/fhir` parses (`parse_search_key`, composites
 included), includes and revincludes are every reference parameter, the operations are
 `operations.OPERATIONS`, the modifiers the query parser's table, the compartments
-`compartments.COMPARTMENTS`. `tests/sandboxes/test_fhir_capability.py` replays the claims
+`compartments.COMPARTMENTS`. `tests/sandboxes/fhir/test_capability.py` replays the claims
 against a live server.
 """
 

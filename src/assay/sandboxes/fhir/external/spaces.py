@@ -174,7 +174,7 @@ class AssayStores(_ServerSpaces):
 
     `ASSAY_FHIR_URL` is the server's root (`http://host:8410`). Calls: `PUT /stores/{name}` (201, or
     200 when it exists), the FHIR base `/stores/{name}/fhir`, `DELETE /stores/{name}` (204; 404
-    when already gone). Run against the real server in `tests/sandboxes/test_external_isolated.py`.
+    when already gone). Run against the real server in `tests/sandboxes/fhir/test_external_isolated.py`.
     """
 
     isolation = "assay-store"

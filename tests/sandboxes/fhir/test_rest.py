@@ -330,7 +330,7 @@ def test_transaction_is_atomic(http: httpx.Client) -> None:
 def test_transaction_patch_entries_follow_the_patch_interaction(http: httpx.Client) -> None:
     """A PATCH entry whose resource is not a patch (a Binary without base64 JSON Patch data) is a 400
     that rolls the transaction back — it used to be applied as an empty patch, writing an unchanged
-    new version. (A Binary that carries one is applied: `test_fhir_writes.py`.)"""
+    new version. (A Binary that carries one is applied: `test_writes.py`.)"""
     http.put("/Patient/p1", json=_patient(id="p1"))
 
     def patch_entry(operations: object) -> dict[str, object]:

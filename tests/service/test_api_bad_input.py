@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from .builders import error, make_benchmark, ok, start_run
-from .conftest import Server, serving
+from tests.service.builders import error, make_benchmark, ok, start_run
+from tests.service.conftest import Server, serving
 
 
 @dataclass

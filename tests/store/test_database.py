@@ -21,8 +21,7 @@ from assay.store import Database, new_id, paginate, sqlite_url, utcnow
 from assay.store.copy_text import copy_field, copy_text
 from assay.store.database import ReadOnlyViolation
 from assay.store.models import Base, Organization
-
-from .conftest import Server
+from tests.service.conftest import Server
 
 
 def _import_all_tables() -> None:

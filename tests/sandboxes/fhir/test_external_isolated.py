@@ -39,7 +39,7 @@ from assay.service.fhir_server import create_fhir_server
 from assay.service.settings import Settings
 from assay.store.models import Sandbox
 from tests.sandboxes.conftest import free_port, serve
-from tests.sandboxes.test_external import (
+from tests.sandboxes.fhir.test_external import (
     book_with_an_absolute_reference,
     captured_relative,
     judge_the_reference_text,
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from tests.service.conftest import Server
 
 TOKEN = "second-server-token"
-BOB_FILE = Path(__file__).parents[1] / "fixtures" / "fhir" / "synthea" / "hiv-2021"
+BOB_FILE = Path(__file__).parents[2] / "fixtures" / "fhir" / "synthea" / "hiv-2021"
 BOB_FILE = BOB_FILE / "Bob965_Keeling57_3f6fd0bb-6cd3-eb3f-4401-cd38ace25f2b.json"
 
 

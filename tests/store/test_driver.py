@@ -15,8 +15,7 @@ from sqlalchemy import JSON, Boolean, Column, Integer, MetaData, String, Table, 
 from assay.store.database import pipelined
 from assay.store.driver import DriverTransaction
 from assay.store.models import UtcDateTime
-
-from .conftest import Server
+from tests.service.conftest import Server
 
 _METADATA = MetaData()
 _PROBE = Table(

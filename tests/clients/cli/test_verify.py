@@ -16,7 +16,7 @@ from assay.clients.cli import app
 from assay.core.state import VoiceTurn
 from assay.snapshot import archive_snapshot, write_snapshot
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "referral-intake"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "referral-intake"
 runner = CliRunner()
 
 VOICE_TASK = {

@@ -28,7 +28,7 @@ from tests.sandboxes.conftest import at_once
 if TYPE_CHECKING:
     from tests.sandboxes.conftest import FhirServer
 
-SYNTHEA = Path(__file__).parents[1] / "fixtures" / "fhir" / "synthea"
+SYNTHEA = Path(__file__).parents[2] / "fixtures" / "fhir" / "synthea"
 LIZ = SYNTHEA / "smart-2019" / "Liz_Conn_27c911c6-f045-4ffa-af5d-6eba57ac94b2.json"
 LIZ_ID = "ee9f8dd8-72d2-4769-8020-89e504b1504b"
 BOB = SYNTHEA / "hiv-2021" / "Bob965_Keeling57_3f6fd0bb-6cd3-eb3f-4401-cd38ace25f2b.json"
