@@ -77,6 +77,10 @@ def test_a_frozen_worker_is_replaced_and_holds_no_request_past_the_bound(tmp_pat
     try:
         _wait(lambda: len(_listening_pids(served.port)) == 2, "two workers listening", 180)
         victim = min(_listening_pids(served.port))
+        # A worker counts as serving for the supervisor once a ping (every 0.5 s) has found it
+        # started; until then it has the start-up allowance (60 s). A worker that listens has not
+        # necessarily been pinged since: give the supervisor a few of its rounds first.
+        time.sleep(3)
 
         def fresh_connection(_: int) -> tuple[str, float]:
             began = time.monotonic()
