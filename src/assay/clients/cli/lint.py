@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from assay.clients.benchmarks import bundled_package
 from assay.clients.cli.config import ApiKeyOption, AsJson, BaseUrlOption, connect, print_json
 from assay.clients.packages import PackageError, push, read_package
 from assay.clients.packages.sync import find_benchmark
@@ -33,7 +34,10 @@ def _problem_line(problem: dict[str, Any]) -> str:
 
 def lint_command(
     benchmark: Annotated[
-        str, typer.Argument(help="A package folder (holds benchmark.yaml), or a slug, name or id.")
+        str,
+        typer.Argument(
+            help="A package folder (holds benchmark.yaml), a bundled package (front-office), or a slug, name or id."
+        ),
     ],
     api_key: ApiKeyOption = None,
     base_url: BaseUrlOption = None,
@@ -43,8 +47,9 @@ def lint_command(
     console = Console()
     with connect(api_key, base_url) as client:
         try:
-            if Path(benchmark, "benchmark.yaml").is_file():
-                benchmark_id = push(client, read_package(benchmark)).benchmark_id
+            folder = bundled_package(benchmark) or Path(benchmark)
+            if Path(folder, "benchmark.yaml").is_file():
+                benchmark_id = push(client, read_package(folder)).benchmark_id
             else:
                 benchmark_id = find_benchmark(client, benchmark).id
         except PackageError as exc:
