@@ -1,0 +1,140 @@
+"""The bundled Front Office benchmark proves itself: `assay push front-office --publish` passes the
+publish gate without `--force` (every task's idle agent earns 0 and its reference passes), three
+trials of the reference agent driven through the public run API score 1.0 on every task (pass^3 = 1),
+and an idle agent scores 0.0 on every task. On SQLite always, on PostgreSQL under the `postgres`
+mark (the same test through the parametrized `server` fixture), where `assay lint` runs too."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from assay.clients.benchmarks import BUNDLED, bundled_package
+from assay.clients.cli import app
+from assay.clients.packages import read_package
+from assay.core.assertions import parse_assertion
+from tests.service.conftest import Server
+
+PACKAGE = BUNDLED["front-office"]
+SURFACES = {"fhir", "hl7", "x12", "files", "portal", "voice"}
+LEVELS = {"easy", "medium", "hard"}
+AXES = {"correctness", "safety", "efficiency"}
+
+
+def test_the_package_spreads_over_every_surface_and_level_and_proves_each_task() -> None:
+    package = read_package(PACKAGE)
+    assert package.name == "Front Office" and len(package.tasks) >= 30
+    levels = Counter(tag for task in package.tasks for tag in task.body["tags"] if tag in LEVELS)
+    assert set(levels) == LEVELS and min(levels.values()) >= 5, levels
+    surfaces = {t.removeprefix("surface:") for task in package.tasks for t in task.body["tags"] if t.startswith("surface:")}
+    assert surfaces == SURFACES
+    voice_only = [task.name for task in package.tasks if "surface:voice" in task.body["tags"]]
+    assert 1 <= len(voice_only) <= 3  # the phone line's own tasks come with it
+    for task in package.tasks:
+        tags = task.body["tags"]
+        assert len(LEVELS & set(tags)) == 1, task.name
+        assert task.body["reference"]["actions"], task.name
+        assert {c["axis"] for c in task.criteria} <= AXES, task.name
+        # an idle agent earns nothing: a gate on a correctness criterion no idle agent passes
+        assert any(c.get("required") and c["axis"] == "correctness" for c in task.criteria), task.name
+        # every criterion an idle agent may pass is a safety or efficiency rule
+        assert all(c["axis"] != "correctness" for c in task.criteria if c.get("idle_ok")), task.name
+        for criterion in task.criteria:
+            parse_assertion(criterion["assertion"])
+        # the instruction never carries the grading: no criterion's label in what the agent reads
+        told = json.dumps(task.body["task_item"]).lower()
+        assert not any(c["label"].lower() in told for c in task.criteria), task.name
+    refusals = [task for task in package.tasks if any("refusal" in tag for tag in task.body["tags"])]
+    assert len(refusals) >= 5
+    for task in refusals:  # doing the wrong thing is gated, not just docked
+        assert any(
+            c.get("required") and c["assertion"]["assert"] == "no-unexpected-changes" for c in task.criteria
+        ), task.name
+    assert (PACKAGE / "SOURCES.md").is_file() and any((PACKAGE / "LICENSES").iterdir())
+
+
+def test_a_bundled_name_resolves_unless_a_folder_has_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert bundled_package("front-office") == PACKAGE
+    assert bundled_package("no-such-benchmark") is None
+    (tmp_path / "front-office").mkdir()
+    assert bundled_package("front-office") is None  # the user's own folder wins
+
+
+def _cli(*args: str, code: int = 0) -> Any:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
+    return result
+
+
+def _replay(http: httpx.Client, task_run_id: str, actions: list[dict[str, Any]]) -> None:
+    """The reference agent: each scripted action sent as an agent sends it, with the run token."""
+    for action in actions:
+        headers = {"Content-Type": action["content_type"]} if action.get("content_type") else {}
+        response = http.request(
+            action["method"],
+            f"/v1/task-runs/{task_run_id}/{action['path']}",
+            json=action.get("json"),
+            content=action["body"].encode() if action.get("body") is not None else None,
+            headers=headers,
+        )
+        assert response.status_code < 400, (action["method"], action["path"], response.text[:500])
+
+
+def _run(server: Server, key: str, trials: int, agent: str) -> dict[str, Any]:
+    with server.client(key) as http:
+        created = http.post(
+            "/v1/benchmark-runs", json={"benchmark": "front-office@1", "trials": trials, "agent": {"name": agent}}
+        )
+        assert created.status_code in (200, 201), created.text
+        return created.json()
+
+
+def test_push_publish_then_reference_scores_one_and_idle_zero(
+    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = server.new_org_key()
+    monkeypatch.setenv("ASSAY_CONFIG", str(tmp_path / "config.json"))
+    monkeypatch.setenv("ASSAY_API_KEY", key)
+    monkeypatch.setenv("ASSAY_BASE_URL", server.url)
+    monkeypatch.chdir(tmp_path)  # no folder named front-office here: the bundled package is meant
+
+    pushed = _cli("push", "front-office", "--publish", "--json")  # the publish gate, without --force
+    report = json.loads(pushed.stdout)
+    assert report["published"]["slug"] == "front-office" and report["published"]["version"] == 1
+    if server.backend == "postgres":
+        linted = _cli("lint", "front-office")
+        assert re.search(r"(\d+) of \1 task\(s\) clean", linted.stdout), linted.stdout
+
+    package = read_package(PACKAGE)
+    actions = {task.name: task.body["reference"]["actions"] for task in package.tasks}
+
+    reference = _run(server, key, 3, "reference")
+    assert len(reference["task_runs"]) == 3 * len(package.tasks)
+    with server.client(reference["bearer_token"]) as agent:
+        for task_run in reference["task_runs"]:
+            started = agent.post(f"/v1/task-runs/{task_run['id']}/start")
+            assert started.status_code == 200, started.text
+            _replay(agent, task_run["id"], actions[started.json()["task"]["name"]])
+            done = agent.post(f"/v1/task-runs/{task_run['id']}/complete").json()
+            assert (done["score"], done["verdict"]) == (1.0, "pass"), (task_run, done)
+    with server.client(key) as http:
+        finished = http.get(f"/benchmark-runs/{reference['benchmark_run_id']}").json()
+    assert finished["score"] == 1.0
+    statistics = finished["statistics"]
+    assert statistics["trials"] == 3 and statistics["pass_hat_k"] == 1.0 and statistics["pass_at_k"] == 1.0
+    assert set(statistics["consistency"].values()) == {1.0}
+
+    idle = _run(server, key, 1, "idle")
+    with server.client(idle["bearer_token"]) as agent:
+        for task_run in idle["task_runs"]:
+            assert agent.post(f"/v1/task-runs/{task_run['id']}/start").status_code == 200
+            done = agent.post(f"/v1/task-runs/{task_run['id']}/complete").json()
+            assert (done["score"], done["verdict"]) == (0.0, "fail"), (task_run, done)
