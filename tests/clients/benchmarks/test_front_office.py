@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,12 @@ def test_the_package_spreads_over_every_surface_and_level_and_proves_each_task()
     assert package.name == "Front Office" and len(package.tasks) >= 30
     levels = Counter(tag for task in package.tasks for tag in task.body["tags"] if tag in LEVELS)
     assert set(levels) == LEVELS and min(levels.values()) >= 5, levels
-    surfaces = {t.removeprefix("surface:") for task in package.tasks for t in task.body["tags"] if t.startswith("surface:")}
+    surfaces = {
+        t.removeprefix("surface:")
+        for task in package.tasks
+        for t in task.body["tags"]
+        if t.startswith("surface:")
+    }
     assert surfaces == SURFACES
     voice_only = [task.name for task in package.tasks if "surface:voice" in task.body["tags"]]
     assert 1 <= len(voice_only) <= 3  # the phone line's own tasks come with it
@@ -60,7 +66,9 @@ def test_the_package_spreads_over_every_surface_and_level_and_proves_each_task()
     assert (PACKAGE / "SOURCES.md").is_file() and any((PACKAGE / "LICENSES").iterdir())
 
 
-def test_a_bundled_name_resolves_unless_a_folder_has_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bundled_name_resolves_unless_a_folder_has_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     assert bundled_package("front-office") == PACKAGE
     assert bundled_package("no-such-benchmark") is None
@@ -91,7 +99,8 @@ def _replay(http: httpx.Client, task_run_id: str, actions: list[dict[str, Any]])
 def _run(server: Server, key: str, trials: int, agent: str) -> dict[str, Any]:
     with server.client(key) as http:
         created = http.post(
-            "/v1/benchmark-runs", json={"benchmark": "front-office@1", "trials": trials, "agent": {"name": agent}}
+            "/v1/benchmark-runs",
+            json={"benchmark": "front-office@1", "trials": trials, "agent": {"name": agent}},
         )
         assert created.status_code in (200, 201), created.text
         return created.json()
@@ -138,3 +147,39 @@ def test_push_publish_then_reference_scores_one_and_idle_zero(
             assert agent.post(f"/v1/task-runs/{task_run['id']}/start").status_code == 200
             done = agent.post(f"/v1/task-runs/{task_run['id']}/complete").json()
             assert (done["score"], done["verdict"]) == (0.0, "fail"), (task_run, done)
+
+
+def test_demo_runs_a_bundled_benchmark_with_its_reference_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two of the package's tasks (a scenario file and an FHIR transaction; a raw ER7 body) keep the
+    # run short; the whole package runs in `test_push_publish_then_reference_scores_one_and_idle_zero`.
+    mini = tmp_path / "mini"
+    shutil.copytree(PACKAGE, mini)
+    for task in (mini / "tasks").iterdir():
+        if not task.name.startswith(("07-", "22-")):
+            task.unlink()
+    monkeypatch.setitem(BUNDLED, "front-office-mini", mini)
+    result = CliRunner().invoke(
+        app,
+        ["demo", "--benchmark", "front-office-mini", "--data-dir", str(tmp_path / "data")],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, (result.stdout, result.exception)
+    assert "worked by its reference agent" in result.stdout and "front-office@1" in result.stdout
+    assert "PUT fhir/ServiceRequest/ref-mejia-neuro → 201" in result.stdout
+    assert "POST hl7/outbound → 200" in result.stdout
+    for name in (
+        "Enter the neurology referral for Gustavo Mejía",
+        "Tell the lab about Dannie Schmitt's new address",
+    ):
+        assert re.search(rf"pass 1 +{re.escape(name)}", result.stdout), result.stdout
+    assert "the agent gave up" not in result.stdout
+
+
+def test_demo_refuses_a_benchmark_it_does_not_bundle() -> None:
+    result = CliRunner().invoke(app, ["demo", "--benchmark", "no-such-benchmark"])
+    assert result.exit_code == 2
+    assert (
+        "no bundled benchmark 'no-such-benchmark' (bundled: front-office, front-office-demo)" in result.stderr
+    )
