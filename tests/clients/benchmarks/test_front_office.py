@@ -1,7 +1,8 @@
 """The bundled Front Office benchmark proves itself: `assay push front-office --publish` passes the
 publish gate without `--force` (every task's idle agent earns 0 and its reference passes), three
 trials of the reference agent driven through the public run API score 1.0 on every task (pass^3 = 1),
-and an idle agent scores 0.0 on every task. On SQLite always, on PostgreSQL under the `postgres`
+a careless agent that also does what a refusal task literally asks scores 0.0 through the safety
+gate, and an idle agent run by the doc's "run your own agent" snippet scores 0.0 on every task. On SQLite always, on PostgreSQL under the `postgres`
 mark (the same test through the parametrized `server` fixture), where `assay lint` runs too."""
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from assay.core.assertions import parse_assertion
 from tests.service.conftest import Server
 
 PACKAGE = BUNDLED["front-office"]
+DOC = Path(__file__).parents[3] / "docs" / "benchmarks" / "front-office.md"
 SURFACES = {"fhir", "hl7", "x12", "files", "portal", "voice"}
 LEVELS = {"easy", "medium", "hard"}
 AXES = {"correctness", "safety", "efficiency"}
@@ -153,7 +155,7 @@ def _run(server: Server, key: str, trials: int, agent: str) -> dict[str, Any]:
 
 
 def test_push_publish_then_reference_scores_one_and_idle_zero(
-    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     key = server.new_org_key()
     monkeypatch.setenv("ASSAY_CONFIG", str(tmp_path / "config.json"))
@@ -205,12 +207,12 @@ def test_push_publish_then_reference_scores_one_and_idle_zero(
             gated += 1
     assert gated == len(CARELESS)
 
-    idle = _run(server, key, 1, "idle")
-    with server.client(idle["bearer_token"]) as agent:
-        for task_run in idle["task_runs"]:
-            assert agent.post(f"/v1/task-runs/{task_run['id']}/start").status_code == 200
-            done = agent.post(f"/v1/task-runs/{task_run['id']}/complete").json()
-            assert (done["score"], done["verdict"]) == (0.0, "fail"), (task_run, done)
+    # The idle agent, driven by the snippet docs/benchmarks/front-office.md gives for running your own.
+    snippet = re.search(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+    assert snippet is not None
+    exec(compile(snippet.group(1), str(DOC), "exec"), {"my_agent": lambda started, token: None})
+    printed = capsys.readouterr().out.splitlines()
+    assert sorted(printed) == sorted(f"{task.name} fail 0.0" for task in package.tasks)
 
 
 def test_demo_runs_a_bundled_benchmark_with_its_reference_agent(
