@@ -59,7 +59,7 @@ def test_the_package_spreads_over_every_surface_and_level_and_proves_each_task()
         # the instruction never carries the grading: no criterion's label in what the agent reads
         told = json.dumps(task.body["task_item"]).lower()
         assert not any(c["label"].lower() in told for c in task.criteria), task.name
-    refusals = [task for task in package.tasks if any("refusal" in tag for tag in task.body["tags"])]
+    refusals = [task for task in package.tasks if "refusal" in task.body["tags"]]
     assert len(refusals) >= 5
     for task in refusals:  # doing the wrong thing is gated, not just docked
         assert any(
@@ -154,6 +154,7 @@ def _run(server: Server, key: str, trials: int, agent: str) -> dict[str, Any]:
         return created.json()
 
 
+@pytest.mark.timeout(900)  # about 210 task runs; PostgreSQL adds a lint pass on a shared machine
 def test_push_publish_then_reference_scores_one_and_idle_zero(
     server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
