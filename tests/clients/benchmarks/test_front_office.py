@@ -167,6 +167,8 @@ def test_push_publish_then_reference_scores_one_and_idle_zero(
     pushed = _cli("push", "front-office", "--publish", "--json")  # the publish gate, without --force
     report = json.loads(pushed.stdout)
     assert report["published"]["slug"] == "front-office" and report["published"]["version"] == 1
+    _cli("pull", "front-office", str(tmp_path / "copy"))  # an author's working copy pushes back unchanged
+    assert json.loads(_cli("push", str(tmp_path / "copy"), "--json").stdout)["changed"] is False
     if server.backend == "postgres":
         linted = _cli("lint", "front-office")
         assert re.search(r"(\d+) of \1 task\(s\) clean", linted.stdout), linted.stdout
