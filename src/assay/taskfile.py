@@ -31,6 +31,12 @@ class TaskFile:
 
 def load_task_file(path: str | Path) -> TaskFile:
     path = Path(path)
+    if path.is_dir():
+        inside = (
+            sorted(p.name for p in (path / "tasks").glob("*.y*ml"))[:1] if (path / "tasks").is_dir() else []
+        )
+        hint = f", e.g. {path / 'tasks' / inside[0]}" if inside else ""
+        raise TaskFileError(f"task file {path} is a folder: give one task's YAML or JSON file{hint}")
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
@@ -39,6 +45,15 @@ def load_task_file(path: str | Path) -> TaskFile:
         document = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
     except RecursionError:
         raise TaskFileError(f"task file {path} is nested too deeply to read") from None
+    except json.JSONDecodeError as exc:
+        raise TaskFileError(
+            f"task file {path}:{exc.lineno}:{exc.colno} is not valid JSON: {exc.msg}"
+        ) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        what = " ".join(part for part in (exc.context, exc.problem) if part) or _first_line(exc)
+        raise TaskFileError(f"task file {where} is not valid YAML: {what}") from None
     except (ValueError, yaml.YAMLError) as exc:
         raise TaskFileError(f"task file {path} is not valid {_kind(path)}: {_first_line(exc)}") from None
     return parse_task_document(document, str(path))

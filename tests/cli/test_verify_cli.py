@@ -102,8 +102,8 @@ def test_table_ends_with_the_verdict_line(task_file: Path, snapshot: Path) -> No
     ("make_task", "make_snapshot", "reason"),
     [
         (lambda p: p / "missing.yaml", lambda p: p, "cannot read task file"),
-        (lambda p: _write(p / "t.yaml", "criteria: [unclosed"), lambda p: p, "is not valid YAML"),
-        (lambda p: _write(p / "t.json", "{not json"), lambda p: p, "is not valid JSON"),
+        (lambda p: _write(p / "t.yaml", "criteria: [unclosed"), lambda p: p, "t.yaml:1:20 is not valid YAML"),
+        (lambda p: _write(p / "t.json", "{\n not json"), lambda p: p, "t.json:2:2 is not valid JSON"),
         (lambda p: _write(p / "t.yaml", "labels: []"), lambda p: p, "has no `criteria` list"),
         (lambda p: _write(p / "t.yaml", "criteria: []"), lambda p: p / "nope", "snapshot not found"),
         (lambda p: _write(p / "t.yaml", "criteria: []"), lambda p: _write(p / "x.tgz", "junk"), "tar.gz"),
@@ -232,3 +232,12 @@ def test_the_command_exits_at_once_with_every_line_written(
         assert done.stdout.rstrip().splitlines()[-1] == in_process.stdout.rstrip().splitlines()[-1]
         assert done.stdout.rstrip().splitlines()[-1].startswith("verdict: ")
     assert "warning:" in done.stderr and "broken.json" in done.stderr
+
+
+def test_a_folder_given_as_the_task_file_says_so(tmp_path: Path, snapshot: Path) -> None:
+    (tmp_path / "pkg" / "tasks").mkdir(parents=True)
+    (tmp_path / "pkg" / "tasks" / "01-book.yaml").write_text("criteria: []\n")
+    result = run(tmp_path / "pkg", snapshot)
+    assert result.exit_code == 2
+    assert "is a folder: give one task's YAML or JSON file, e.g. " in result.stderr
+    assert str(tmp_path / "pkg" / "tasks" / "01-book.yaml") in result.stderr and "Errno" not in result.stderr

@@ -195,3 +195,15 @@ def test_stop_answers_the_message_in_hand_then_closes_every_connection() -> None
     assert parse_message(answer.decode()).read("MSA.1").value == "AR"
     assert closed == b"" and refused
     assert not listener._connections
+
+
+def test_an_unknown_facility_is_refused_saying_what_to_send() -> None:
+    from assay.sandboxes.hl7.store import unroutable
+
+    ack = unroutable(inspect(ADT.encode()), "ASSAY-X")
+    reason = parse_message(ack.text).read("ERR.8").value or ""
+    assert ack.code == "AR"
+    assert reason == (
+        "receiving facility 'ASSAY-X' (MSH-6.1) belongs to no started task run; "
+        "use the receiving_facility that start returned"
+    )

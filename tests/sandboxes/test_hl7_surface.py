@@ -196,7 +196,11 @@ def test_mllp_bad_input_gets_protocol_errors_and_the_listener_stays_up(
     assert completed["checks"][0]["evidence"]["control_id"] == "SPLIT-1"
     with MLLPClient("127.0.0.1", started.port) as client:  # ended: AR, nothing stored
         code, reason = msa(client.send_message(adt(started.facility, "LATE")))
-    assert code == "AR" and reason is not None and "takes no messages" in reason
+    assert (
+        code == "AR"
+        and reason is not None
+        and "is completed/completed: its surfaces take no writes" in reason
+    )
     rescored = ok(api.post(f"/task-runs/{started.task_run_id}/rescore"))
     assert rescored["checks"][0]["evidence"]["control_id"] == "SPLIT-1"
 

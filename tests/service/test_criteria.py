@@ -122,7 +122,9 @@ def test_unknown_task_is_not_found(api: httpx.Client) -> None:
     )
 
 
-def test_pagination_newest_first(api: httpx.Client, task_id: str) -> None:
+def test_a_tasks_criteria_page_in_task_order_and_all_criteria_newest_first(
+    api: httpx.Client, task_id: str
+) -> None:
     ids = [
         ok(api.post("/criteria", json={"task_id": task_id, "label": f"c{i}", "assertion": PASSES}), 201)["id"]
         for i in range(5)
@@ -140,9 +142,10 @@ def test_pagination_newest_first(api: httpx.Client, task_id: str) -> None:
         cursor = page["_meta"]["next"]
         if cursor is None:
             break
-    assert seen == ids[::-1] and pages == 3
+    assert seen == ids and pages == 3  # the order the task scores and shows them in
     assert page["_meta"]["prev"] is not None
     back = ok(api.get("/criteria", params={"task_id": task_id, "limit": 2, "cursor": page["_meta"]["prev"]}))
     assert [c["id"] for c in back["data"]] == seen[2:4]
+    assert [c["id"] for c in ok(api.get("/criteria", params={"limit": 5}))["data"]] == ids[::-1]
     assert ok(api.get("/criteria", params={"task_id": task_id, "limit": 1000}))["_meta"]["limit"] == 100
     assert ok(api.get("/criteria", params={"task_id": task_id, "limit": 0}))["_meta"]["limit"] == 1

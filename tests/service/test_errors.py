@@ -3,6 +3,8 @@ key for a well-formed body that fails validation, never a 500."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 
@@ -150,3 +152,55 @@ def test_postgres_out_of_connection_slots_is_503_with_retry_after() -> None:
         assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
         assert answer.json()["error"]["code"] == "UNAVAILABLE"
         assert client.get("/lost").status_code == 500
+
+
+def test_a_dependency_down_is_503_service_unavailable_and_a_full_disk_507() -> None:
+    """What the drivers raise when PostgreSQL is down or restarting, read-only, or a disk is full:
+    503 `SERVICE_UNAVAILABLE` naming the database, with `Retry-After`, or 507 — not a 500. A bug
+    that merely mentions a connection stays a 500."""
+    import errno
+    import sqlite3
+
+    import psycopg
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+    from psycopg import errors as pg
+    from sqlalchemy.exc import InterfaceError, InternalError, OperationalError
+
+    from assay.service.errors import install_error_handlers
+
+    app = FastAPI()
+    install_error_handlers(app)
+    raised = {
+        "refused": OperationalError(
+            "connect", {}, psycopg.OperationalError("connection failed: Connection refused")
+        ),
+        "shutdown": OperationalError(
+            "select", {}, pg.AdminShutdown("terminating connection due to administrator")
+        ),
+        "closed": InterfaceError("select", {}, psycopg.InterfaceError("the connection is closed")),
+        "read-only": InternalError("insert", {}, pg.ReadOnlySqlTransaction("read-only transaction")),
+        "sqlite full": OperationalError("insert", {}, sqlite3.OperationalError("database or disk is full")),
+        "enospc": OSError(errno.ENOSPC, "No space left on device"),
+        "bug": OperationalError("select", {}, Exception("server closed the connection unexpectedly")),
+    }
+
+    def failing(exc: Exception) -> Any:
+        def fail() -> None:
+            raise exc
+
+        return fail
+
+    for name, exc in raised.items():
+        app.add_api_route(f"/{name}", failing(exc))
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        for name in ("refused", "shutdown", "closed", "read-only"):
+            answer = client.get(f"/{name}")
+            assert answer.status_code == 503 and answer.headers["retry-after"] == "1", (name, answer.text)
+            error = answer.json()["error"]
+            assert error["code"] == "SERVICE_UNAVAILABLE" and error["details"]["dependency"] == "database"
+        for name in ("sqlite full", "enospc"):
+            answer = client.get(f"/{name}")
+            assert answer.status_code == 507 and answer.json()["error"]["code"] == "INSUFFICIENT_STORAGE"
+        assert client.get("/bug").status_code == 500

@@ -7,8 +7,8 @@ mid-flight — and started again on the same data dir and database. Then the dat
 with the queries a person would write (`_INVARIANTS`): a completed task run has a criterion run
 for every criterion, a score and its captured state; a task run that did not complete has no
 criterion runs; a started one has its playground; benchmark runs are final exactly when all their
-task runs ended, with the mean of their scores; each FHIR store's sequence number is its last
-version's; event sequences have no gaps. Task runs left `started` get the spec's treatment: the
+task runs ended, with the mean of their scores, and their counters agree with their task runs;
+each FHIR store's sequence number is its last version's; event sequences have no gaps. Task runs left `started` get the spec's treatment: the
 agent can still `complete` them after the restart, and the sweeper ends those whose deadline
 passed (here: moved into the past while the server was down) as `timed_out`, score 0, with no
 criterion runs. Bounded waits only; nothing is timed.
@@ -43,6 +43,13 @@ KILL_AFTER_COMPLETES = 3
 
 BUNDLE = one_patient_bundle("Fault")
 _INVARIANTS = {
+    "benchmark run whose counters disagree with its task runs": """
+        SELECT br.id FROM benchmark_runs br
+        WHERE br.task_runs_total <> (SELECT count(*) FROM task_runs tr WHERE tr.benchmark_run_id = br.id)
+           OR br.task_runs_ended <> (SELECT count(*) FROM task_runs tr WHERE tr.benchmark_run_id = br.id
+                AND tr.status IN ('completed', 'cancelled', 'failed', 'timed_out'))
+           OR br.task_runs_running <> (SELECT count(*) FROM task_runs tr WHERE tr.benchmark_run_id = br.id
+                AND tr.phase = 'started' AND tr.status = 'active')""",
     "completed task run without a criterion run for every criterion": """
         SELECT tr.id FROM task_runs tr
         WHERE tr.status = 'completed'

@@ -92,7 +92,7 @@ def test_body_over_the_limit_is_413(small_bodies: tuple[str, Any]) -> None:
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}) as client:
         ok(client.post("/benchmarks", json={"name": "small"}), 201)
         big = {"name": "d", "type": "voice", "data": {"turns": [{"speaker": "agent", "text": "x" * 3000}]}}
-        error(client.post("/datasets", json=big), 413, "BAD_REQUEST")
+        error(client.post("/datasets", json=big), 413, "PAYLOAD_TOO_LARGE")
 
 
 def test_a_chunked_body_over_the_limit_is_413_and_stores_nothing(small_bodies: tuple[str, Any]) -> None:
@@ -109,7 +109,7 @@ def test_a_chunked_body_over_the_limit_is_413_and_stores_nothing(small_bodies: t
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}) as client:
         sent = client.post("/datasets", content=chunks(), headers={"Content-Type": "application/json"})
         assert "content-length" not in {k.lower() for k in sent.request.headers}
-        error(sent, 413, "BAD_REQUEST")
+        error(sent, 413, "PAYLOAD_TOO_LARGE")
         names = [d["name"] for d in ok(client.get("/datasets", params={"limit": 100}))["data"]]
         assert "chunked" not in names
         small = json.dumps({"name": "fits", "type": "voice", "data": {"turns": []}}).encode()

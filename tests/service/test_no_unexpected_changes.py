@@ -271,7 +271,10 @@ def test_an_x12_review_for_the_wrong_member_is_caught(
     def review(*members: str) -> Callable[[httpx.Client, dict[str, Any]], None]:
         def act(agent: httpx.Client, started: dict[str, Any]) -> None:
             base = started["endpoints"]["x12"]
-            for body in (inquiry, *(interchange("278", review_278(m, "70553")) for m in members)):
+            reviews = (
+                interchange("278", review_278(m, "70553"), control=906 + n) for n, m in enumerate(members)
+            )
+            for body in (inquiry, *reviews):
                 code = body.split("~ST*", 1)[1][:3]
                 answered = agent.post(
                     f"{base}/{code}", content=body, headers={"content-type": "application/edi-x12"}

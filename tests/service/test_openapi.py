@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from assay.core.assertions import ASSERTION_MODELS
+from assay.core.assertions.examples import EXAMPLES
 from assay.service.app import create_app
 from assay.service.settings import Settings
 
@@ -33,6 +34,14 @@ def test_assertion_is_a_discriminated_union(api: httpx.Client) -> None:
     patch = schemas["CriterionPatch"]["properties"]["assertion"]
     assert {"type": "null"} in patch["anyOf"]
     assert schemas["CriterionOut"]["properties"]["assertion"]["discriminator"]["propertyName"] == "assert"
+
+
+def test_each_assertion_shape_carries_the_examples_the_reference_runs(api: httpx.Client) -> None:
+    schemas = ok(api.get("/openapi.json"))["components"]["schemas"]
+    for tag, model in ASSERTION_MODELS.items():
+        assert schemas[model.__name__]["examples"] == list(EXAMPLES[tag]), tag
+    x12_path = schemas["X12Field"]["properties"]["path"]["description"]
+    assert "2110C/EB[#1]01" in x12_path
 
 
 def test_unknown_assertion_type_is_still_a_precise_422(api: httpx.Client) -> None:

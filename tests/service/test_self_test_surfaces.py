@@ -59,7 +59,7 @@ _270 = interchange(
     ),
 )
 
-_278 = interchange("278", review_278("W123456789", "70553"))
+_278 = interchange("278", review_278("W123456789", "70553"), control=906)
 
 SURFACES = {
     "fhir": Surface(

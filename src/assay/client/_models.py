@@ -170,6 +170,8 @@ class TaskRun(Model):
     snapshot: dict[str, Any] | None = None
     """`{task, criteria}` frozen at run creation; on `get`, not in lists."""
     failure_reason: str | None = None
+    gated_by: dict[str, Any] | None = None
+    """`{position, label, ungated_score}` when a required criterion zeroed the score (docs/scoring.md)."""
     criterion_runs: list[CriterionRunSummary] | None = None
     created_at: str | None = None
     started_at: str | None = None

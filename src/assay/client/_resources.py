@@ -334,8 +334,14 @@ class BenchmarkRuns(_Resource):
             Call("GET", f"/v1/benchmark-runs/{id}", _reader(BenchmarkRunSummary), token=run_token)
         )
 
-    def list(self, *, benchmark_id: str | None = None) -> Iterator[BenchmarkRun]:
-        return self._pages("/benchmark-runs", BenchmarkRun.model_validate, benchmark_id=benchmark_id)
+    def list(self, *, benchmark_id: str | None = None, self_tests: bool = False) -> Iterator[BenchmarkRun]:
+        """Newest first; self-test runs (agent `assay self-test`) only with `self_tests=True`."""
+        return self._pages(
+            "/benchmark-runs",
+            BenchmarkRun.model_validate,
+            benchmark_id=benchmark_id,
+            self_tests="true" if self_tests else None,
+        )
 
     def cancel(self, id: str) -> BenchmarkRun:
         return self._run(Call("POST", f"/benchmark-runs/{id}/cancel", _reader(BenchmarkRun)))

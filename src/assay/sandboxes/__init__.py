@@ -4,7 +4,8 @@ Every surface implements `Surface` (`surface.py`) and is one line in `registry.S
 here names a surface. `provision` creates a task run's playground (one sandbox per surface, SPEC
 §1), `seed` loads its datasets and `run_scenario` its scenario steps, `describe` gives its
 endpoints and credentials (SPEC §5.2), `capture` pins its final state when the task run ends,
-`state_of` reads a capture as a `SandboxState`, and `materialize` writes it as a SPEC §6 snapshot.
+`state_of` reads a capture as a `SandboxState`, and `materialize` writes it as a SPEC §6 snapshot;
+`purge_playgrounds` deletes the playgrounds of deleted runs with what their surfaces keep.
 `listeners` runs the surfaces' servers (MLLP, SFTP) once per deployment; `lifetime` opens and
 closes what surfaces keep while the app runs.
 """
@@ -14,7 +15,14 @@ from assay.sandboxes.datasets import dataset_problems, prepare_datasets, seed, u
 from assay.sandboxes.events import record_event
 from assay.sandboxes.lifetime import close_surfaces, open_surfaces
 from assay.sandboxes.listeners import Listeners, has_listeners
-from assay.sandboxes.provision import describe, provision, sandboxes_of, surface_endpoints, teardown
+from assay.sandboxes.provision import (
+    describe,
+    provision,
+    purge_playgrounds,
+    sandboxes_of,
+    surface_endpoints,
+    teardown,
+)
 from assay.sandboxes.registry import SURFACES
 from assay.sandboxes.scenario import run_scenario, unsupported_step
 from assay.sandboxes.settings import RunEnvironment, run_environment, unsupported_settings
@@ -55,6 +63,7 @@ __all__ = [
     "open_surfaces",
     "prepare_datasets",
     "provision",
+    "purge_playgrounds",
     "record_event",
     "run_environment",
     "run_scenario",

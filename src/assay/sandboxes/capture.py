@@ -16,7 +16,7 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from assay.core.state import FileRecord, Hl7Record, PortalRow, SearchParams, VoiceTurn, X12Record
-from assay.sandboxes.provision import sandboxes_of
+from assay.sandboxes.gate import lock_playground
 from assay.sandboxes.registry import SURFACES
 from assay.sandboxes.surface import Deployment, StateView, deployment_of
 from assay.snapshot import SnapshotWriter
@@ -49,9 +49,12 @@ def capture(
     if session is None or playground_id is None:
         return pointer
     deployment = deployment or deployment_of(session.connection().engine)
-    # The rows stay referenced while the surfaces capture: they read them from the session's
-    # (weak) identity map, with no SQL.
-    live = [(SURFACES[s.type], s) for s in sandboxes_of(session, playground_id) if s.type in SURFACES]
+    # The write gate's other side (`sandboxes/gate.py`): the sandbox rows are locked by a statement
+    # of their own before anything is read, so every write that was admitted has committed and
+    # PostgreSQL's next statement sees it; later writes wait and find the rows torn down. The rows
+    # stay referenced while the surfaces capture: they read them from the session's (weak)
+    # identity map, with no SQL.
+    live = [(SURFACES[s.type], s) for s in lock_playground(session, playground_id) if s.type in SURFACES]
     reads = _read_all([surface.capture_read(sandbox.id, playground_id) for surface, sandbox in live], session)
     for (surface, sandbox), read in zip(live, reads, strict=True):
         where = surface.capture(session, sandbox.id, playground_id, deployment, read)
@@ -62,7 +65,9 @@ def capture(
 
 def _read_all(queries: list[Select[Any] | None], session: Session) -> list[Any]:
     """Each query's value (None for a None query or no row), all in one statement: each query a
-    scalar subquery of one SELECT, its locks taken as PostgreSQL evaluates it, left to right."""
+    scalar subquery of one SELECT, its locks taken as PostgreSQL evaluates it, left to right. It
+    runs after `lock_playground`: a scalar subquery reads the statement's snapshot even when one of
+    them waited for a lock, so the wait for writes in flight is the statement before this one."""
     asked = [(i, query) for i, query in enumerate(queries) if query is not None]
     values: list[Any] = [None] * len(queries)
     if asked:

@@ -12,6 +12,14 @@ with the next per-sandbox `seq`, in the order they were queued. So:
   gone. Shutdown drains the queue (`close_event_logs`). A process killed with `-9` loses what
   it had queued and not written: at most the last few milliseconds of events (50 on
   PostgreSQL, `_LINGER_POSTGRESQL`).
+- **Through an outage.** A batch that fails because the database is unavailable
+  (`store.faults.outage`: down, restarting, read-only, or a full disk) goes back to the head of
+  the queue, and the writer tries again with growing pauses (`_RETRY_FIRST` to `_RETRY_MOST`
+  seconds) until it is stored; a flush meanwhile raises `Unavailable` (503). While the database
+  is out a full queue does not hold requests for `QUEUE_WAIT`: the event that finds no room is
+  dropped and counted (`events_lost`, on `/healthz`; logged), and its sandbox's event list gets an
+  `events_missing` event in its place, whose response is `{"missing": n}`, so a run's events say
+  that some are missing rather than leave a silent gap.
 - **Order kept.** One writer per process, first in first out; `seq`, `created_at` and `id` are
   assigned so that paging by (`created_at`, `id`) is `seq` order (`_listed_after`).
 - **Or in the caller's transaction.** `write_event` appends in a transaction the caller already
@@ -56,6 +64,8 @@ from assay.store import Busy, new_id, utcnow
 from assay.store.copy_text import copy_field
 from assay.store.database import write_turn
 from assay.store.driver import DriverTransaction
+from assay.store.errors import Unavailable
+from assay.store.faults import DATABASE, no_space, outage
 from assay.store.json_values import JsonText, serialize_json, strict_json_problem
 from assay.store.models import Sandbox, SandboxEvent, UtcDateTime
 
@@ -65,6 +75,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_BODY",
     "close_event_logs",
+    "events_lost",
     "events_pending",
     "flush_events",
     "has_room",
@@ -99,6 +110,12 @@ with less CPU per request and faster `complete`s (27 against 35 ms). Events are 
 anything reads them, so the wait is seen only by a process killed with -9, which loses what it
 had queued. SQLite keeps 5 ms: its writer holds the database's one write lock for a whole batch,
 and a `complete` waits for it."""
+_RETRY_FIRST = 0.1
+_RETRY_MOST = 2.0
+"""Seconds between the writer's attempts while the database is out: from the first to the most,
+doubling. A PostgreSQL restart takes about a second, so the queue is stored soon after it."""
+MISSING = "events_missing"
+"""The type of the event that stands for events dropped while the database was out (module docstring)."""
 _IDLE = 5.0
 """Seconds an idle writer thread waits for work before it exits (the next event starts one)."""
 
@@ -199,6 +216,11 @@ def events_pending(engine: Engine) -> bool:
     return found is not None and found.pending()
 
 
+def events_lost() -> int:
+    """Events this process dropped since it started because the database was out and its queue full."""
+    return sum(found.lost for found in list(_LOGS.values()))
+
+
 @dataclass(frozen=True, slots=True)
 class _Wanted:
     """What a flush is for: the events of `sandbox_ids`, or of `task_run_id`'s sandboxes (and
@@ -223,7 +245,13 @@ def close_event_logs(engine: Engine, timeout: float = QUEUE_WAIT) -> None:
     """Drain and stop this process's writer for `engine` (at shutdown, before the engine goes)."""
     found = _LOGS.pop(engine, None)
     if found is not None:
-        found.flush(timeout)
+        try:
+            found.flush(timeout)
+        except (Unavailable, Busy):
+            log.error(
+                "%d sandbox events could not be stored before shutdown: the database is unavailable",
+                len(found._queue) + len(found._in_flight),
+            )
 
 
 @dataclass(slots=True)
@@ -241,6 +269,8 @@ class _Queued:
     response_json: bool = False
     ticket: int = field(default=0)
     task_run_id: str | None = None
+    missing: int = 0
+    """For an `events_missing` event: how many events it stands for (counted until it is written)."""
 
 
 class _EventLog:
@@ -261,9 +291,18 @@ class _EventLog:
         self._idle = False  # the writer waits for work (rather than lingering over a small batch)
         self._passthrough = getattr(engine.dialect, "_json_serializer", None) is serialize_json
         self._postgresql = engine.dialect.name == "postgresql"
+        self._out: str | None = None
+        """Why the last write failed while the database is unavailable; None once one works."""
+        self._missing: dict[str, _Queued] = {}
+        """The queued `events_missing` event of each sandbox that lost events, still counting."""
+        self.lost = 0
+        """Events dropped because the database was out and the queue full (`events_lost`)."""
 
     def put(self, event: _Queued) -> None:
         with self._cond:
+            if len(self._queue) >= MAX_QUEUED and self._out is not None:
+                self._drop(event)
+                return
             if len(self._queue) >= MAX_QUEUED and not self._cond.wait_for(
                 lambda: len(self._queue) < MAX_QUEUED, QUEUE_WAIT
             ):
@@ -277,6 +316,25 @@ class _EventLog:
             elif self._idle or len(self._queue) >= _BATCH:
                 # A lingering writer is not woken for each event (a thread switch per request).
                 self._cond.notify_all()
+
+    def _drop(self, event: _Queued) -> None:
+        """Count `event` as lost (the database is out, the queue full): its sandbox's
+        `events_missing` event, queued past the bound (one per sandbox), says how many. Holding `_cond`."""
+        self.lost += 1
+        if self.lost == 1 or self.lost % 1000 == 0:
+            log.error(
+                "sandbox events dropped: the database is unavailable (%s) and %d events are queued; "
+                "%d dropped so far", self._out, len(self._queue), self.lost,
+            )  # fmt: skip
+        marker = self._missing.get(event.sandbox_id)
+        if marker is None:
+            marker = _new(event.org_id, event.sandbox_id, MISSING, None, None, None, b"", b"")
+            marker.task_run_id = event.task_run_id
+            self._queued += 1
+            marker.ticket = self._queued
+            self._missing[event.sandbox_id] = marker
+            self._queue.append(marker)
+        marker.missing += 1
 
     def pending(self) -> bool:
         return bool(self._queue or self._in_flight)
@@ -315,7 +373,28 @@ class _EventLog:
                 linger = max(_LINGER, _LINGER_POSTGRESQL) if self._postgresql else _LINGER
                 self._cond.wait_for(lambda: len(self._queue) >= _BATCH, linger)
             with self._writing:
-                self._write_next(None)
+                try:
+                    self._write_next(None)
+                    continue
+                except Unavailable:
+                    pass
+            self._wait_out()
+
+    def _wait_out(self) -> None:
+        """The writer's pause after a write failed because the database is out: growing while it
+        stays out, cut short by nothing (a flush tries on its own thread meanwhile)."""
+        pause = _RETRY_FIRST
+        while True:
+            with self._cond:
+                if self._out is None:
+                    return
+                self._cond.wait(pause)
+            with self._writing:
+                try:
+                    self._write_next(None)
+                    return
+                except Unavailable:
+                    pause = min(pause * 2, _RETRY_MOST)
 
     def _write_next(self, upto: int | None, wanted: frozenset[str] | None = None) -> bool:
         """Take the next batch (of tickets up to `upto`, when given; of the `wanted` sandboxes,
@@ -346,33 +425,59 @@ class _EventLog:
                 self._queue = kept
             if not batch:
                 return False
+            for event in batch:  # counted no further: a drop from now on starts a new one
+                if event.type == MISSING and self._missing.get(event.sandbox_id) is event:
+                    del self._missing[event.sandbox_id]
             self._in_flight = batch
             self._cond.notify_all()  # room for waiting producers
+        unwritten: list[_Queued] = []
         try:
-            self._write(batch)
+            unwritten = self._write(batch)
         finally:
             with self._cond:
                 self._in_flight = []
+                if unwritten:  # back at the head, in their order: tried again once the database is back
+                    self._queue.extendleft(reversed(unwritten))
                 self._cond.notify_all()
+        if unwritten:
+            raise Unavailable(DATABASE, message=f"the database is unavailable ({self._out}); retry")
+        if self._out is not None:
+            log.warning("sandbox events are stored again: the database is back")
+            self._out = None
         return True
 
-    def _write(self, batch: list[_Queued]) -> None:
-        rows = [_row(event, self._passthrough) for event in batch]
+    def _write(self, batch: list[_Queued]) -> list[_Queued]:
+        """Store `batch`; the events not stored because the database is out (the rest of the
+        batch from the first such failure), which the caller queues again."""
         try:
             with write_turn(self.engine), self.engine.begin() as conn:
-                _append(conn, rows)
-            return
-        except Exception:
-            if len(rows) == 1:
-                log.exception("sandbox event %s could not be stored", rows[0]["id"])
-                return
-            log.warning("a batch of %d sandbox events failed; storing them one by one", len(rows))
-        for row in rows:
+                _append(conn, [_row(event, self._passthrough) for event in batch])
+            return []
+        except Exception as exc:
+            if self._unavailable(exc):
+                return batch
+            if len(batch) == 1:
+                log.exception("sandbox event %s could not be stored", batch[0].id)
+                return []
+            log.warning("a batch of %d sandbox events failed; storing them one by one", len(batch))
+        for index, event in enumerate(batch):
             try:
                 with write_turn(self.engine), self.engine.begin() as conn:
-                    _append(conn, [row])
-            except Exception:
-                log.exception("sandbox event %s could not be stored", row["id"])
+                    _append(conn, [_row(event, self._passthrough)])
+            except Exception as exc:
+                if self._unavailable(exc):
+                    return batch[index:]
+                log.exception("sandbox event %s could not be stored", event.id)
+        return []
+
+    def _unavailable(self, exc: Exception) -> bool:
+        """Whether `exc` is the database out (or its disk full): the events are kept, not dropped."""
+        if not (outage(exc) or no_space(exc)):
+            return False
+        if self._out is None:
+            log.warning("sandbox events are kept queued until the database is back: %s", exc)
+        self._out = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        return True
 
 
 def _new(
@@ -397,7 +502,9 @@ def _new(
 def _row(event: _Queued, passthrough: bool) -> dict[str, Any]:
     request_body, request_cut = stored_body(event.request)
     response_body: Any
-    if event.response_json and passthrough and 0 < len(event.response) <= MAX_BODY:
+    if event.missing:
+        response_body, response_cut = {"missing": event.missing}, False
+    elif event.response_json and passthrough and 0 < len(event.response) <= MAX_BODY:
         response_body, response_cut = JsonText(event.response.decode("utf-8")), False
     else:
         response_body, response_cut = stored_body(event.response)

@@ -7,7 +7,9 @@ the task run is started.
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from collections.abc import Sequence
+
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from assay.sandboxes.registry import SURFACES
@@ -15,7 +17,7 @@ from assay.sandboxes.surface import Access, Deployment, RunContext, deployment_o
 from assay.store import new_id, utcnow
 from assay.store.models import Playground, Sandbox
 
-__all__ = ["describe", "provision", "sandboxes_of", "surface_endpoints", "teardown"]
+__all__ = ["describe", "provision", "purge_playgrounds", "sandboxes_of", "surface_endpoints", "teardown"]
 
 
 def provision(run: RunContext) -> Playground:
@@ -97,3 +99,33 @@ def teardown(session: Session, playground_id: str | None, deployment: Deployment
     deployment = deployment or deployment_of(session.connection().engine)
     for surface in SURFACES.values():
         surface.teardown(session, playground_id, deployment)
+
+
+def purge_playgrounds(
+    session: Session, task_run_ids: Sequence[str], deployment: Deployment | None = None
+) -> None:
+    """Delete the playgrounds of task runs that are being deleted, with everything their surfaces
+    keep, in the caller's transaction: a playground still in use is torn down first (surfaces
+    refuse its traffic from then on), each surface's `purge` deletes its own rows, and deleting
+    the playground rows takes their sandboxes, sandbox events and the tables that name a sandbox
+    by foreign key (the schema's `ON DELETE CASCADE`)."""
+    if not task_run_ids:
+        return
+    found = session.execute(
+        select(Playground.id, Playground.status).where(Playground.task_run_id.in_(task_run_ids))
+    ).all()
+    if not found:
+        return
+    deployment = deployment or deployment_of(session.connection().engine)
+    for playground_id, status in found:
+        if status != "torn_down":
+            teardown(session, playground_id, deployment)
+    playground_ids = [playground_id for playground_id, _ in found]
+    sandbox_ids = list(session.scalars(select(Sandbox.id).where(Sandbox.playground_id.in_(playground_ids))))
+    for surface in SURFACES.values():
+        surface.purge(session, playground_ids, sandbox_ids, deployment)
+    session.execute(
+        delete(Playground)
+        .where(Playground.id.in_(playground_ids))
+        .execution_options(synchronize_session=False)
+    )

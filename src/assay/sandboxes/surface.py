@@ -13,13 +13,16 @@ never names a surface; it loops over the registry:
                      scenario_steps[step](run, sandbox, step)   SPEC §5.3, in task order
                      endpoints(base), credentials(sandbox, host, deployment)   what `start` shows
     traffic          router(target)                    mounted under /v1/task-runs/{id}/<name>/ and
-                                                       /v1/benchmark-runs/{id}/<name>/
+                                                       /v1/benchmark-runs/{id}/<name>/; every write
+                                                       goes through `gate.admit` first
                      listener(deployment)              one asyncio server per deployment (MLLP, SFTP)
     complete         capture_read(sandbox_id, playground_id) -> a one-value SELECT (or None)
                      capture(session, sandbox_id, playground_id, deployment, read) -> a JSON pointer
     score, rescore   read(pointer, session)            -> a view with the `SandboxState` fields it owns
     state tar.gz     snapshot(view, writer)            its part of the SPEC §6 layout
     end              teardown(session, playground_id, deployment)
+    deleted          purge(session, playground_ids, sandbox_ids, deployment)   the rows (and files) it
+                                                       keeps for torn-down playgrounds whose runs go
 
 `BaseSurface` implements every hook as "nothing to do", so a surface overrides only what it has.
 Anything a hook cannot do for a reason the task author should read (a bad scenario step, a dataset
@@ -283,9 +286,11 @@ class Surface(Protocol):
 
     def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any] | None:
         """The one value `capture` needs from the database, as a SELECT of one column and at
-        most one row (a locking read takes `with_for_update()`); None when it reads nothing.
-        `complete` reads every surface's in a single statement (issue 9: one round trip instead
-        of six, each a wait behind a busy machine) and hands each `capture` its value as `read`."""
+        most one row; None when it reads nothing. `complete` reads every surface's in a single
+        statement (issue 9: one round trip instead of six, each a wait behind a busy machine),
+        after the statement that locked the playground's sandbox rows (the write gate,
+        `sandboxes/gate.py`: every admitted write has committed), and hands each `capture` its
+        value as `read`."""
         ...
 
     def capture(
@@ -300,6 +305,17 @@ class Surface(Protocol):
     def snapshot(self, view: StateView, writer: SnapshotWriter) -> None: ...
 
     def teardown(self, session: Session, playground_id: str, deployment: Deployment) -> None: ...
+
+    def purge(
+        self,
+        session: Session,
+        playground_ids: Sequence[str],
+        sandbox_ids: Sequence[str],
+        deployment: Deployment,
+    ) -> None:
+        """Delete what the surface keeps for these torn-down playgrounds, in the caller's
+        transaction (files outside the database once it commits): their runs are being deleted."""
+        ...
 
 
 class BaseSurface:
@@ -364,6 +380,15 @@ class BaseSurface:
         return None
 
     def teardown(self, session: Session, playground_id: str, deployment: Deployment) -> None:
+        return None
+
+    def purge(
+        self,
+        session: Session,
+        playground_ids: Sequence[str],
+        sandbox_ids: Sequence[str],
+        deployment: Deployment,
+    ) -> None:
         return None
 
 

@@ -16,8 +16,13 @@ Mapping (everything else is a bug and a 500 `INTERNAL_ERROR`)::
     store.errors.Busy                503 UNAVAILABLE, with `Retry-After`: a bounded wait for the
     sqlalchemy TimeoutError          database ran out (write lock, pooled connection, SQLite's
     "database is locked"             busy timeout across processes); saturation is never a 500
+    store.errors.Unavailable         503 SERVICE_UNAVAILABLE, with `Retry-After` and `details.dependency`:
+    an outage (`store.faults.outage`)    the database or object store is unreachable, restarting or
+                                     read-only (a driver error, wherever it is raised); never a 500
+    store.errors.InsufficientStorage 507 INSUFFICIENT_STORAGE: a write that needs space found the
+    a full disk (`store.faults`)     disk full (ENOSPC, SQLite's "database or disk is full")
     store.errors.BadRequest          400 BAD_REQUEST
-    store.errors.PayloadTooLarge     413 BAD_REQUEST (the body limit's code too)
+    store.errors.PayloadTooLarge     413 PAYLOAD_TOO_LARGE (the body limit's code too)
     HTTPException (routing)          its status: 404 NOT_FOUND, 405, 413 (body over the limit), …
 """
 
@@ -32,7 +37,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy.exc import DataError, IntegrityError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -43,12 +48,15 @@ from assay.store.errors import (
     Conflict,
     DomainError,
     Forbidden,
+    InsufficientStorage,
     Invalid,
     NotFound,
     PayloadTooLarge,
     RateLimited,
     Unauthorized,
+    Unavailable,
 )
+from assay.store.faults import RETRY_AFTER, no_space, note_no_space, outage
 
 __all__ = ["ERROR_RESPONSES", "ErrorEnvelope", "envelope", "install_error_handlers"]
 
@@ -61,7 +69,7 @@ _DOMAIN: list[tuple[type[DomainError], int, str]] = [
     (Conflict, 409, "CONFLICT"),
     (Invalid, 422, "VALIDATION_ERROR"),
     (BadRequest, 400, "BAD_REQUEST"),
-    (PayloadTooLarge, 413, "BAD_REQUEST"),
+    (PayloadTooLarge, 413, "PAYLOAD_TOO_LARGE"),
     (RateLimited, 429, "RATE_LIMITED"),
 ]
 _HTTP_CODES = {status: code for _, status, code in _DOMAIN}
@@ -71,7 +79,9 @@ _HTTP_CODES = {status: code for _, status, code in _DOMAIN}
 class ErrorBody(BaseModel):
     code: str
     """`BAD_REQUEST`, `VALIDATION_ERROR`, `UNAUTHORIZED`, `FORBIDDEN`, `NOT_FOUND`, `CONFLICT`,
-    `RATE_LIMITED`, `UNAVAILABLE` (503, saturated: retry after `Retry-After`) or `INTERNAL_ERROR`."""
+    `PAYLOAD_TOO_LARGE`, `RATE_LIMITED`, `UNAVAILABLE` (503, saturated: retry after `Retry-After`),
+    `SERVICE_UNAVAILABLE` (503, `details.dependency` is down: retry after `Retry-After`),
+    `INSUFFICIENT_STORAGE` (507, the disk is full) or `INTERNAL_ERROR`."""
     message: str
     details: dict[str, Any]
     """For `VALIDATION_ERROR`: dotted key path → messages, e.g. `assertion.fields.0.operator`."""
@@ -102,10 +112,16 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (403, "`FORBIDDEN`: a token of a kind that may not call this endpoint", None),
         (404, "`NOT_FOUND`: not found, or outside the token's scope", None),
         (409, "`CONFLICT`: the run's state or a reference forbids it", None),
-        (413, "`BAD_REQUEST`: the body is over the size limit", None),
+        (413, "`PAYLOAD_TOO_LARGE`: the body is over the size limit", None),
         (422, "`VALIDATION_ERROR`: a well-formed body that fails validation; `details` names each key", None),
         (429, "`RATE_LIMITED`: the token spent its request budget (`ASSAY_RATE_LIMIT`)", _RETRY_AFTER),
-        (503, "`UNAVAILABLE`: the database is saturated; retry after `Retry-After`", _RETRY_AFTER),
+        (
+            503,
+            "`UNAVAILABLE`: the database is saturated; `SERVICE_UNAVAILABLE`: the database or object "
+            "storage (`details.dependency`) is unreachable, restarting or read-only; retry after "
+            "`Retry-After`",
+            _RETRY_AFTER,
+        ),
     )
 }
 """OpenAPI documentation of the envelope: every status an API route can answer with it, attached
@@ -124,10 +140,43 @@ def _busy(retry_after: float, message: str) -> JSONResponse:
     return response
 
 
-def _domain(_request: Request, exc: Exception) -> JSONResponse:
+def _unavailable(dependency: str, retry_after: float, message: str | None = None) -> JSONResponse:
+    message = message or f"the {dependency} is unavailable (unreachable, restarting or read-only); retry"
+    response = envelope(
+        503, "SERVICE_UNAVAILABLE", message, {"dependency": dependency, "retry_after": retry_after}
+    )
+    response.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+    return response
+
+
+def _full_disk(request: Request) -> JSONResponse:
+    """507, and the data dir's disk noted full for `/healthz` until space is freed."""
+    data_dir = getattr(getattr(request.app.state, "settings", None), "data_dir", None)
+    if data_dir is not None:
+        note_no_space(data_dir)
+    return envelope(507, "INSUFFICIENT_STORAGE", InsufficientStorage().message)
+
+
+def _fault(request: Request, exc: Exception) -> JSONResponse | None:
+    """The answer for a dependency's fault (`store.faults`), logged once as a warning; None for the rest."""
+    if no_space(exc):
+        log.warning("no space left for a write: %s", exc)
+        return _full_disk(request)
+    dependency = outage(exc)
+    if dependency is not None:
+        log.warning("the %s is unavailable: %s", dependency, exc)
+        return _unavailable(dependency, RETRY_AFTER)
+    return None
+
+
+def _domain(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DomainError)
     if isinstance(exc, Busy):
         return _busy(exc.retry_after, exc.message)
+    if isinstance(exc, Unavailable):
+        return _unavailable(exc.dependency, exc.retry_after, exc.message)
+    if isinstance(exc, InsufficientStorage):
+        return _full_disk(request)
     if isinstance(exc, RateLimited):
         response = envelope(429, "RATE_LIMITED", exc.message, {"retry_after": exc.retry_after})
         response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
@@ -191,8 +240,8 @@ def _pool_timeout(_request: Request, exc: Exception) -> JSONResponse:
 
 def _operational(request: Request, exc: Exception) -> JSONResponse:
     """SQLite's busy timeout between processes (`--workers N` on one file) is saturation, a 503;
-    so is PostgreSQL out of connection slots; any other operational error (a lost connection, a
-    full disk) is a 500 as before."""
+    so is PostgreSQL out of connection slots; an outage or a full disk is its own answer
+    (`_fault`); any other operational error is a 500."""
     if "database is locked" in str(exc):
         log.warning("SQLite busy timeout: %s", exc)
         return _busy(1, "the server is busy (the database is locked); retry in 1 s")
@@ -210,7 +259,13 @@ def _too_many_connections(exc: Exception) -> bool:
     return getattr(original, "sqlstate", None) == "53300" or "too many clients already" in str(exc)
 
 
-def _internal(_request: Request, exc: Exception) -> JSONResponse:
+def _internal(request: Request, exc: Exception) -> JSONResponse:
+    """A 500, unless `exc` is a dependency's fault (`_fault`): a lost connection is an
+    `InterfaceError` or `InternalError` too, not only an `OperationalError`, and a full disk an
+    `OSError` wherever it is raised."""
+    answer = _fault(request, exc)
+    if answer is not None:
+        return answer
     log.exception("unhandled error", exc_info=exc)
     return envelope(500, "INTERNAL_ERROR", "internal error")
 
@@ -224,5 +279,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(OverflowError, _data)
     app.add_exception_handler(PoolTimeout, _pool_timeout)
     app.add_exception_handler(OperationalError, _operational)
+    # Registered by class so they are answered here rather than re-raised past the app.
+    app.add_exception_handler(DBAPIError, _internal)
+    app.add_exception_handler(OSError, _internal)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(Exception, _internal)

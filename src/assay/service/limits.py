@@ -46,7 +46,7 @@ class RateLimiter:
 class _BodyTooLarge(StarletteHTTPException):
     """Raised from `receive` once a streamed body passes the cap. An HTTPException because FastAPI
     turns any other error met while reading a body into 400 "error parsing the body"; the app's
-    handler answers it (413 `BAD_REQUEST` envelope), `BodySizeLimit` itself when no route read it."""
+    handler answers it (413 `PAYLOAD_TOO_LARGE` envelope), `BodySizeLimit` itself when no route read it."""
 
     def __init__(self, max_bytes: int):
         super().__init__(413, _too_large(max_bytes))
@@ -106,7 +106,7 @@ class BodySizeLimit:
             await self._refuse(scope, receive, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await envelope(413, "BAD_REQUEST", _too_large(self.max_bytes))(scope, receive, send)
+        await envelope(413, "PAYLOAD_TOO_LARGE", _too_large(self.max_bytes))(scope, receive, send)
 
 
 async def json_body_limit(request: Request) -> None:

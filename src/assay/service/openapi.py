@@ -14,9 +14,8 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from pydantic.json_schema import models_json_schema
 
-from assay.core.assertions import ASSERTION_MODELS
+from assay.core.assertions.schema import assertion_schema
 from assay.sandboxes.fhir.openapi import FHIR_SCHEMAS
 
 __all__ = ["ASSERTION_SCHEMAS", "install_openapi"]
@@ -29,15 +28,7 @@ _REF = "#/components/schemas/{model}"
 
 def _assertion_union() -> tuple[dict[str, Any], dict[str, Any]]:
     """(the union schema, the component schemas it refers to)."""
-    models = list(ASSERTION_MODELS.values())
-    _, top = models_json_schema([(model, "validation") for model in models], ref_template=_REF)
-    mapping = {tag: _REF.format(model=model.__name__) for tag, model in ASSERTION_MODELS.items()}
-    union = {
-        "oneOf": [{"$ref": ref} for ref in mapping.values()],
-        "discriminator": {"propertyName": "assert", "mapping": mapping},
-        "description": "Typed assertion spec: one of the shapes below, chosen by `assert` (SPEC §3).",
-    }
-    return union, top.get("$defs", {})
+    return assertion_schema(_REF)
 
 
 def _with_union(document: dict[str, Any]) -> dict[str, Any]:

@@ -13,8 +13,13 @@ On SIGTERM uvicorn stops accepting and lets requests in flight finish, for at mo
 10 s: the app's shutdown (sweeper, event log, engine) follows.
 
 With `--workers N` the supervisor pings each worker and kills one that does not answer within
-`WORKER_HEALTHCHECK` seconds (uvicorn's default, 5 s, killed workers still importing the app on a
-busy machine, over and over, and a worker in a long garbage collection mid-transaction).
+`WORKER_HEALTHCHECK` seconds while it starts (uvicorn's default, 5 s, killed workers still
+importing the app on a busy machine, over and over), and within `worker_timeout` seconds
+(`ASSAY_WORKER_TIMEOUT`, default `WORKER_TIMEOUT`) once it serves. A serving worker answers the
+ping from its event loop, not from a thread of its own: a worker whose loop is wedged, or that is
+frozen (SIGSTOP), stops answering, and is killed and replaced — its listening socket and the
+connections on it closed, so its clients reconnect to the others — instead of holding them until
+uvicorn's thread answered for it for ever (or the old 60 s check).
 
 On Linux, `--workers N` gives each worker a listening socket of its own on the port
 (`SO_REUSEPORT`), and the kernel spreads new connections over them. uvicorn shares one listening
@@ -34,6 +39,7 @@ import contextlib
 import logging
 import socket
 import sys
+import threading
 from typing import Any
 
 import uvicorn
@@ -45,6 +51,7 @@ __all__ = [
     "GRACEFUL_SHUTDOWN",
     "JOIN_AT_MOST",
     "WORKER_HEALTHCHECK",
+    "WORKER_TIMEOUT",
     "NoDelayH11Protocol",
     "NoDelayHttpToolsProtocol",
     "run",
@@ -52,6 +59,11 @@ __all__ = [
 
 GRACEFUL_SHUTDOWN = 5.0
 WORKER_HEALTHCHECK = 60.0
+"""Seconds a starting worker may take to answer the supervisor's ping (spawn, imports, migrations)."""
+WORKER_TIMEOUT = 10.0
+"""Seconds a serving worker's event loop may leave the ping unanswered before it is replaced: well
+above a long garbage collection or a slow request on a loaded machine, well below what a client
+waits for an answer (`ASSAY_WORKER_TIMEOUT`)."""
 
 
 def _no_delay(transport: asyncio.Transport) -> None:
@@ -150,7 +162,15 @@ class NoDelayHttpToolsProtocol(HttpToolsProtocol):
         super().on_response_complete()
 
 
-def run(app: Any, *, host: str, port: int, workers: int = 1, **options: Any) -> None:
+def run(
+    app: Any,
+    *,
+    host: str,
+    port: int,
+    workers: int = 1,
+    worker_timeout: float = WORKER_TIMEOUT,
+    **options: Any,
+) -> None:
     """`uvicorn.run` with the no-delay protocol; `app` is the app, or an import string for workers."""
     options.setdefault("timeout_graceful_shutdown", GRACEFUL_SHUTDOWN)
     options.setdefault("loop", "uvloop")
@@ -160,6 +180,7 @@ def run(app: Any, *, host: str, port: int, workers: int = 1, **options: Any) -> 
         # longer and was killed and respawned in a loop, so the API never came up.
         options.setdefault("timeout_worker_healthcheck", WORKER_HEALTHCHECK)
         if _REUSE_PORT:
+            _OwnSocketProcess.serving_timeout = worker_timeout
             _run_workers_on_own_sockets(app, host=host, port=port, workers=workers, **options)
             return
         uvicorn.run(
@@ -183,14 +204,58 @@ def _port_socket(family: socket.AddressFamily, address: Any) -> socket.socket:
 
 
 class _OwnSocketProcess(multiprocess.Process):
-    """A uvicorn worker that listens on a socket of its own, bound where the supervisor's is."""
+    """A uvicorn worker that listens on a socket of its own, bound where the supervisor's is, and
+    whose event loop answers the supervisor's ping once it serves (module docstring)."""
+
+    serving_timeout = WORKER_TIMEOUT
+    """Set by `run` in the supervisor, the only process that reads it."""
+
+    def __init__(self, config: uvicorn.Config, sockets: list[socket.socket]) -> None:
+        self._serving = False  # the supervisor's view: the worker said it has started
+        self._loop: asyncio.AbstractEventLoop | None = None  # the worker's, once it serves
+        super().__init__(config, sockets)
 
     def target(self, sockets: list[socket.socket] | None = None) -> None:  # in the worker
         own = []
         for shared in sockets or []:
             own.append(_port_socket(shared.family, shared.getsockname()))
             shared.close()  # this process's copy; the supervisor keeps the port
+        serve = self.server.serve
+
+        async def serve_on_this_loop(sockets: list[socket.socket] | None = None) -> None:
+            self._loop = asyncio.get_running_loop()
+            await serve(sockets)
+
+        self.server.serve = serve_on_this_loop  # type: ignore[method-assign]
         super().target(own)
+
+    def pong(self) -> None:  # in the worker, on uvicorn's pong thread
+        self.child_conn.recv()
+        started, loop = self.server.started, self._loop
+        if started and loop is not None:
+            answered = threading.Event()
+            try:
+                loop.call_soon_threadsafe(answered.set)
+            except RuntimeError:  # the loop has closed: shutting down
+                pass
+            else:
+                answered.wait()  # a wedged loop never answers: the supervisor kills this process
+        self.child_conn.send(started)
+
+    def is_alive(self, timeout: float = 5) -> bool:  # in the supervisor
+        if not self.process.is_alive():
+            return False
+        started = self._healthcheck(self.serving_timeout if self._serving else timeout)
+        if started is None:
+            if self._serving:
+                logging.getLogger("uvicorn.error").warning(
+                    "Child process [%s] did not answer within %.0f s (frozen or wedged): replacing it",
+                    self.pid,
+                    self.serving_timeout,
+                )
+            return False
+        self._serving = self._serving or started
+        return True
 
 
 def _run_workers_on_own_sockets(app: Any, *, host: str, port: int, workers: int, **options: Any) -> None:

@@ -34,8 +34,22 @@ class Settings:
     mllp_port: int = 2575
     listen_host: str = "127.0.0.1"
     """The interface the surfaces' listeners (MLLP, SFTP) bind to: `assay serve --host`."""
+    worker_timeout: float = 10.0
+    """`ASSAY_WORKER_TIMEOUT`: seconds a serving worker of `serve --workers N` may leave the
+    supervisor's ping unanswered (frozen, its event loop wedged) before it is killed and replaced."""
     mllp_idle_timeout: float = 300.0
     """`ASSAY_MLLP_IDLE_TIMEOUT`: seconds an MLLP connection may stay silent before it is closed."""
+    mllp_frame_timeout: float = 60.0
+    """`ASSAY_MLLP_FRAME_TIMEOUT`: seconds an MLLP frame may take from its first byte to its end."""
+    mllp_max_connections_per_source: int = 64
+    """`ASSAY_MLLP_MAX_CONNECTIONS_PER_SOURCE`: MLLP connections one address holds at once (0: no cap)."""
+    sftp_max_auth_tries: int = 6
+    """`ASSAY_SFTP_MAX_AUTH_TRIES`: wrong passwords one SSH connection may send before it is closed."""
+    sftp_auth_backoff: float = 0.5
+    """`ASSAY_SFTP_AUTH_BACKOFF`: seconds the first wrong password from an address waits for its
+    answer; each further one from there doubles it (up to `ASSAY_SFTP_AUTH_BACKOFF_MAX`)."""
+    sftp_auth_backoff_max: float = 10.0
+    """`ASSAY_SFTP_AUTH_BACKOFF_MAX`: the longest wait for a wrong password's answer."""
     listeners: bool = True
     """`ASSAY_LISTENERS`: run the surfaces' listeners in this process (the app's lifespan). `serve
     --workers N` sets it to 0 in the workers: their listeners run once, in the listener process."""
@@ -107,7 +121,11 @@ class Settings:
                 "lenient": self.fhir_lenient,
                 "strict": self.fhir_strict,
             },
-            "hl7": {"idle_timeout": self.mllp_idle_timeout},
+            "hl7": {
+                "idle_timeout": self.mllp_idle_timeout,
+                "frame_timeout": self.mllp_frame_timeout,
+                "max_per_source": self.mllp_max_connections_per_source,
+            },
             "portal": {
                 "sign_in_free_failures": self.portal_sign_in_free_failures,
                 "sign_in_backoff": self.portal_sign_in_backoff,
@@ -118,6 +136,9 @@ class Settings:
                 "storage_url": self.storage_url,
                 "storage_options": self.storage_options,
                 "max_file_bytes": self.max_file_bytes,
+                "max_auth_tries": self.sftp_max_auth_tries,
+                "auth_backoff": self.sftp_auth_backoff,
+                "auth_backoff_max": self.sftp_auth_backoff_max,
             },
         }
 
@@ -159,6 +180,12 @@ _FROM_ENV: dict[str, type[Any]] = {
     "max_file_bytes": int,
     "listen_host": str,
     "mllp_idle_timeout": float,
+    "mllp_frame_timeout": float,
+    "mllp_max_connections_per_source": int,
+    "sftp_max_auth_tries": int,
+    "sftp_auth_backoff": float,
+    "sftp_auth_backoff_max": float,
+    "worker_timeout": float,
     "listeners": bool,
     "fhir_url": str,
     "fhir_isolation": str,

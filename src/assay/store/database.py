@@ -9,6 +9,7 @@ from `SELECT … FOR UPDATE`. Several processes on one SQLite file wait on `busy
 
 from __future__ import annotations
 
+import select
 import threading
 import weakref
 from collections import deque
@@ -21,6 +22,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 from assay.store.epoch import Epoch, PostgresEpoch, epoch_of, track
@@ -50,6 +52,9 @@ LOCK_WAIT = 10.0
 POOL_WAIT = 10.0
 """Seconds a PostgreSQL unit of work waits for a pooled connection before SQLAlchemy's
 `TimeoutError` (503 as well, in `service/errors.py`)."""
+CONNECT_WAIT = 5
+"""Seconds a new PostgreSQL connection may take to open (libpq's `connect_timeout`, unless the
+URL sets its own): past it the request is answered as an outage, 503."""
 
 
 def sqlite_url(data_dir: Path) -> str:
@@ -172,6 +177,27 @@ def write_turn(engine: Engine) -> Iterator[None]:
         lock.release()
 
 
+def _check_idle_connection(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """A pooled PostgreSQL connection the server closed is not handed out: the pool replaces it.
+
+    A server that restarts or shuts down (`pg_ctl restart`, a failover) ends every connection with
+    an error message and a close, which an idle connection's socket shows as readable; no answer
+    is due on an idle connection, so a readable one is gone (or about to be). A `poll` with no
+    wait costs no round trip, where SQLAlchemy's `pool_pre_ping` sends a query on every checkout.
+    Without it the first unit of work after a restart on each pooled connection failed (the first
+    SFTP login of a run refused, API requests answered 500)."""
+    if getattr(dbapi_connection, "closed", False):
+        raise DisconnectionError("the pooled connection is closed")
+    try:
+        descriptor = dbapi_connection.pgconn.socket
+    except Exception as exc:  # no socket: closed underneath
+        raise DisconnectionError("the pooled connection has no socket") from exc
+    poller = select.poll()
+    poller.register(descriptor, select.POLLIN | select.POLLERR | select.POLLHUP)
+    if poller.poll(0):
+        raise DisconnectionError("the server closed the pooled connection (restart or shutdown)")
+
+
 class Database:
     """A SQLAlchemy engine plus the transaction discipline of its backend."""
 
@@ -196,9 +222,13 @@ class Database:
                 pool_timeout=POOL_WAIT,
                 pool_recycle=1800,
                 json_serializer=serialize_json,
+                # A host that drops packets would otherwise hold a connect (and the request behind
+                # it) for the kernel's TCP timeout, about two minutes, before the 503 an outage is.
+                connect_args={} if "connect_timeout" in self.url.query else {"connect_timeout": CONNECT_WAIT},
             )
             # The change epoch in the database itself, shared by instances on any machine.
             track(engine, PostgresEpoch(engine))
+            event.listen(engine, "checkout", _check_idle_connection)
 
             @event.listens_for(engine, "before_cursor_execute")
             def _reads_only(connection: Any, _c: Any, statement: str, _p: Any, _x: Any, _m: bool) -> None:

@@ -284,7 +284,16 @@ class _Reader:
                     if time.monotonic() < self._retry_at:
                         return None
                     connection = self._connections[slot] = await self._connect()
-                value = await connection.read()
+                    value = await connection.read()
+                else:
+                    try:
+                        value = await connection.read()
+                    except ConnectionError:
+                        # A connection the server closed since its last read (a restart): one new
+                        # connection, at once, rather than a second of requests without an epoch.
+                        self._drop(slot)
+                        connection = self._connections[slot] = await self._connect()
+                        value = await connection.read()
         except Exception:  # lost, timed out, no sequence yet: this request reads SQL instead
             if not self._failing:
                 _LOG.warning(

@@ -10,6 +10,8 @@ Tree::
     ├── Invalid          a well-formed body that fails validation         → 422
     ├── RateLimited      the token spent its request budget               → 429 + Retry-After
     ├── Busy             the database is saturated: waited and gave up    → 503 + Retry-After
+    ├── Unavailable      a dependency is down, restarting or read-only    → 503 + Retry-After
+    ├── InsufficientStorage  no space left for the write                  → 507
     ├── BadRequest       a malformed query parameter or cursor            → 400
     └── PayloadTooLarge  content over a size limit (a file over 25 MB)    → 413
 
@@ -27,11 +29,13 @@ __all__ = [
     "Conflict",
     "DomainError",
     "Forbidden",
+    "InsufficientStorage",
     "Invalid",
     "NotFound",
     "PayloadTooLarge",
     "RateLimited",
     "Unauthorized",
+    "Unavailable",
 ]
 
 
@@ -77,6 +81,26 @@ class Busy(DomainError):
     def __init__(self, what: str, retry_after: float = 1.0):
         super().__init__(f"the server is busy ({what}); retry in {retry_after:.0f} s")
         self.retry_after = retry_after
+
+
+class Unavailable(DomainError):
+    """A dependency (`dependency`: "database", "object storage") is unreachable, restarting or
+    read-only: answered 503 `SERVICE_UNAVAILABLE` with `Retry-After`, as a client retries it."""
+
+    def __init__(self, dependency: str, retry_after: float = 1.0, message: str | None = None):
+        super().__init__(
+            message or f"the {dependency} is unavailable; retry in {retry_after:.0f} s",
+            {"dependency": dependency, "retry_after": retry_after},
+        )
+        self.dependency = dependency
+        self.retry_after = retry_after
+
+
+class InsufficientStorage(DomainError):
+    """A write that needs space found the disk full: 507 `INSUFFICIENT_STORAGE` (nothing of it kept)."""
+
+    def __init__(self, message: str = "no space left for this write; free space (delete files) and retry"):
+        super().__init__(message)
 
 
 class Invalid(DomainError):

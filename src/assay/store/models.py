@@ -266,6 +266,11 @@ class BenchmarkRun(Base):
     verdict: Mapped[str | None] = mapped_column(String(16))
     concurrency: Mapped[int] = mapped_column(Integer)
     trials: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    task_runs_total: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    task_runs_ended: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Task runs in a terminal status: the run is finalized by the change that makes it the total."""
+    task_runs_running: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Task runs started and not ended: the concurrency slots in use (`lifecycle.take_slot`)."""
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     token_expires_at: Mapped[datetime]
     created_at: Mapped[datetime]

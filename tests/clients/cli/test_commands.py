@@ -182,9 +182,19 @@ def test_criteria_commands(cli: CliRunner, server: Server) -> None:
             "--json",
         ).stdout
     )
-    assert made["assertion"] == PASSES
+    assert made["assertion"] == PASSES and made["required"] is False
+    gate = json.loads(
+        run(
+            cli,
+            *("criteria", "create", "--task", task.id, "--label", "gate", "--assertion", json.dumps(PASSES)),
+            *("--required", "--idle-ok", "--json"),
+        ).stdout
+    )
+    assert gate["required"] is True and gate["idle_ok"] is True
     listed = json.loads(run(cli, "criteria", "list", "--task", task.id, "--json").stdout)
-    assert [c["id"] for c in listed["data"]] == [made["id"]]
+    assert [c["id"] for c in listed["data"]] == [made["id"], gate["id"]]  # task order
+    changed = json.loads(run(cli, "criteria", "update", gate["id"], "--not-required", "--json").stdout)
+    assert changed["required"] is False and changed["idle_ok"] is True
     bad = run(
         cli,
         "criteria",

@@ -65,3 +65,9 @@ def test_demo_runs_the_loop(tmp_path: Path) -> None:
         ), line
     assert "telecom.0.value: expected 555-0142, got 555-0124" in out
     assert "the agent gave up" not in out
+    # The call task scores 0 though one criterion passed: the tree says which gate, and by how much.
+    assert (
+        'gated: required criterion #1 "Identity verified before discussing the visit" did not pass, '
+        "so the task scores 0; without the gate it would have scored 0.75"
+    ) in " ".join(out.split())
+    assert "while that server runs" in out

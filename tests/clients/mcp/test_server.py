@@ -26,6 +26,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from assay.clients.mcp import TOOLS, build_server
+from assay.core.assertions import ASSERTION_MODELS
 from tests.service.conftest import Server
 
 SEED_FHIR = {
@@ -91,6 +92,12 @@ async def authoring(session: Session) -> None:
             "criterion-runs",
         }
     )
+    criteria_schema = next(tool.input_schema for tool in tools.tools if tool.name == "criteria")
+    union = criteria_schema["properties"]["assertion"]
+    assert set(union["discriminator"]["mapping"]) == set(ASSERTION_MODELS)
+    for ref in union["discriminator"]["mapping"].values():
+        model = criteria_schema["$defs"][ref.removeprefix("#/$defs/")]
+        assert model["examples"], ref  # the worked examples docs/assertions.md runs
     benchmark = await call(session, "benchmarks", {"action": "create", "name": f"mcp {uuid.uuid4().hex[:8]}"})
     task = await call(session, "tasks", {"action": "create", "benchmarkId": benchmark["id"], "name": "book"})
 
@@ -99,8 +106,12 @@ async def authoring(session: Session) -> None:
     voice = await call(session, "criteria", seeded(SEED_VOICE, task["id"]))
     assert voice["weight"] == 0.5
     listed = await call(session, "criteria", seeded(SEED_LIST, task["id"]))
-    assert [c["id"] for c in listed["data"]] == [voice["id"], fhir["id"]]
+    assert [c["id"] for c in listed["data"]] == [fhir["id"], voice["id"]]  # task order
 
+    gated = await call(
+        session, "criteria", {"action": "update", "id": fhir["id"], "required": True, "idleOk": True}
+    )
+    assert gated["required"] is True and gated["idle_ok"] is True  # camelCase in, the API's snake_case out
     updated = await call(session, "criteria", {"action": "update", "id": voice["id"], "label": "Disclosures"})
     assert updated["label"] == "Disclosures" and updated["assertion"] == SEED_VOICE["assertion"]
     assert await call(session, "criteria", {"action": "get", "id": voice["id"]}) == updated
@@ -159,6 +170,13 @@ async def authoring(session: Session) -> None:
     assert detail["evidence"] is not None
     summary = await call(session, "benchmark-runs", {"action": "get", "id": run["benchmark_run_id"]})
     assert summary["status"] == "completed"
+    listed = await call(session, "benchmark-runs", {"action": "list", "benchmarkId": benchmark["id"]})
+    assert [r["id"] for r in listed["data"]] == [run["benchmark_run_id"]]  # publish's self-tests left out
+    every = await call(
+        session, "benchmark-runs", {"action": "list", "benchmarkId": benchmark["id"], "selfTests": True}
+    )
+    assert {r["agent"]["name"] for r in every["data"] if r["agent"]} == {"assay self-test"}
+    assert len(every["data"]) > 1
 
 
 def _assay_command() -> str:

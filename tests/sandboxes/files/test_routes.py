@@ -88,13 +88,13 @@ def test_over_the_limit_is_413_and_stores_nothing(
 ) -> None:
     client, base, _ = files
     limit = 25 * 1024 * 1024
-    error(client.put(f"{base}/big.bin", content=b"z" * (limit + 1)), 413, "BAD_REQUEST")
+    error(client.put(f"{base}/big.bin", content=b"z" * (limit + 1)), 413, "PAYLOAD_TOO_LARGE")
 
     def chunks():  # type: ignore[no-untyped-def]
         for _ in range(26):
             yield b"z" * (1024 * 1024)
 
-    error(client.put(f"{base}/big.bin", content=chunks()), 413, "BAD_REQUEST")
+    error(client.put(f"{base}/big.bin", content=chunks()), 413, "PAYLOAD_TOO_LARGE")
     assert ok(client.get(base))["data"] == []
 
 

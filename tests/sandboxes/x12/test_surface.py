@@ -147,7 +147,7 @@ def test_claim_status_and_review_in_one_run(server: Server, api: httpx.Client) -
     }
     bodies = [
         ("276", interchange("276", claim_status_276(("W123456789", "PCN001", "250")))),
-        ("278", interchange("278", review_278("W123456789", "70553"))),
+        ("278", interchange("278", review_278("W123456789", "70553"), control=906)),
     ]
     completed, replies, _, _ = _play(server, api, bodies, claim, APPROVED, also_by_run=True)
     assert [r.headers["x-assay-x12-response"] for r in replies] == ["277", "278"]
@@ -228,7 +228,7 @@ def test_a_request_over_the_limit_is_a_413_and_stores_nothing(server: Server, ap
         base = ok(agent.post(task_run["start_url"]))["endpoints"]["x12"]
         big = b"ISA" + b"*" * MAX_REQUEST_BYTES
         refused = agent.post(f"{base}/270", content=big, headers=X12)
-        error(refused, 413, "BAD_REQUEST")
+        error(refused, 413, "PAYLOAD_TOO_LARGE")
         assert refused.json()["error"]["message"].startswith("an X12 request is at most 1048576 bytes")
         completed = ok(agent.post(task_run["complete_url"]))
     assert completed["checks"][0]["details"].endswith("No X12 exchange was recorded.")

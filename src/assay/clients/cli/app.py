@@ -19,7 +19,7 @@ from assay import __version__
 from assay.clients.cli.auth import auth_app
 from assay.clients.cli.criteria import criteria_app
 from assay.clients.cli.demo import demo
-from assay.clients.cli.evidence import failing_fields, miss_text
+from assay.clients.cli.evidence import failing_fields, gate_text, miss_text
 from assay.clients.cli.fhir_server import fhir_server
 from assay.clients.cli.lint import lint_command
 from assay.clients.cli.mcp import mcp
@@ -164,7 +164,7 @@ def print_verification(result: TaskVerification, console: Console) -> None:
             mark = f"[red]fail {_score(outcome.score)}[/]"
         table.add_row(
             str(i),
-            escape(run.spec.label),
+            escape(run.spec.label) + (" [bold](required)[/]" if run.spec.required else ""),
             escape(run.spec.axis or ""),
             f"{float(run.weight):g}",
             mark,
@@ -175,6 +175,9 @@ def print_verification(result: TaskVerification, console: Console) -> None:
         console.print(
             f"axis {name}: score {_score(axis.score)}  weight {float(axis.weight):g}", highlight=False
         )
+    gate = gate_text(result.score.gated_by.as_json() if result.score.gated_by else None)
+    if gate:
+        console.print(f"[red]{escape(gate)}[/]", highlight=False)
     console.print(f"verdict: {result.score.verdict}  score: {_score(result.score.score)}", highlight=False)
 
 

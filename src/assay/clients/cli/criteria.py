@@ -53,7 +53,7 @@ def list_criteria(
 ) -> None:
     """A task's criteria."""
     with connect(api_key, base_url) as client:
-        criteria = list(client.criteria.list(task_id=task))[::-1]
+        criteria = list(client.criteria.list(task_id=task))
     if as_json:
         print_json({"data": [c.model_dump(mode="json") for c in criteria]})
         return
@@ -83,6 +83,12 @@ def create_criterion(
     assertion: AssertionArg = None,
     weight: Annotated[float | None, typer.Option(help="Relative weight (default 1).")] = None,
     axis: Annotated[str | None, typer.Option(help="Scoring axis.")] = None,
+    required: Annotated[
+        bool, typer.Option("--required", help="A gate: the task scores 0 unless this passes.")
+    ] = False,
+    idle_ok: Annotated[
+        bool, typer.Option("--idle-ok", help="An idle agent is meant to pass it (self-tests do not flag it).")
+    ] = False,
     api_key: ApiKeyOption = None,
     base_url: BaseUrlOption = None,
     as_json: AsJson = False,
@@ -94,7 +100,15 @@ def create_criterion(
     body = _assertion(assertion)
     with connect(api_key, base_url) as client:
         _show(
-            client.criteria.create(task_id=task, label=label, assertion=body, weight=weight, axis=axis),
+            client.criteria.create(
+                task_id=task,
+                label=label,
+                assertion=body,
+                weight=weight,
+                axis=axis,
+                required=required or None,
+                idle_ok=idle_ok or None,
+            ),
             as_json,
         )
 
@@ -106,12 +120,25 @@ def update_criterion(
     assertion: AssertionArg = None,
     weight: Annotated[float | None, typer.Option(help="New weight.")] = None,
     axis: Annotated[str | None, typer.Option(help="New axis.")] = None,
+    required: Annotated[
+        bool | None, typer.Option("--required/--not-required", help="Make it a gate, or not.")
+    ] = None,
+    idle_ok: Annotated[
+        bool | None,
+        typer.Option("--idle-ok/--not-idle-ok", help="Whether an idle agent is meant to pass it."),
+    ] = None,
     api_key: ApiKeyOption = None,
     base_url: BaseUrlOption = None,
     as_json: AsJson = False,
 ) -> None:
     """Change a criterion (only the options given)."""
-    changes: dict[str, Any] = {"label": label, "weight": weight, "axis": axis}
+    changes: dict[str, Any] = {
+        "label": label,
+        "weight": weight,
+        "axis": axis,
+        "required": required,
+        "idle_ok": idle_ok,
+    }
     changes = {key: value for key, value in changes.items() if value is not None}
     if assertion is not None:
         changes["assertion"] = _assertion(assertion)

@@ -47,7 +47,8 @@ def demo(
         "    then open http://127.0.0.1:8400/ui (sign in with that key), or http://127.0.0.1:8400/docs for the API."
     )
     console.print(
-        f"  • The same tree from the CLI: ASSAY_API_KEY={result.api_key} uv run assay runs show {result.benchmark_run_id}",
+        f"  • The same tree from the CLI, while that server runs: ASSAY_API_KEY={result.api_key} "
+        f"ASSAY_BASE_URL=http://127.0.0.1:8400 uv run assay runs show {result.benchmark_run_id}",
         soft_wrap=True,
     )
     package = BUNDLED[benchmark] if benchmark else PACKAGE

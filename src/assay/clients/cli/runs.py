@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from assay.clients.cli.config import ApiKeyOption, AsJson, BaseUrlOption, connect, print_json
-from assay.clients.cli.evidence import failing_fields, miss_text
+from assay.clients.cli.evidence import failing_fields, gate_text, miss_text
 
 if TYPE_CHECKING:
     from assay.client import Assay, BenchmarkRun, CriterionRun, TaskRun
@@ -38,14 +38,17 @@ def _verdict(verdict: str | None, score: float | None) -> str:
 def list_runs(
     benchmark: Annotated[str | None, typer.Option(help="Only runs of this benchmark id.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many (newest first).")] = 20,
+    self_tests: Annotated[
+        bool, typer.Option("--self-tests", help="Also list self-test runs (assay lint, publish).")
+    ] = False,
     api_key: ApiKeyOption = None,
     base_url: BaseUrlOption = None,
     as_json: AsJson = False,
 ) -> None:
-    """Benchmark runs, newest first."""
+    """Benchmark runs, newest first; self-test runs only with --self-tests."""
     with connect(api_key, base_url) as client:
         runs = []
-        for run in client.benchmark_runs.list(benchmark_id=benchmark):
+        for run in client.benchmark_runs.list(benchmark_id=benchmark, self_tests=self_tests):
             runs.append(run)
             if len(runs) >= limit:
                 break
@@ -77,7 +80,7 @@ def render_run(
 ) -> Tree:
     """Verdict first on every line (it is what one scans for), ids and status dimmed after."""
     ref = run.benchmark or {}
-    title = f"{ref.get('slug') or ref.get('name') or run.benchmark_id}@{ref.get('version', 'draft')}"
+    title = f"{ref.get('slug') or ref.get('name') or run.benchmark_id}@{ref.get('version') or 'draft'}"
     tree = Tree(
         f"{_verdict(run.verdict, run.score)}  [bold]{escape(title)}[/]  [dim]{run.id} · {run.status}[/]"
     )
@@ -88,6 +91,9 @@ def render_run(
         )
         if task_run.failure_reason:
             branch.add(f"[red]{escape(task_run.failure_reason)}[/]")
+        gate = gate_text(getattr(task_run, "gated_by", None))
+        if gate:
+            branch.add(f"[red]{escape(gate)}[/]")
         for criterion in criterion_runs.get(task_run.id, []):
             leaf = branch.add(_criterion_line(criterion))
             if not criterion.passed:

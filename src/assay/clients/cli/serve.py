@@ -120,7 +120,14 @@ def _serve_workers(settings: Settings, *, host: str, port: int, workers: int, ac
     else:
         os.environ["ASSAY_LISTENERS"] = "0"
     try:
-        run("assay.service.app:create_app", host=host, port=port, workers=workers, access_log=access_log)
+        run(
+            "assay.service.app:create_app",
+            host=host,
+            port=port,
+            workers=workers,
+            worker_timeout=settings.worker_timeout,
+            access_log=access_log,
+        )
     finally:
         if supervisor is not None:
             supervisor.stop()

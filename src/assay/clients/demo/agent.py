@@ -10,15 +10,41 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-__all__ = ["ACTIONS", "AgentContext", "act"]
+__all__ = ["ACTIONS", "AgentContext", "RetryUnavailable", "act"]
 
 MLLP_START, MLLP_END = b"\x0b", b"\x1c\x0d"
+
+
+class RetryUnavailable(httpx.HTTPTransport):
+    """Sends a request again after a `503` (the database restarting, saturation) or `429`, waiting
+    the answer's `Retry-After`, as a well-behaved agent does: at most `attempts` times, and only
+    while the wait asked for is at most `longest` seconds (else the 503 is the answer)."""
+
+    def __init__(self, attempts: int = 5, longest: float = 10.0, **options: Any) -> None:
+        super().__init__(**options)
+        self.attempts, self.longest = attempts, longest
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        for _ in range(self.attempts):
+            response = super().handle_request(request)
+            if response.status_code not in (429, 503):
+                return response
+            try:
+                wait = float(response.headers.get("retry-after", ""))
+            except ValueError:
+                return response
+            if wait > self.longest:
+                return response
+            response.close()
+            time.sleep(wait)
+        return super().handle_request(request)
 
 
 @dataclass

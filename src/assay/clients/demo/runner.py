@@ -34,7 +34,7 @@ from rich.markup import escape
 from assay.client import Assay, StartedTaskRun
 from assay.clients.benchmarks import BUNDLED
 from assay.clients.cli.runs import fetch_run, render_run
-from assay.clients.demo.agent import ACTIONS, AgentContext
+from assay.clients.demo.agent import ACTIONS, AgentContext, RetryUnavailable
 from assay.clients.packages import Package, push, read_package
 from assay.clients.packages.folder import TaskSpec
 from assay.sandboxes.registry import DATASET_TYPES, SURFACES
@@ -151,7 +151,7 @@ def _work(
     started: StartedTaskRun = client.task_runs.start(task_run_id, run_token=run_token)
     notes: list[str] = []
     headers = {"Authorization": f"Bearer {run_token}"}
-    with httpx.Client(base_url=base_url, headers=headers, timeout=30) as http:
+    with httpx.Client(base_url=base_url, headers=headers, timeout=30, transport=RetryUnavailable()) as http:
         context = AgentContext(http, started.endpoints, started.credentials, notes)
         try:
             agent(name, task_run_id, context)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from assay.client._models import Model
+from assay.core.assertions import ASSERTION_MODELS
+from assay.core.assertions.schema import assertion_schema
 
 __all__ = ["TOOLS", "InvalidCall", "Tool", "natural_language", "run_tool"]
 
@@ -52,9 +54,11 @@ class Tool:
     description: str
     actions: dict[str, Action]
     properties: dict[str, Json] = field(default_factory=dict)
+    definitions: dict[str, Json] = field(default_factory=dict)
+    """JSON Schema `$defs` the properties refer to (`#/$defs/<name>`)."""
 
     def input_schema(self) -> Json:
-        return {
+        schema: Json = {
             "type": "object",
             "properties": {
                 "action": {"type": "string", "enum": list(self.actions), "description": "What to do."},
@@ -62,6 +66,9 @@ class Tool:
             },
             "required": ["action"],
         }
+        if self.definitions:
+            schema["$defs"] = self.definitions
+        return schema
 
 
 def _snake(name: str) -> str:
@@ -115,7 +122,7 @@ def _as_eval(criterion: Any) -> Json:
 
 # -- criteria and evals -------------------------------------------------------------------------
 
-_CRITERION_FIELDS = ("label", "weight", "axis", "inputEntityId")
+_CRITERION_FIELDS = ("label", "weight", "axis", "inputEntityId", "required", "idleOk")
 
 
 async def _create_criterion(client: Any, args: Json) -> Any:
@@ -139,8 +146,17 @@ async def _update_eval(client: Any, args: Json) -> Any:
     return _as_eval(await client.criteria.update(args["id"], **changes))
 
 
+async def _in_task_order(client: Any, task_id: str) -> list[Any]:
+    """A task's criteria as the task lists them (the API's order for one task's criteria)."""
+    return [c async for c in client.criteria.list(task_id=task_id)]
+
+
+async def _list_criteria(client: Any, args: Json) -> Json:
+    return {"data": [_dump(c) for c in await _in_task_order(client, args["taskId"])]}
+
+
 async def _list_evals(client: Any, args: Json) -> Json:
-    return {"data": [_as_eval(c) async for c in client.criteria.list(task_id=args["taskId"])]}
+    return {"data": [_as_eval(c) for c in await _in_task_order(client, args["taskId"])]}
 
 
 _ID = {"id": {"type": "string", "description": "The object's id."}}
@@ -151,26 +167,30 @@ _CRITERION_PROPERTIES: Json = {
     "weight": {"type": "number", "description": "Relative weight (default 1)."},
     "axis": {"type": "string", "description": "Optional scoring axis."},
     "inputEntityId": {"type": "string", "description": "Optional DatasetEntity the criterion is scoped to."},
+    "required": {"type": "boolean", "description": "A gate: the task scores 0 unless it passes."},
+    "idleOk": {"type": "boolean", "description": "An idle agent is meant to pass it (a safety rule)."},
 }
+
+_ASSERTION, _ASSERTION_DEFINITIONS = assertion_schema("#/$defs/{model}")
+"""The same union, shapes and examples `/openapi.json` shows for `assertion`."""
 
 CRITERIA = Tool(
     "criteria",
     "Manage criteria, the typed assertions the verification engine runs against a task run. "
-    "`assertion` is an object discriminated by `assert`: fhir-resource-state, hl7-structural, "
-    "portal-state-match, sftp-file-present, voice-transcript or x12-response (see the API's /docs).",
+    f"`assertion` is an object discriminated by `assert`: {', '.join(ASSERTION_MODELS)} "
+    "(docs/assertions.md). Parameters are camelCase; answers are the API's objects, snake_case.",
     {
-        "list": Action(lambda c, a: _all(c.criteria.list(task_id=a["taskId"])), ("taskId",)),
-        "create": Action(
-            _create_criterion, ("taskId", "label", "assertion"), ("weight", "axis", "inputEntityId")
-        ),
+        "list": Action(_list_criteria, ("taskId",)),
+        "create": Action(_create_criterion, ("taskId", "label", "assertion"), _CRITERION_FIELDS[1:]),
         "get": Action(lambda c, a: _json(c.criteria.get(a["id"])), ("id",)),
         "update": Action(_update_criterion, ("id",), ("label", "assertion", *_CRITERION_FIELDS[1:])),
         "delete": Action(lambda c, a: _deleted(c.criteria.delete(a["id"])), ("id",)),
     },
     {
         **_CRITERION_PROPERTIES,
-        "assertion": {"type": "object", "description": "Typed assertion spec (SPEC §3)."},
+        "assertion": _ASSERTION,
     },
+    _ASSERTION_DEFINITIONS,
 )
 
 EVALS = Tool(
@@ -179,7 +199,7 @@ EVALS = Tool(
     "criterion; any other text is kept as a natural-language eval.",
     {
         "list": Action(_list_evals, ("taskId",)),
-        "create": Action(_create_eval, ("taskId", "label", "assert"), ("weight", "axis", "inputEntityId")),
+        "create": Action(_create_eval, ("taskId", "label", "assert"), _CRITERION_FIELDS[1:]),
         "get": Action(lambda c, a: _as_json(c.criteria.get(a["id"]), _as_eval), ("id",)),
         "update": Action(_update_eval, ("id",), ("label", "assert", *_CRITERION_FIELDS[1:])),
         "delete": Action(lambda c, a: _deleted(c.criteria.delete(a["id"])), ("id",)),
@@ -276,7 +296,9 @@ BENCHMARK_RUNS = Tool(
     "Benchmark runs: create one (returns its run token once), read it with its task runs, cancel it.",
     {
         "list": Action(
-            lambda c, a: _all(c.benchmark_runs.list(**_given(a, "benchmarkId"))), (), ("benchmarkId",)
+            lambda c, a: _all(c.benchmark_runs.list(**_given(a, "benchmarkId", "selfTests"))),
+            (),
+            ("benchmarkId", "selfTests"),
         ),
         "get": Action(lambda c, a: _json(c.benchmark_runs.get(a["id"])), ("id",)),
         "create": Action(
@@ -294,6 +316,10 @@ BENCHMARK_RUNS = Tool(
         "benchmarkId": {"type": "string", "description": "Run the current draft of this benchmark."},
         "scored": {"type": "boolean"},
         "agent": {"description": "Who is running (any JSON)."},
+        "selfTests": {
+            "type": "boolean",
+            "description": "list: also self-test runs (agent `assay self-test`), which are left out otherwise.",
+        },
     },
 )
 

@@ -82,9 +82,18 @@ class Package:
 
 
 def _load(path: Path) -> Any:
+    """The file's YAML or JSON; a syntax error is named `FILE:LINE:COLUMN: what` (1-based), the
+    form editors jump to."""
     try:
         text = path.read_text(encoding="utf-8")
         return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except json.JSONDecodeError as exc:
+        raise PackageError(f"{path}:{exc.lineno}:{exc.colno}: cannot read: {exc.msg}") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        what = " ".join(part for part in (exc.context, exc.problem) if part)
+        raise PackageError(f"{where}: cannot read: {what or type(exc).__name__}") from None
     except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise PackageError(f"{path}: cannot read: {first}") from None
@@ -226,7 +235,10 @@ def read_package(folder: str | Path) -> Package:
     }
     for name in env_datasets + [n for task in tasks for n in task.datasets]:
         if name not in datasets:
-            raise PackageError(f"{folder}: dataset {name!r} is used but there is no datasets/{name}.yaml")
+            raise PackageError(
+                f"{folder}: dataset {name!r} is used but there is none: add datasets/{name}.yaml "
+                f"(or .yml, .json), datasets/{name}.fhir.json (a FHIR Bundle) or a folder datasets/{name}/"
+            )
     header: Json = {
         key: benchmark[key]
         for key in ("description", "timeout", "concurrency", "vocabulary")

@@ -28,7 +28,7 @@ class StrictModel(BaseModel):
 
 
 class TaggedAssertion(StrictModel):
-    """Base of the six assertion types; `assert` is the discriminator."""
+    """Base of every assertion type (`ASSERTION_MODELS`); `assert` is the discriminator."""
 
     def dump(self) -> dict[str, Any]:
         """The assertion as stored and shown: field names untouched, `assert` first."""

@@ -28,7 +28,8 @@ CORRELATION_ALIASES = ("member_id", "trace_number", "patient_control_number")
 
 class X12Field(FieldAssertion):
     path: str
-    """Loop-aware X12 path, `[LOOP/]...SEG[FILTER]...NN[~REP][-COMP]`, e.g. `2110C/EB[1]03`."""
+    """Loop-aware X12 path, `[LOOP/]...SEG[FILTER]...NN[~REP][-COMP]`: `2110C/EB[#1]01` (EB01 of the
+    first EB), `2100C/NM1[IL]09` (NM109 of the NM1 whose NM101 is IL), `EB03~2`, `SV101-2`."""
 
     @field_validator("path")
     @classmethod

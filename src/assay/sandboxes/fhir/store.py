@@ -31,6 +31,7 @@ from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import next_version, stamp
 from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
 from assay.sandboxes.fhir.validation import validate_resource
+from assay.sandboxes.gate import SandboxClosed, admit_surface
 from assay.snapshot import is_file_name
 from assay.store.database import read_only
 from assay.store.epoch import epoch_of
@@ -322,15 +323,23 @@ class EmbeddedFhir:
 
     @contextmanager
     def writing(self, store_id: str) -> Iterator[WriteTransaction]:
-        """One atomic write: the store row is locked, and versions commit together or not at all."""
+        """One atomic write: the store row is locked, and versions commit together or not at all.
+
+        A playground's store goes through the write gate first (`sandboxes/gate.py`, by its
+        `fhir` sandbox row, before the store row: the lifecycle's lock order): 409 once its task
+        run takes no writes, nothing stored. A store with no sandbox row (`assay fhir-server`)
+        has no task run to check."""
         now_dt = utcnow()
         with self.engine.begin() as conn:
+            try:
+                admit_surface(conn, store_id, "fhir")
+            except SandboxClosed as closed:
+                raise FhirError(409, closed.reason) from None
             locked = conn.execute(
                 update(FhirStoreRow).where(FhirStoreRow.id == store_id).values(locked_at=now_dt)
             ).rowcount
             if not locked:
                 raise FhirError(404, f"no FHIR store {store_id}")
-            _refuse_if_torn_down(conn, store_id)
             index = self._index(store_id, conn)
             with index.lock:
                 index.refreshed_at = None  # refreshed inside a write transaction: vouches for nothing
@@ -401,23 +410,6 @@ def capture_read(store_id: str) -> Select[int]:
     """The store's sequence number, its row locked (PostgreSQL; SQLite's write lock is already
     held): a write in flight commits first and is captured, a later one finds it torn down."""
     return select(FhirStoreRow.seq).where(FhirStoreRow.id == store_id).with_for_update()
-
-
-def _refuse_if_torn_down(conn: Connection, store_id: str) -> None:
-    """409 when the store's playground was torn down (SPEC §1.1: once a task run ends its surfaces
-    refuse traffic, so the captured state is final).
-
-    The surface checks the task run before it calls the store, in a transaction of its own; a write
-    that passed that check while `complete` ran still landed after the capture, answered 2xx and
-    was never scored. Run with the store row locked, in a statement of its own (so PostgreSQL's
-    READ COMMITTED reads what a `complete` that held the lock committed). A store without a
-    playground sandbox row (one provisioned directly) has nothing to check.
-    """
-    status = conn.execute(
-        select(Sandbox.status).where(Sandbox.playground_id == store_id, Sandbox.type == "fhir")
-    ).scalar()
-    if status is not None and status != "active":
-        raise FhirError(409, f"playground {store_id} is {status}: its task run ended, so it takes no writes")
 
 
 STRICT_KEY = "strict_validation"

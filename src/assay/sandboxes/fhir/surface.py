@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
-from sqlalchemy import Engine, Select, event, select, update
+from sqlalchemy import Engine, Select, delete, event, select, update
 from sqlalchemy.orm import Session
 
 from assay.core.state import SearchParams, resource_digest
@@ -32,6 +32,7 @@ from assay.sandboxes.fhir.external import (
 from assay.sandboxes.fhir.layers import LayerNotLoadable, LayerSource, layer_key, seeded_resources
 from assay.sandboxes.fhir.routes import FhirSurface, SurfaceEvent, base_url_of, fhir_router, serve_cached
 from assay.sandboxes.fhir.store import capture_read, embedded_fhir
+from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
 from assay.sandboxes.fhir.validation import strict_available
 from assay.sandboxes.read_ahead import contents
 from assay.sandboxes.surface import (
@@ -294,6 +295,18 @@ class FhirSandbox(BaseSurface):
         external = external_of(deployment)
         if isinstance(external, IsolatedFhir):
             _close_after_commit(session, external, playground_id)
+
+    def purge(
+        self,
+        session: Session,
+        playground_ids: Sequence[str],
+        sandbox_ids: Sequence[str],
+        deployment: Deployment,
+    ) -> None:
+        """A playground's embedded store is named by its id; the dataset layers stay, shared by
+        content hash. (An external server's space was closed when the playground was torn down.)"""
+        session.execute(delete(FhirStoreRow).where(FhirStoreRow.id.in_(playground_ids)))
+        session.execute(delete(FhirVersion).where(FhirVersion.store_id.in_(playground_ids)))
 
 
 def layer_source(datasets: Sequence[Mapping[str, Any]]) -> LayerSource | tuple[()]:

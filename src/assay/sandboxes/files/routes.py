@@ -29,7 +29,15 @@ from assay.sandboxes.files.errors import BadPath, FileMissing, FilesError, TooLa
 from assay.sandboxes.files.paths import clean_path
 from assay.sandboxes.files.tree import Listing, record_of
 from assay.sandboxes.openapi import json_answer, listed
-from assay.store.errors import BadRequest, Conflict, DomainError, NotFound, PayloadTooLarge
+from assay.store.errors import (
+    BadRequest,
+    Conflict,
+    DomainError,
+    InsufficientStorage,
+    NotFound,
+    PayloadTooLarge,
+)
+from assay.store.faults import no_space
 
 __all__ = ["files_router"]
 
@@ -81,6 +89,16 @@ def _path(raw: str) -> str:
         return clean_path(raw)
     except BadPath as exc:
         raise BadRequest(str(exc)) from None
+
+
+async def _logged_path(access: FilesAccess, type: str, method: str, raw: str) -> str:
+    """`_path` for a write: a refused path (a NUL or another control character, `..` above the
+    root) is logged as the attempt it was, as every other refused write is."""
+    try:
+        return _path(raw)
+    except BadRequest:
+        await _log(access, FileEvent(type, method, raw, 400, {"path": raw}))
+        raise
 
 
 _ENTRY: dict[str, Any] = {
@@ -140,7 +158,7 @@ def files_router(access_of: Callable[..., FilesAccess]) -> APIRouter:
         responses={**json_answer(_ENTRY, "Replaced"), **json_answer(_ENTRY, "Created", 201)},
     )
     async def put_file(path: str, request: Request, access: FilesAccess = Depends(access_of)) -> Response:
-        clean = _path(path)
+        clean = await _logged_path(access, "file_upload", "PUT", path)
         limit = access.max_file_bytes
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > limit:
@@ -165,6 +183,11 @@ def files_router(access_of: Callable[..., FilesAccess]) -> APIRouter:
             error = _domain(exc)
             await _log(access, FileEvent("file_upload", "PUT", clean, _status(error), request_log))
             raise error from None
+        except OSError as exc:
+            if not no_space(exc):
+                raise
+            await _log(access, FileEvent("file_upload", "PUT", clean, 507, request_log))
+            raise InsufficientStorage() from None
         request_log["sha256"] = entry["sha256"]
         status = 201 if created else 200
         await _log(access, FileEvent("file_upload", "PUT", clean, status, request_log))
@@ -172,7 +195,7 @@ def files_router(access_of: Callable[..., FilesAccess]) -> APIRouter:
 
     @router.delete("/{path:path}", status_code=204)
     async def delete_file(path: str, access: FilesAccess = Depends(access_of)) -> Response:
-        clean = _path(path)
+        clean = await _logged_path(access, "file_delete", "DELETE", path)
 
         def delete() -> None:
             with access.gate():

@@ -2,12 +2,12 @@
 
 `access_for` builds the `FilesAccess` both surfaces use for one `files` sandbox:
 
-- **gate**: a transaction that locks the sandbox row (`SELECT … FOR UPDATE` on PostgreSQL;
-  SQLite's `BEGIN IMMEDIATE` serializes anyway) and raises `SurfaceClosed` unless the sandbox is
-  still active, its task run started and before its deadline. `capture` takes the same lock in
-  `complete`'s transaction and the teardown marks the row torn down there, so a change to the tree
-  commits wholly before the capture or is refused after it (SPEC §1.1, §6).
-- **alive**: the same test without the lock, for reads and for closing sessions.
+- **gate**: a transaction opened by the write gate (`sandboxes/gate.py::admit`: the sandbox row
+  locked, then the task run checked), raising `SurfaceClosed` when it refuses. `complete` locks
+  the same row before it captures and the teardown marks it torn down there, so a change to the
+  tree commits wholly before the capture or is refused after it (SPEC §1.1, §6).
+- **alive**: the same check without the lock (`gate.closed_reason`), for reads and for closing
+  sessions.
 - **record**: `record_event` after the gate is released (it locks the same row).
 
 `login` answers the SFTP listener: the active `files` sandbox whose credentials hold this username
@@ -23,34 +23,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import Engine, Select, select
-from sqlalchemy.engine import Connection
 
 from assay.sandboxes.events import record_event
 from assay.sandboxes.files.access import FileEvent, FilesAccess
 from assay.sandboxes.files.errors import SurfaceClosed
 from assay.sandboxes.files.storage import FileStorage
-from assay.store import utcnow
-from assay.store.models import Playground, Sandbox, TaskRun
+from assay.sandboxes.gate import SandboxClosed, admit, closed_reason
+from assay.store.models import Playground, Sandbox
 
 __all__ = ["access_for", "lock_for_capture", "login"]
-
-
-def _open_reason(conn: Connection, sandbox_id: str, *, lock: bool) -> str | None:
-    """Why the sandbox takes no traffic, or None when it does."""
-    query = (
-        select(Sandbox.status, TaskRun.id, TaskRun.phase, TaskRun.status, TaskRun.deadline_at)
-        .join(Playground, Playground.id == Sandbox.playground_id)
-        .join(TaskRun, TaskRun.id == Playground.task_run_id)
-        .where(Sandbox.id == sandbox_id)
-    )
-    row = conn.execute(query.with_for_update(of=Sandbox) if lock else query).first()
-    if row is None:
-        return f"sandbox {sandbox_id} does not exist"
-    if row[0] != "active" or (row[2], row[3]) != ("started", "active"):
-        return f"task run {row[1]} has ended: its files take no traffic"
-    if row[4] is not None and row[4] <= utcnow():
-        return f"task run {row[1]} passed its deadline: its files take no traffic"
-    return None
 
 
 def lock_for_capture(sandbox_id: str) -> Select[str]:
@@ -72,14 +53,15 @@ def access_for(
     @contextlib.contextmanager
     def gate() -> Iterator[None]:
         with engine.begin() as conn:
-            reason = _open_reason(conn, sandbox_id, lock=True)
-            if reason is not None:
-                raise SurfaceClosed(reason)
+            try:
+                admit(conn, sandbox_id)
+            except SandboxClosed as closed:
+                raise SurfaceClosed(closed.reason) from None
             yield
 
     def alive() -> bool:
         with engine.connect() as conn:
-            return _open_reason(conn, sandbox_id, lock=False) is None
+            return closed_reason(conn, sandbox_id) is None
 
     def record(event: FileEvent) -> None:
         record_event(
@@ -126,7 +108,7 @@ def login(
             stored = str(credentials.get("password") or "")
             if not stored or not secrets.compare_digest(stored.encode(), password.encode()):
                 return None
-            if _open_reason(conn, row.id, lock=False) is not None:
+            if closed_reason(conn, row.id) is not None:
                 return None
             return access_for(
                 engine,

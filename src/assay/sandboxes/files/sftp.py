@@ -12,6 +12,11 @@ written aside and moved into the tree only when its handle is closed, inside the
 gate (`access.py`): a refused, abandoned (connection lost before close) or late upload leaves
 nothing behind. Once a task run ends its open sessions are closed within `watch_interval`.
 
+Password guessing is bounded: a connection is closed after its `max_auth_tries`-th wrong
+password, and each wrong password from one source address is answered later than the last
+(`auth_backoff`, doubling up to `auth_backoff_max`), over all its connections; a right password
+is answered at once.
+
 Storage calls block, so they run in worker threads; the event loop only moves bytes.
 """
 
@@ -21,6 +26,8 @@ import asyncio
 import contextlib
 import logging
 import stat as stat_mode
+import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -46,6 +53,7 @@ from assay.sandboxes.files.errors import (
 from assay.sandboxes.files.paths import clean_path
 from assay.sandboxes.files.storage import Staged
 from assay.sandboxes.files.tree import Listing
+from assay.store.faults import no_space, outage
 
 __all__ = ["Authenticate", "SftpListener"]
 
@@ -81,6 +89,15 @@ def _refusals() -> Iterator[None]:
         yield
     except FilesError as exc:
         raise _status(exc) from None
+    except Exception as exc:  # a dependency's fault is a status the client can retry on, not a crash
+        if no_space(exc):
+            log.warning("SFTP operation refused, no space left: %s", exc)
+            raise asyncssh.SFTPNoSpaceOnFilesystem("no space left on the server: retry later") from None
+        dependency = outage(exc)
+        if dependency is None:
+            raise
+        log.warning("SFTP operation refused, the %s is unavailable: %s", dependency, exc)
+        raise asyncssh.SFTPFailure(f"the {dependency} is unavailable: temporary failure, retry") from None
 
 
 @dataclass(eq=False)
@@ -370,9 +387,13 @@ class _Login(asyncssh.SSHServer):
     def __init__(self, listener: SftpListener):
         self.listener = listener
         self.conn: asyncssh.SSHServerConnection | None = None
+        self.failures = 0
+        self.source = ""
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         self.conn = conn
+        peer = conn.get_extra_info("peername")
+        self.source = str(peer[0]) if peer else ""
         self.listener._connections.add(conn)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -389,14 +410,58 @@ class _Login(asyncssh.SSHServer):
     async def validate_password(self, username: str, password: str) -> bool:
         try:
             access = await asyncio.to_thread(self.listener.authenticate, username, password)
-        except Exception:
-            log.exception("SFTP login lookup for %r failed", username)
-            return False
+        except Exception as exc:
+            dependency = outage(exc)
+            if dependency is None:
+                log.exception("SFTP login lookup for %r failed", username)
+                return False  # our failure, not a wrong password: no backoff
+            # Not "wrong password": the client is told the service is down for now.
+            log.warning("SFTP login for %r refused, the %s is unavailable: %s", username, dependency, exc)
+            raise asyncssh.ServiceNotAvailable(f"the {dependency} is unavailable: retry later") from None
         if access is None or self.conn is None:
+            await self._refuse()
             return False
         self.conn.set_extra_info(assay_access=access)
         self.listener._track(access, self.conn)
         return True
+
+    async def _refuse(self) -> None:
+        """A wrong password is answered late (the source's backoff), and the connection's last
+        allowed one closes it, as OpenSSH's `MaxAuthTries` does: guessing costs time per source,
+        however many connections the guesses are spread over; a right password never waits."""
+        self.failures += 1
+        await asyncio.sleep(self.listener._failed_login(self.source))
+        if self.conn is not None and self.failures >= self.listener.max_auth_tries:
+            self.conn.disconnect(
+                asyncssh.DISC_NO_MORE_AUTH_METHODS_AVAILABLE, "too many authentication failures"
+            )
+
+
+class _Backoff:
+    """Wrong passwords per source address, each answered `base`·2^(n−1) seconds (at most `ceiling`)
+    after the previous one's answer from that address; forgotten after `forget` quiet seconds.
+    Bounded: past `MAX_SOURCES` addresses the quietest is forgotten first."""
+
+    MAX_SOURCES = 10_000
+
+    def __init__(self, base: float, ceiling: float, forget: float = 600.0):
+        self.base, self.ceiling, self.forget = base, ceiling, forget
+        self._sources: OrderedDict[str, tuple[int, float]] = OrderedDict()
+        """Address → (wrong passwords counted, when the latest may be answered: monotonic)."""
+
+    def wait(self, source: str) -> float:
+        """Count a wrong password from `source`; the seconds before it may be answered."""
+        now = time.monotonic()
+        failures, due = self._sources.pop(source, (0, now))
+        if now - due > self.forget:
+            failures, due = 0, now
+        failures += 1
+        delay = min(self.base * 2 ** min(failures - 1, 30), self.ceiling) if self.base > 0 else 0.0
+        due = max(due, now) + delay
+        self._sources[source] = (failures, due)
+        while len(self._sources) > self.MAX_SOURCES:
+            self._sources.popitem(last=False)
+        return due - now
 
 
 class SftpListener:
@@ -411,6 +476,9 @@ class SftpListener:
         port: int = 2222,
         watch_interval: float = 1.0,
         prepare: Callable[[], object] | None = None,
+        max_auth_tries: int = 6,
+        auth_backoff: float = 0.5,
+        auth_backoff_max: float = 10.0,
     ):
         self.authenticate = authenticate
         self.prepare = prepare
@@ -419,6 +487,8 @@ class SftpListener:
         self.host = host
         self.port = port
         self.watch_interval = watch_interval
+        self.max_auth_tries = max(1, max_auth_tries)
+        self._backoff = _Backoff(auth_backoff, auth_backoff_max)
         self._server: asyncssh.SSHAcceptor | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._sessions: dict[str, tuple[FilesAccess, set[asyncssh.SSHServerConnection]]] = {}
@@ -471,6 +541,9 @@ class SftpListener:
             conn.close()
         for conn in connections:
             await conn.wait_closed()
+
+    def _failed_login(self, source: str) -> float:
+        return self._backoff.wait(source)
 
     def _track(self, access: FilesAccess, conn: asyncssh.SSHServerConnection) -> None:
         self._sessions.setdefault(access.key, (access, set()))[1].add(conn)

@@ -137,7 +137,11 @@ class FileStorage:
             self.fs.pipe_file(key, data)
             return Staged(key, len(data), hashlib.sha256(data).hexdigest())
         local = self.aside()
-        local.write_bytes(data)
+        try:
+            local.write_bytes(data)
+        except BaseException:  # a full disk: the part written would hold its space until a sweep
+            local.unlink(missing_ok=True)
+            raise
         return Staged(str(local), len(data), hashlib.sha256(data).hexdigest())
 
     def discard(self, staged: Staged | Path | None) -> None:
@@ -208,8 +212,12 @@ class FileStorage:
             self.fs.pipe_file(key, data)
             return
         local = self.aside()
-        local.write_bytes(data)
-        self.move(str(local), key)
+        try:
+            local.write_bytes(data)
+            self.move(str(local), key)
+        except BaseException:  # a full disk: no half-written copy left behind in the scratch space
+            local.unlink(missing_ok=True)
+            raise
 
     def read_json(self, key: str) -> Any:
         try:

@@ -28,7 +28,7 @@ from types import MappingProxyType
 from typing import Any
 
 from fastapi import APIRouter, Depends
-from sqlalchemy import Select
+from sqlalchemy import Select, event
 from sqlalchemy.orm import Session
 
 from assay.core.state import FileRecord
@@ -261,11 +261,35 @@ def _prepare(deployment: Deployment) -> FileStorage:
     return storage
 
 
+def _remove_trees(storage: FileStorage, prefixes: Sequence[str]) -> None:
+    """Never raises (the deletion is committed by now): a tree that cannot be removed is logged."""
+    for prefix in prefixes:
+        key = storage.key(prefix)
+        try:
+            if storage.fs.exists(key):
+                storage.fs.rm(key, recursive=True)
+        except OSError as exc:
+            log.warning("could not remove the files of deleted playground %s at %s: %s", prefix, key, exc)
+
+
 class FilesSandbox(BaseSurface):
     name = "files"
     dataset_type = "files"
     state_fields = frozenset({"files", "read_file"})
     scenario_steps: Mapping[str, ScenarioStep] = MappingProxyType({"drop_file_inbox": _drop_file_inbox})
+
+    def purge(
+        self,
+        session: Session,
+        playground_ids: Sequence[str],
+        sandbox_ids: Sequence[str],
+        deployment: Deployment,
+    ) -> None:
+        """Remove the playgrounds' trees once the deletion has committed: a rolled-back one keeps
+        them, as its runs still point at them."""
+        storage = storage_of(deployment)
+        prefixes = list(playground_ids)
+        event.listen(session, "after_commit", lambda _: _remove_trees(storage, prefixes), once=True)
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         return check_files_dataset(data, max_file_bytes())
@@ -337,6 +361,9 @@ class FilesSandbox(BaseSurface):
             port=deployment.port("files", 2222),
             watch_interval=float(deployment.option("files", "watch_interval", 1.0)),
             prepare=lambda: _prepare(deployment),
+            max_auth_tries=int(deployment.option("files", "max_auth_tries", 6)),
+            auth_backoff=float(deployment.option("files", "auth_backoff", 0.5)),
+            auth_backoff_max=float(deployment.option("files", "auth_backoff_max", 10.0)),
         )
 
     def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any]:

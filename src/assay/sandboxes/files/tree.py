@@ -12,11 +12,13 @@ whatever the backend), never a directory listing of the store. A folder exists w
 by mkdir or holds a file. Every method that changes the tree expects its caller to hold the
 playground's gate (`access.py`), which serializes writers and keeps them out once the task run has
 ended; the order inside each write keeps the sidecar true to the content if the store fails half
-way: content is moved in before its entry is written, an entry is removed before its content.
+way: content is moved in before its entry is written, an entry is removed before its content —
+except on a full disk, where the entry's removal needs the room its content frees (`delete`).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
@@ -33,6 +35,7 @@ from assay.sandboxes.files.errors import (
 from assay.sandboxes.files.paths import parent_of
 from assay.snapshot import guess_content_type
 from assay.store import iso, utcnow
+from assay.store.faults import no_space
 
 if TYPE_CHECKING:
     from assay.sandboxes.files.storage import FileStorage, Staged
@@ -180,9 +183,24 @@ class PlaygroundFiles:
         entry = listing.files.get(path)
         if entry is None:
             raise FileMissing(f"no file at {path}")
-        self._write_sidecar({p: e for p, e in listing.files.items() if p != path})
-        self.storage.fs.rm_file(self.object_key(path))
+        remaining = {p: e for p, e in listing.files.items() if p != path}
+        try:
+            self._write_sidecar(remaining)
+        except OSError as exc:
+            if not no_space(exc):
+                raise
+            # A full disk: the sidecar's new copy needs room, and the file's space is what frees
+            # it. A delete must always free space, so the file goes first here (should the sidecar
+            # still not fit, it names a file that is gone: read as missing, deleted again).
+            self._remove_object(path)
+            self._write_sidecar(remaining)
+            return record_of(path, entry)
+        self._remove_object(path)
         return record_of(path, entry)
+
+    def _remove_object(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):  # gone already: a delete cut short by a full disk
+            self.storage.fs.rm_file(self.object_key(path))
 
     def rename(self, old: str, new: str, *, overwrite: bool = False) -> list[tuple[str, str]]:
         """Move a file or a folder with everything in it; the (old, new) path of each file moved.

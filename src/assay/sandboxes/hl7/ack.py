@@ -9,7 +9,8 @@ An ACK is MSH + MSA (+ ERR on `AE`/`AR`), in the sender's own delimiters and ver
 Sender and receiver are swapped (MSH-3/4 ↔ MSH-5/6), the control id is our own and MSA-2 echoes
 the original's. `AA`: accepted. `AE`: parseable, but MSH-9, MSH-10 or MSH-12 is missing. `AR`:
 unparseable, too large, an unknown receiving facility, or a task run that no longer takes traffic;
-a message we could not read gets an ACK with our defaults (`|^~\\&`, version 2.5.1).
+a message holding a NUL (U+0000) is refused `AR` 102 (it is not HL7 text, and PostgreSQL
+could not store it); a message we could not read gets an ACK with our defaults (`|^~\\&`, version 2.5.1).
 Error codes are HL7 table 0357 (v2.5 ERR-3).
 """
 
@@ -28,7 +29,16 @@ from assay.formats.hl7 import (
     parse_header,
 )
 
-__all__ = ["MAX_MESSAGE_BYTES", "Ack", "Inspection", "acknowledge", "inspect", "reject", "too_large"]
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "NUL_PROBLEM",
+    "Ack",
+    "Inspection",
+    "acknowledge",
+    "inspect",
+    "reject",
+    "too_large",
+]
 
 MAX_MESSAGE_BYTES = 1024 * 1024
 """SPEC §5.1: an HL7 message is at most 1 MB."""
@@ -42,6 +52,8 @@ REQUIRED_FIELD_MISSING = ("101", "Required field missing")
 DATA_TYPE_ERROR = ("102", "Data type error")
 UNKNOWN_KEY = ("204", "Unknown key identifier")
 INTERNAL_ERROR = ("207", "Application internal error")
+
+NUL_PROBLEM = "the message holds a NUL character (\\u0000), which is not HL7 text and cannot be stored"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +108,13 @@ def inspect(raw: bytes | str) -> Inspection:
         return too_large(raw, size)
     text = _decode(raw).strip(_EDGES)
     try:
-        header = parse_header(text)
+        header = parse_header(text.replace("\x00", "\ufffd"))
     except Hl7ParseError as exc:
         return Inspection(None, text, f"message cannot be parsed: {exc}", "AR", DATA_TYPE_ERROR)
+    if "\x00" in text:
+        # Refused on every backend alike (PostgreSQL text cannot hold a NUL), in the message's
+        # own header's terms (NULs read as U+FFFD there), so the listener routes and logs it.
+        return Inspection(header.message, "", NUL_PROBLEM, "AR", DATA_TYPE_ERROR)
     first, text = header.message, header.text
     for path, what in _REQUIRED:
         if not first.read(path).found:

@@ -14,9 +14,12 @@ sandbox) never changes, so it is cached; whether the run still takes traffic is 
 message, in the transaction that stores it and its `hl7_outbound` event — one commit, then the
 ACK, so an `AA` always names a stored message with its event. A routed refusal (`AE`, `AR`, a
 frame over 1 MB) is logged as well, so the run's evidence shows it. The database work runs in a
-thread so one slow write never stalls other connections; a connection idle for `idle_timeout`
-seconds is closed. Nothing a peer sends can stop the listener: every failure is that message's
-`AR`.
+thread so one slow write never stalls other connections. Limits count time, not silence: a
+connection idle for `idle_timeout` seconds is closed, and so is one whose frame (from its first
+byte, junk before a start byte included) is not complete `frame_timeout` seconds later, however
+steadily its bytes drip; one source address holds at most `max_per_source` connections at once (a
+further one is closed on accept). Nothing a peer sends can stop the listener: every failure is
+that message's `AR`.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from assay.sandboxes.hl7.ack import (
 from assay.sandboxes.hl7.store import Route, deliver, route, unroutable
 from assay.sandboxes.surface import Deployment
 from assay.store.driver import DriverTransaction
+from assay.store.faults import no_space, outage
 
 __all__ = ["END", "START", "Frame", "MllpFramer", "MllpListener", "frame"]
 
@@ -50,6 +54,10 @@ log = logging.getLogger("assay.sandboxes.hl7")
 START = b"\x0b"
 END = b"\x1c\x0d"
 DEFAULT_IDLE_TIMEOUT = 300.0
+DEFAULT_FRAME_TIMEOUT = 60.0
+"""Seconds a frame may take from its first byte to its end (1 MB at 20 KB/s)."""
+DEFAULT_MAX_PER_SOURCE = 64
+"""Connections one source address may hold at once (0: no cap)."""
 MAX_CONNECTIONS = 1000
 """Connections served at once (one thread each)."""
 DB_SLOTS = 4
@@ -78,6 +86,17 @@ class Frame:
     """The size of a frame over the limit (only its start was kept), else 0."""
 
 
+def _transient(exc: Exception) -> str | None:
+    """The `AE` text for a failure that passes (the database down or restarting, a full disk),
+    which says to send the message again; None for any other failure (an `AR`)."""
+    if no_space(exc):
+        return "no space left to store the message: temporary error, retry later"
+    dependency = outage(exc)
+    if dependency is not None:
+        return f"the {dependency} is unavailable: temporary error, retry later"
+    return None
+
+
 class MllpFramer:
     """Incremental MLLP deframing; `feed` returns the frames completed by `data`."""
 
@@ -89,6 +108,11 @@ class MllpFramer:
         self._dropped = 0
         self._head = b""
         """The first `max_bytes` of an open frame past the limit (its header routes the refusal)."""
+
+    @property
+    def pending(self) -> bool:
+        """Whether a frame is open (its start byte read, its end not yet)."""
+        return self._open
 
     def feed(self, data: bytes) -> list[Frame]:
         self._buffer += data
@@ -142,10 +166,21 @@ class MllpListener:
     more than that many of the pool's connections.
     """
 
-    def __init__(self, deployment: Deployment, port: int, idle_timeout: float = DEFAULT_IDLE_TIMEOUT):
+    def __init__(
+        self,
+        deployment: Deployment,
+        port: int,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        *,
+        frame_timeout: float = DEFAULT_FRAME_TIMEOUT,
+        max_per_source: int = DEFAULT_MAX_PER_SOURCE,
+    ):
         self.deployment = deployment
         self.port = port
         self.idle_timeout = idle_timeout
+        self.frame_timeout = frame_timeout
+        self.max_per_source = max_per_source
+        self._per_source: dict[str, int] = {}
         self._sockets: list[socket.socket] = []
         self._accepting: list[asyncio.Task[None]] = []
         self._connections: dict[socket.socket, threading.Thread] = {}
@@ -204,53 +239,93 @@ class MllpListener:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                connection, _ = await loop.sock_accept(listening)
+                connection, peer = await loop.sock_accept(listening)
             except asyncio.CancelledError:
                 raise
             except OSError:  # e.g. out of file descriptors: keep listening
                 log.exception("MLLP accept failed")
                 await asyncio.sleep(0.1)
                 continue
+            source = str(peer[0])
             with self._lock:
                 full = len(self._connections) >= MAX_CONNECTIONS
-                if not full:
+                crowded = 0 < self.max_per_source <= self._per_source.get(source, 0)
+                if not (full or crowded):
                     thread = threading.Thread(
-                        target=self._serve, args=(connection,), name="assay-mllp", daemon=True
+                        target=self._serve, args=(connection, source), name="assay-mllp", daemon=True
                     )
                     self._connections[connection] = thread
-            if full:
-                log.warning("MLLP connection refused: %d connections open", MAX_CONNECTIONS)
+                    self._per_source[source] = self._per_source.get(source, 0) + 1
+            if full or crowded:
+                if full:
+                    log.warning("MLLP connection refused: %d connections open", MAX_CONNECTIONS)
+                else:
+                    log.warning(
+                        "MLLP connection from %s refused: %d open from there", source, self.max_per_source
+                    )
                 connection.close()
                 continue
             thread.start()
 
-    def _serve(self, connection: socket.socket) -> None:
+    def _serve(self, connection: socket.socket, source: str) -> None:
         framer = MllpFramer()
+        frame_due: float | None = None
+        """When the frame in hand (any byte received since the last complete frame) must be done."""
         try:
             connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            connection.settimeout(self.idle_timeout)  # idle: no byte for that long closes it
             while not self._closing:
+                wait = self.idle_timeout
+                if frame_due is not None:
+                    left = frame_due - time.monotonic()
+                    if left <= 0:
+                        log.info(
+                            "MLLP connection from %s closed: a frame took over %ss",
+                            source,
+                            self.frame_timeout,
+                        )
+                        break
+                    wait = min(wait, left)
+                connection.settimeout(wait)  # a recv that times out closes the connection
                 data = connection.recv(65536)
                 if not data:
                     break
-                for received in framer.feed(data):
+                if frame_due is None:
+                    frame_due = time.monotonic() + self.frame_timeout
+                received = framer.feed(data)
+                if received and not framer.pending:
+                    frame_due = None
+                elif received:  # the next frame began in the read that ended this one
+                    frame_due = time.monotonic() + self.frame_timeout
+                for message in received:
                     if self._closing:
                         break
-                    connection.sendall(frame(self.handle(received)))
-        except OSError:  # idle timeout, reset by the peer, shut down by `stop`
+                    connection.sendall(frame(self.handle(message)))
+        except OSError:  # idle or frame timeout, reset by the peer, shut down by `stop`
             pass
         finally:
             with self._lock:
                 self._connections.pop(connection, None)
+                left_open = self._per_source.get(source, 1) - 1
+                if left_open:
+                    self._per_source[source] = left_open
+                else:
+                    self._per_source.pop(source, None)
             connection.close()
 
     def handle(self, received: Frame) -> bytes:
         """The framed message's ACK; never raises (a failure is that message's `AR`)."""
         try:
             return self._acknowledge(received).encode("utf-8")
-        except Exception:
-            log.exception("MLLP message could not be handled")
-            failed = Inspection(None, "", "the message could not be stored", "AR", INTERNAL_ERROR)
+        except Exception as exc:
+            transient = _transient(exc)
+            if transient is None:
+                log.exception("MLLP message could not be handled")
+                failed = Inspection(None, "", "the message could not be stored", "AR", INTERNAL_ERROR)
+            else:  # nothing was stored: the sender keeps the message and sends it again
+                log.warning("MLLP message not stored (%s): %s", transient, exc)
+                header = inspect(received.payload) if not received.oversize else None
+                message = header.message if header is not None else None
+                failed = Inspection(message, "", transient, "AE", INTERNAL_ERROR, "MSH")
             return acknowledge(failed).text.encode("utf-8")
 
     def _acknowledge(self, received: Frame) -> str:

@@ -3,7 +3,8 @@
 `POST hl7/outbound` takes `{"payload": "<ER7>"}` (JSON) or the raw ER7 body (any other content
 type) and answers 200 with the ACK (`x-application/hl7-v2+er7`), whatever its code: `AE` and
 `AR` are the protocol's own refusals, not HTTP errors. Only a JSON body without a string
-`payload` is a 422 (or 400 when it is not JSON). Each POST is an `hl7_outbound` event, each GET of
+`payload` is a 422 (or 400 when it is not JSON), and a message that would be stored after its task
+run stopped taking writes a 409 (`sandboxes/gate.py`). Each POST is an `hl7_outbound` event, each GET of
 the inbox an `hl7_inbound` event (what the agent was delivered).
 """
 
@@ -15,6 +16,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from assay.sandboxes.gate import SandboxClosed
 from assay.sandboxes.hl7.ack import inspect
 from assay.sandboxes.hl7.store import accept, inbox
 from assay.sandboxes.openapi import json_answer, listed, raw_answer
@@ -79,8 +81,14 @@ def hl7_router(target: SurfaceTarget) -> APIRouter:
         payload = _payload(raw, request.headers.get("content-type", ""))
 
         def work() -> bytes:
-            with handle.deployment.engine.begin() as conn:
-                ack = accept(conn, handle.sandbox_id, inspect(payload))
+            try:
+                with handle.deployment.engine.begin() as conn:
+                    ack = accept(conn, handle.sandbox_id, inspect(payload))
+            except SandboxClosed as closed:  # 409 in the API's envelope, logged like every request
+                handle.record(
+                    "hl7_outbound", method="POST", path=request.url.path, status=409, request=payload
+                )
+                raise closed
             text = ack.text.encode("utf-8")
             handle.record(
                 "hl7_outbound",

@@ -14,11 +14,12 @@ from sqlalchemy import Connection, Engine, Select, bindparam, func, insert, sele
 from sqlalchemy.orm import Session
 
 from assay.core.state import Hl7Record
+from assay.sandboxes.gate import SandboxClosed, admit, check_of
 from assay.sandboxes.hl7.ack import UNKNOWN_KEY, Ack, Inspection, acknowledge, reject
 from assay.sandboxes.hl7.tables import Hl7Facility, Hl7MessageRow
 from assay.store import iso, new_id, utcnow
 from assay.store.driver import DriverTransaction
-from assay.store.models import Sandbox, TaskRun
+from assay.store.models import Sandbox
 
 __all__ = [
     "InboxMessage",
@@ -75,9 +76,8 @@ _LOCK = select(Sandbox.id).where(Sandbox.id == bindparam("sandbox_id")).with_for
 _LAST = select(func.max(Hl7MessageRow.seq)).where(
     Hl7MessageRow.sandbox_id == bindparam("sandbox_id"), Hl7MessageRow.direction == bindparam("direction")
 )
-_LIVE = select(
-    TaskRun.phase, TaskRun.status, TaskRun.deadline_at, _LAST.scalar_subquery().label("last")
-).where(TaskRun.id == bindparam("task_run_id"))
+_ADMIT = check_of(_LAST.scalar_subquery().label("last"))
+"""The write gate's check and the last outbound `seq`: one statement after the lock."""
 _INSERT = insert(Hl7MessageRow)
 
 
@@ -127,43 +127,32 @@ def _control(inspection: Inspection) -> str | None:
     return inspection.message.control_id.value if inspection.message is not None else None
 
 
-def accept(conn: Connection, sandbox_id: str, inspection: Inspection) -> Ack:
+def accept(conn: Connection | DriverTransaction, sandbox_id: str, inspection: Inspection) -> Ack:
     """Refuse the message (its own `AE`/`AR`), or store it and `AA`; the caller commits `conn`'s
-    transaction before the ACK leaves. Over HTTP the run token's route already found the task run
-    started."""
+    transaction before the ACK leaves. A message that would be stored goes through the write gate
+    (`sandboxes/gate.py`) first: the gate's check and the last `seq` are one read, after the
+    sandbox's lock. `SandboxClosed` when the task run takes no writes (HTTP answers 409; MLLP,
+    `deliver`, an `AR`)."""
     if inspection.code == "AA":
-        append(conn, sandbox_id, "outbound", inspection.text, _control(inspection))
+        row = admit(conn, sandbox_id, _ADMIT, {"direction": "outbound"})
+        _insert(conn, sandbox_id, "outbound", (row.last or 0) + 1, inspection.text, _control(inspection))
     return acknowledge(inspection)
 
 
 def deliver(conn: Connection | DriverTransaction, where: Route, inspection: Inspection) -> Ack:
-    """`accept` for the MLLP listener, which knows only the route: refuse the message (`AR`) when
-    the task run takes no traffic (ended, past its deadline), else as `accept`. The run's state and
-    the last `seq` are one read, taken after the sandbox's turn, in the caller's transaction."""
-    _take_turn(conn, where.sandbox_id)
-    row = conn.execute(
-        _LIVE, {"task_run_id": where.task_run_id, "sandbox_id": where.sandbox_id, "direction": "outbound"}
-    ).first()
-    refusal = None
-    if row is None:
-        refusal = f"task run {where.task_run_id} no longer exists: it takes no messages"
-    elif (row.phase, row.status) != ("started", "active"):
-        refusal = f"task run {where.task_run_id} is {row.phase}/{row.status}: it takes no messages"
-    elif row.deadline_at is not None and row.deadline_at <= utcnow():
-        refusal = f"task run {where.task_run_id} passed its deadline: it takes no messages"
-    if inspection.code == "AA" and refusal is not None:
-        inspection = reject(inspection, refusal)
-    if inspection.code == "AA" and row is not None:
-        _insert(
-            conn, where.sandbox_id, "outbound", (row.last or 0) + 1, inspection.text, _control(inspection)
-        )
-    return acknowledge(inspection)
+    """`accept` for the MLLP listener: a message its task run can no longer take is `AR`, ERR-8
+    saying why (ended, past its deadline), and stores nothing."""
+    try:
+        return accept(conn, where.sandbox_id, inspection)
+    except SandboxClosed as closed:
+        return acknowledge(reject(inspection, closed.reason))
 
 
 def unroutable(inspection: Inspection, facility: str | None) -> Ack:
     """`AR` for a message whose MSH-6.1 names no task run's receiving facility."""
     named = f"receiving facility {facility!r} (MSH-6.1)" if facility else "no receiving facility (MSH-6.1)"
-    return acknowledge(reject(inspection, f"{named} is not a started task run's", UNKNOWN_KEY))
+    reason = f"{named} belongs to no started task run; use the receiving_facility that start returned"
+    return acknowledge(reject(inspection, reason, UNKNOWN_KEY))
 
 
 def inbox(engine: Engine, sandbox_id: str) -> list[InboxMessage]:

@@ -4,24 +4,32 @@ Dataset type `hl7` seeds the inbox: `{"inbox": ["MSH|...", ...]}` (or one messag
 each must parse and be at most 1 MB, or the create is a 422 naming `data.inbox.<i>`. The agent
 reads the inbox over HTTP and sends over HTTP or MLLP; accepted (`AA`) messages are what
 `hl7-structural` judges. Credentials: `{"hl7": {host, port, receiving_facility}}` — the MLLP
-listener's bound port and the MSH-6.1 value that routes a message to this task run.
+listener's bound port and the MSH-6.1 value that routes a message to this task run (random per
+task run, `new_facility`).
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter
-from sqlalchemy import Select
+from sqlalchemy import Select, delete
 from sqlalchemy.orm import Session
 
 from assay.core.state import Hl7Record, hl7_digests
 from assay.formats.hl7 import Hl7ParseError, parse_messages
 from assay.sandboxes.hl7.ack import MAX_MESSAGE_BYTES
-from assay.sandboxes.hl7.mllp import DEFAULT_IDLE_TIMEOUT, MllpListener
+from assay.sandboxes.hl7.mllp import (
+    DEFAULT_FRAME_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_PER_SOURCE,
+    MllpListener,
+)
 from assay.sandboxes.hl7.routes import hl7_router
 from assay.sandboxes.hl7.store import append, last_outbound, outbound_until, register_facility
+from assay.sandboxes.hl7.tables import Hl7Facility, Hl7MessageRow
 from assay.sandboxes.surface import (
     Deployment,
     LogSurface,
@@ -34,7 +42,7 @@ from assay.sandboxes.surface import (
 from assay.snapshot import SnapshotWriter
 from assay.store.models import Sandbox
 
-__all__ = ["DEFAULT_MLLP_PORT", "Hl7Sandbox", "Hl7View", "message_problem"]
+__all__ = ["DEFAULT_MLLP_PORT", "Hl7Sandbox", "Hl7View", "message_problem", "new_facility"]
 
 DEFAULT_MLLP_PORT = 2575
 
@@ -50,6 +58,18 @@ def message_problem(message: Any) -> str | None:
     except Hl7ParseError as exc:
         return f"is not an HL7v2 message: {exc}"
     return None
+
+
+FACILITY_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+FACILITY_LENGTH = 12
+"""Random characters in a receiving facility (60 bits): the MSH-6.1 value is the only thing that
+routes an MLLP message to a task run, so it must not be guessable from anything else (a task run
+id, a neighbour run's facility). `ASSAY-` plus 12 is 18 characters, inside HD.1's 20."""
+
+
+def new_facility() -> str:
+    """A task run's receiving facility (MSH-6.1), from a secure random source."""
+    return "ASSAY-" + "".join(secrets.choice(FACILITY_ALPHABET) for _ in range(FACILITY_LENGTH))
 
 
 def _normalised(message: str) -> str:
@@ -89,6 +109,16 @@ class Hl7Sandbox(LogSurface):
     state_fields = frozenset({"hl7_outbound"})
     scenario_steps: Mapping[str, ScenarioStep] = {"seed_hl7_inbox": _seed_inbox}
 
+    def purge(
+        self,
+        session: Session,
+        playground_ids: Sequence[str],
+        sandbox_ids: Sequence[str],
+        deployment: Deployment,
+    ) -> None:
+        session.execute(delete(Hl7MessageRow).where(Hl7MessageRow.sandbox_id.in_(sandbox_ids)))
+        session.execute(delete(Hl7Facility).where(Hl7Facility.playground_id.in_(playground_ids)))
+
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         inbox = data.get("inbox") if isinstance(data, dict) else None
         if isinstance(inbox, str):
@@ -103,7 +133,7 @@ class Hl7Sandbox(LogSurface):
         return errors
 
     def provision(self, run: RunContext) -> dict[str, Any]:
-        return {"receiving_facility": "ASSAY-" + run.task_run_id.removeprefix("tr_")[-10:].upper()}
+        return {"receiving_facility": new_facility()}
 
     def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None:
         facility = (sandbox.credentials or {})["receiving_facility"]
@@ -133,7 +163,13 @@ class Hl7Sandbox(LogSurface):
 
     def listener(self, deployment: Deployment) -> MllpListener:
         idle = float(deployment.option("hl7", "idle_timeout", DEFAULT_IDLE_TIMEOUT))
-        return MllpListener(deployment, deployment.port("hl7", DEFAULT_MLLP_PORT), idle)
+        return MllpListener(
+            deployment,
+            deployment.port("hl7", DEFAULT_MLLP_PORT),
+            idle,
+            frame_timeout=float(deployment.option("hl7", "frame_timeout", DEFAULT_FRAME_TIMEOUT)),
+            max_per_source=int(deployment.option("hl7", "max_per_source", DEFAULT_MAX_PER_SOURCE)),
+        )
 
     def last_seq(self, sandbox_id: str) -> Select[Any]:
         return last_outbound(sandbox_id)

@@ -222,6 +222,10 @@ class PayerDefinition(_Model):
     authorization_rules: tuple[AuthorizationRule, ...] = ()
     default_determination: Authorization = Authorization(determination="pended")
     """When no rule matches; `pended` when the definition gives none (SPEC is silent)."""
+    duplicate_interchange: Literal["reject", "accept"] = "reject"
+    """An interchange whose control number (ISA13) the run already sent: `reject` answers it
+    with a TA1 note `025` and nothing inside it is read, as a clearinghouse does; `accept`
+    answers it like any other."""
 
     @cached_property
     def members_by_id(self) -> Mapping[str, tuple[Member, ...]]:

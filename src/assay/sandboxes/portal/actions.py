@@ -1,8 +1,10 @@
 """The portal's verbs (SPEC §5.2, §5.3): list, get, create, patch, set, shared by REST, the web
 pages and the `set_portal_row` scenario step, so all three write the same rows the same way.
 
-Each takes the caller's connection (its transaction) and the playground; a write takes the
-portal store's write lock first. Errors are the store's domain errors (`Invalid` names the field,
+Each takes the caller's connection (its transaction) and the playground. An agent's write
+(`create_row`, `patch_row`: REST and web forms alike) first goes through the write gate
+(`sandboxes/gate.py`: `SandboxClosed`, a 409, once the task run takes no writes), then takes the
+portal store's write lock; the scenario step writes inside `start`, before the task run starts. Errors are the store's domain errors (`Invalid` names the field,
 `NotFound`, `Conflict`), mapped to SPEC §5 codes once, by the service.
 """
 
@@ -19,6 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from assay.core.values import read_dotted
+from assay.sandboxes.gate import admit_surface
 from assay.sandboxes.payer import PayerDefinition, PayerDefinitionInvalid, parse_payer
 from assay.sandboxes.portal import priorauth
 from assay.sandboxes.portal.datasets import plan_seed
@@ -215,6 +218,7 @@ def create_row(
     conn: Connection, playground_id: str, slug: str | None, resource: str, body: Any
 ) -> dict[str, Any]:
     """Store a new row (201): key filled when absent, a prior-auth submission decided at once."""
+    admit_surface(conn, playground_id, "portal")
     store = open_store(conn, playground_id, lock=True)
     slug = resolve_slug(store, slug)
     key = _key_of(store, slug, resource)
@@ -236,6 +240,7 @@ def patch_row(
     conn: Connection, playground_id: str, slug: str | None, resource: str, key: str, body: Any
 ) -> dict[str, Any]:
     """Merge top-level fields into a row (SPEC §5: `null` clears); its key cannot change."""
+    admit_surface(conn, playground_id, "portal")
     store = open_store(conn, playground_id, lock=True)
     slug = resolve_slug(store, slug)
     field = _key_of(store, slug, resource)

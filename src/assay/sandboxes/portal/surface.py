@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from sqlalchemy import Select, select
+from sqlalchemy import Select, delete, select
 from sqlalchemy.orm import Session
 
 from assay.core.state import PortalRow, portal_digests
@@ -23,6 +23,7 @@ from assay.sandboxes.portal.access import PortalSurface
 from assay.sandboxes.portal.datasets import check_portal_dataset
 from assay.sandboxes.portal.routes import portal_router
 from assay.sandboxes.portal.store import capture_seq, rows_at
+from assay.sandboxes.portal.tables import PortalSessionRow, PortalStoreRow, PortalVersion
 from assay.sandboxes.portal.throttle import SignInThrottle, ThrottleSettings
 from assay.sandboxes.portal.web import portal_web_router
 from assay.sandboxes.surface import (
@@ -117,7 +118,7 @@ def _web_target(request: Request) -> PortalSurface:
         found = conn.execute(
             select(
                 Sandbox.id, Sandbox.org_id, Sandbox.playground_id, Sandbox.status, Sandbox.credentials,
-                TaskRun.deadline_at,
+                TaskRun.phase, TaskRun.status.label("run_status"), TaskRun.deadline_at,
             )
             .join(Playground, Playground.id == Sandbox.playground_id)
             .join(TaskRun, TaskRun.id == Playground.task_run_id)
@@ -125,8 +126,12 @@ def _web_target(request: Request) -> PortalSurface:
         ).first()  # fmt: skip
     if found is None:
         raise NotFound.of("task run", task_run_id)
-    if found.status != "active" or (found.deadline_at is not None and found.deadline_at <= utcnow()):
-        raise Conflict(f"task run {task_run_id} has ended: its portal takes no traffic")
+    if found.status != "active" or (found.phase, found.run_status) != ("started", "active"):
+        raise Conflict(
+            f"task run {task_run_id} is {found.phase}/{found.run_status}: its portal takes no traffic"
+        )
+    if found.deadline_at is not None and found.deadline_at <= utcnow():
+        raise Conflict(f"task run {task_run_id} passed its deadline: its portal takes no traffic")
     return PortalSurface(
         deployment.engine, found.org_id, found.playground_id, found.id, dict(found.credentials or {}),
         task_run_id, web_path(task_run_id), _throttle_of(deployment),
@@ -138,6 +143,16 @@ class PortalSandbox(BaseSurface):
     dataset_type = "portal"
     scenario_steps = {"set_portal_row": _set_portal_row}
     state_fields = frozenset({"portal_rows"})
+
+    def purge(
+        self,
+        session: Session,
+        playground_ids: Sequence[str],
+        sandbox_ids: Sequence[str],
+        deployment: Deployment,
+    ) -> None:
+        for table in (PortalVersion, PortalSessionRow, PortalStoreRow):
+            session.execute(delete(table).where(table.playground_id.in_(playground_ids)))
 
     def open(self, deployment: Deployment) -> None:
         _throttle_of(deployment)

@@ -1,5 +1,7 @@
 """The voice surface over HTTP (SPEC §5.2): `POST voice/turns` (a turn or an array → 201), `GET
-voice/turns` (the transcript, oldest first). Each stored turn is one `voice_turn` event."""
+voice/turns` (the transcript, oldest first). Each stored turn is one `voice_turn` event, and so is
+each refused POST (its status and error body; no turn stored); a POST that meets its task run
+ended is refused with 409 (`sandboxes/gate.py`)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from assay.sandboxes.gate import SandboxClosed
 from assay.sandboxes.openapi import json_answer, listed
 from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
 from assay.sandboxes.voice.store import append_turns, transcript, turn_problems
-from assay.store import BadRequest, Invalid
+from assay.store import BadRequest, DomainError, Invalid
 from assay.store.json_values import storable_json_problem
 
 __all__ = ["MAX_TURNS", "voice_router"]
@@ -72,11 +75,29 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
     )
     async def post_turns(request: Request, handle: SandboxHandle = Depends(target)) -> JSONResponse:
         """Record one turn or an array of turns; 201 with the stored turns (`seq` numbered)."""
-        turns, single = _turns(await request.body())
+        raw = await request.body()
+        try:
+            turns, single = _turns(raw)
+        except DomainError as exc:  # refused: the attempt is an event too, stored turns none
+            refused = request.app.exception_handlers[DomainError](request, exc)
+            await run_in_threadpool(
+                handle.record,
+                "voice_turn",
+                method="POST",
+                path=request.url.path,
+                status=refused.status_code,
+                request=raw,
+                response=bytes(refused.body),
+            )
+            return refused
 
         def work() -> list[dict[str, Any]]:
-            with handle.deployment.engine.begin() as conn:
-                stored = append_turns(conn, handle.sandbox_id, turns, seeded=False)
+            try:
+                with handle.deployment.engine.begin() as conn:
+                    stored = append_turns(conn, handle.sandbox_id, turns, seeded=False)
+            except SandboxClosed as closed:  # 409 in the API's envelope, logged like every request
+                handle.record("voice_turn", method="POST", path=request.url.path, status=409, request=raw)
+                raise closed
             for row in stored:
                 turn = {
                     key: row[key] for key in ("speaker", "text", "start_ms", "end_ms") if row[key] is not None

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Select, func, insert, select
+from sqlalchemy import Connection, Select, bindparam, func, insert, select
 from sqlalchemy.orm import Session
 
 from assay.core.state import VoiceTurn
+from assay.sandboxes.gate import admit, check_of
 from assay.sandboxes.voice.tables import VoiceTurnRow
 from assay.store import utcnow
 from assay.store.models import Sandbox
@@ -55,14 +56,25 @@ def turn_problems(turns: Sequence[Any], prefix: str = "") -> dict[str, list[str]
     return errors
 
 
+_LAST = select(func.max(VoiceTurnRow.seq)).where(VoiceTurnRow.sandbox_id == bindparam("sandbox_id"))
+_ADMIT = check_of(_LAST.scalar_subquery().label("last"))
+"""The write gate's check and the last turn's number: one statement after the lock."""
+
+
 def append_turns(
     conn: Connection, sandbox_id: str, turns: Sequence[Mapping[str, Any]], *, seeded: bool
 ) -> list[dict[str, Any]]:
-    """Insert valid turns with the next numbers; appends to one sandbox take turns on its row."""
-    conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
-    last = conn.execute(
-        select(func.max(VoiceTurnRow.seq)).where(VoiceTurnRow.sandbox_id == sandbox_id)
-    ).scalar()
+    """Insert valid turns with the next numbers; appends to one sandbox take turns on its row.
+
+    An agent's turns (`seeded` False) go through the write gate (`sandboxes/gate.py`):
+    `SandboxClosed`, nothing stored, once the task run takes no writes. Seeding runs inside
+    `start`, before the task run is started, and only takes the row."""
+    if seeded:
+        if conn.dialect.name != "sqlite":
+            conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
+        last = conn.execute(_LAST, {"sandbox_id": sandbox_id}).scalar()
+    else:
+        last = admit(conn, sandbox_id, _ADMIT).last
     now, first = utcnow(), (last or 0) + 1
     rows = [
         {

@@ -11,11 +11,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter
-from sqlalchemy import Select
+from sqlalchemy import Select, delete
 from sqlalchemy.orm import Session
 
 from assay.core.state import VoiceTurn
 from assay.sandboxes.surface import (
+    Deployment,
     LogSurface,
     ProvisionFailed,
     RunContext,
@@ -25,6 +26,7 @@ from assay.sandboxes.surface import (
 )
 from assay.sandboxes.voice.routes import voice_router
 from assay.sandboxes.voice.store import append_turns, last_turn, turn_problems, turns_until
+from assay.sandboxes.voice.tables import VoiceTurnRow
 from assay.snapshot import SnapshotWriter
 from assay.store.models import Sandbox
 
@@ -56,6 +58,15 @@ class VoiceSandbox(LogSurface):
     dataset_type = "voice"
     state_fields = frozenset({"voice_turns"})
     scenario_steps: Mapping[str, ScenarioStep] = {"add_voice_turns": _add_turns}
+
+    def purge(
+        self,
+        session: Session,
+        playground_ids: Sequence[str],
+        sandbox_ids: Sequence[str],
+        deployment: Deployment,
+    ) -> None:
+        session.execute(delete(VoiceTurnRow).where(VoiceTurnRow.sandbox_id.in_(sandbox_ids)))
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         turns = data.get("turns") if isinstance(data, dict) else None

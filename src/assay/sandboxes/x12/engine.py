@@ -6,7 +6,10 @@ request, in order:
 
 1. Not X12, or an envelope X12.5 forbids (ISA widths and codes, missing or disagreeing IEA,
    segments outside GS…GE) → a TA1 interchange acknowledgement rejecting it (TA104 `R`, the
-   note code in TA105); nothing inside is read.
+   note code in TA105); nothing inside is read. So is a request holding a NUL (TA105 `024`:
+   not X12 text, and PostgreSQL could not store it), and an interchange whose control number
+   (ISA13) the run already used (`used`, or an earlier interchange of the same request) when
+   the payer refuses reuse (`duplicate_interchange: "reject"`, the default): TA105 `025`.
 2. Each functional group: every transaction set is checked (`syntax.check_transaction`; a 276
    posted to the 270 endpoint is rejected, IK5 `1`). A group with errors gets a 999 (X231A1)
    naming the segment and element of each (IK3/IK4); a group whose GE disagrees is rejected
@@ -74,6 +77,13 @@ class X12Reply:
     """Transaction sets answered with a 271/277/278."""
     problems: tuple[str, ...] = field(default=())
     """One sentence per refusal (TA1 note, 999 segment error), for the exchange record."""
+    control_number: str | None = None
+    """ISA13 of the request's first interchange the envelope checks let through (it is then
+    used: a later interchange of the run reusing it is a duplicate), else None."""
+
+
+DUPLICATE = EnvelopeProblem("025", "Duplicate Interchange Control Number")
+NUL = EnvelopeProblem("024", "the interchange holds a NUL character (U+0000), which is not X12 text")
 
 
 def respond(
@@ -84,26 +94,40 @@ def respond(
     control_number: int,
     now: datetime,
     number: Callable[[], str] = new_certification_number,
+    used: Callable[[str], bool] = lambda _: False,
 ) -> X12Reply:
-    """Answer one request posted to `endpoint` (`270`, `276` or `278`).
+    """Answer one request posted to `endpoint` (`270`, `276` or `278`); `used` says whether an
+    earlier exchange of the run already sent an interchange control number (ISA13).
 
     Raises:
         KeyError: `endpoint` is not one of `ENDPOINTS` (the router only mounts those).
     """
     response_code = ENDPOINTS[endpoint]
+    text = decode_x12(body)
     try:
-        document = parse_x12(decode_x12(body), strict=False)
+        document = parse_x12(text.replace("\x00", "\ufffd"), strict=False)
     except X12ParseError as exc:
         problem = EnvelopeProblem("023" if _truncated(body) else "022", exc.reason)
         return _ta1_only(None, problem, control_number, now)
+    if "\x00" in text:
+        # Refused on every backend alike (PostgreSQL text cannot hold a NUL, and a reply would
+        # echo it), addressed by its first ISA (NULs read as U+FFFD there).
+        first = document.interchanges[0] if document.interchanges else None
+        return _ta1_only(first, NUL, control_number, now)
     trailing = any("after IEA" in warning for warning in document.warnings)
     parts: list[str] = []
     answered = 0
     problems: list[str] = []
     kinds: list[str] = []
+    controls: list[str] = []
     for offset, interchange in enumerate(document.interchanges):
         last = offset == len(document.interchanges) - 1
         refusal = envelope_problem(interchange, trailing=trailing and last)
+        if refusal is None:
+            control = interchange.isa.element(13).strip()
+            if payer.duplicate_interchange == "reject" and (control in controls or used(control)):
+                refusal = DUPLICATE
+            controls.append(control)
         if refusal is not None:
             reply = _ta1_only(interchange, refusal, control_number + offset, now)
         else:
@@ -113,7 +137,7 @@ def respond(
         problems.extend(reply.problems)
         kinds.append(reply.kind)
     kind = response_code if answered else ("999" if "999" in kinds else "TA1")
-    return X12Reply("".join(parts), kind, answered, tuple(problems))
+    return X12Reply("".join(parts), kind, answered, tuple(problems), controls[0] if controls else None)
 
 
 def _truncated(body: bytes | str) -> bool:

@@ -3,28 +3,30 @@
 `exchange` is the whole write path of `POST x12/{270|276|278}`: the payer is read (parsed once
 per sandbox and cached — the row never changes), then one transaction takes the sandbox's row
 lock, numbers the exchange, computes the reply with that number as its control number and
-inserts request and reply together. The reply is computed before anything is written, so a
-failure leaves no half-written record; concurrent requests to one sandbox take turns.
+inserts request and reply together — or, when the task run stopped taking writes, raises
+`SandboxClosed` (`sandboxes/gate.py`) having stored nothing. The reply is computed before
+anything is written, so a failure leaves no half-written record; concurrent requests to one
+sandbox take turns.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, Select, func, insert, select
+from sqlalchemy import Connection, Engine, Select, bindparam, func, insert, select
 from sqlalchemy.orm import Session
 
 from assay.core.state import X12Record
 from assay.formats.x12 import decode_x12
+from assay.sandboxes.gate import admit, check_of
 from assay.sandboxes.payer import PayerDefinition, PayerDefinitionInvalid, parse_payer
 from assay.sandboxes.x12.engine import X12Reply, respond
 from assay.sandboxes.x12.tables import X12Exchange, X12Payer
 from assay.store import iso, new_id, utcnow
-from assay.store.models import Sandbox
 
 __all__ = [
     "EMPTY_PAYER",
@@ -113,21 +115,25 @@ class Exchanged:
     seq: int
 
 
+_ADMIT = check_of(
+    select(func.max(X12Exchange.seq))
+    .where(X12Exchange.sandbox_id == bindparam("sandbox_id"))
+    .scalar_subquery()
+    .label("last")
+)
+"""The write gate's check and the last exchange's number: one statement after the lock."""
+
+
 def exchange(engine: Engine, *, org_id: str, sandbox_id: str, endpoint: str, body: bytes) -> Exchanged:
-    """Answer one request and store it with its reply, numbered in arrival order."""
+    """Answer one request and store it with its reply, numbered in arrival order; `SandboxClosed`
+    once its task run takes no writes."""
     payer = payer_of(engine, sandbox_id)
     request = decode_x12(body).replace("\x00", "\ufffd")  # PostgreSQL text holds no NUL
     record_id = new_id("x12_")
     with engine.begin() as conn:
-        conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
-        seq = 1 + (
-            conn.execute(
-                select(func.max(X12Exchange.seq)).where(X12Exchange.sandbox_id == sandbox_id)
-            ).scalar()
-            or 0
-        )
+        seq = 1 + (admit(conn, sandbox_id, _ADMIT).last or 0)
         now = utcnow()
-        reply = respond(endpoint, body, payer, control_number=seq, now=now)
+        reply = respond(endpoint, body, payer, control_number=seq, now=now, used=_used(conn, sandbox_id))
         conn.execute(
             insert(X12Exchange).values(
                 sandbox_id=sandbox_id,
@@ -138,10 +144,33 @@ def exchange(engine: Engine, *, org_id: str, sandbox_id: str, endpoint: str, bod
                 kind=reply.kind,
                 request=request,
                 response=reply.text,
+                interchange_control=reply.control_number,
                 received_at=now,
             )
         )
     return Exchanged(reply, record_id, seq)
+
+
+def _used(conn: Connection, sandbox_id: str) -> Callable[[str], bool]:
+    """Whether an exchange of the sandbox already sent an interchange control number; read in
+    the exchange's transaction, under the sandbox's lock, so two requests reusing one number
+    cannot both pass."""
+
+    def used(control: str) -> bool:
+        found = conn.execute(_USED, {"sandbox_id": sandbox_id, "control": control}).first()
+        return found is not None
+
+    return used
+
+
+_USED = (
+    select(X12Exchange.seq)
+    .where(
+        X12Exchange.sandbox_id == bindparam("sandbox_id"),
+        X12Exchange.interchange_control == bindparam("control"),
+    )
+    .limit(1)
+)
 
 
 def last_seq(sandbox_id: str) -> Select[int]:

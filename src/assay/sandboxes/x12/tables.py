@@ -4,7 +4,7 @@
   validated at seeding and never changed afterwards.
 - `x12_exchanges`: one row per request the agent posted, with the reply it got, numbered by a
   per-sandbox `seq` (the arrival order of SPEC §2; also the reply's ISA13/GS06, so every reply
-  has fresh control numbers). A capture is `{"sandbox_id", "seq"}`: the rows at or below it.
+  has fresh control numbers), and the interchange control number the request used. A capture is `{"sandbox_id", "seq"}`: the rows at or below it.
 """
 
 from __future__ import annotations
@@ -46,3 +46,6 @@ class X12Exchange(Base):
     request: Mapped[str] = mapped_column(Text)
     response: Mapped[str] = mapped_column(Text)
     received_at: Mapped[datetime]
+    interchange_control: Mapped[str | None] = mapped_column(String(9), default=None)
+    """ISA13 of the request's first interchange that passed the envelope checks: a later
+    interchange of the run with this number is a duplicate (`engine.respond`'s `used`)."""

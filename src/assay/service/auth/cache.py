@@ -3,10 +3,11 @@
 What is cached, and why it stays right:
 
 - **Run tokens only.** A benchmark run's token row (`token_hash`, org, solver, run id,
-  `token_expires_at`) is written once when the run is created and never changed or deleted, and
-  a run token is revoked only by expiring. The cache keeps the expiry and checks it against the
-  clock on every use, so an expired token is refused at the same instant as without the cache,
-  in every worker. A bounded number of entries (oldest out first).
+  `token_expires_at`) is written once when the run is created and never changed, and a run token
+  is revoked only by expiring. (A self-test run is deleted with its benchmark; its token never
+  left the server, and a cached one finds no run: 404.) The cache keeps the expiry and checks it
+  against the clock on every use, so an expired token is refused at the same instant as without
+  the cache, in every worker. A bounded number of entries (oldest out first).
 - **API keys are not cached.** An org or Solver key can be deleted (`DELETE .../api-keys/{id}`)
   through any worker, and that must take effect at once everywhere; they are looked up on each
   request with a read-only unit of work (no write lock), which is cheap and not on the agent path.

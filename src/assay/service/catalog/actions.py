@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from assay.checks.vocabulary import VocabularyInvalid, parse_entries
@@ -29,6 +30,7 @@ from assay.service.catalog.schemas import (
     TaskReference,
     entity_reference,
 )
+from assay.service.runs.purge import delete_runs, is_self_test
 from assay.store import Caller, Conflict, Invalid, NotFound, new_id, owned, utcnow
 from assay.store.json_values import JsonText, content_hash, json_bytes_and_hash
 from assay.store.models import (
@@ -263,11 +265,20 @@ def _check_vocabulary(vocabulary: list[Any] | None) -> None:
 
 
 def delete_benchmark(session: Session, caller: Caller, benchmark_id: str) -> None:
-    refused_while = {
-        Task.benchmark_id: "benchmark {id} still has tasks; delete them first",
-        BenchmarkRun.benchmark_id: "benchmark {id} has runs and is kept for their records",
-    }
-    repo.delete(session, Benchmark, caller, benchmark_id, refused_while=refused_while)
+    """A benchmark with runs is kept for their records, unless every run is a self-test (an
+    author's check, `assay lint`'s throwaway draft): those go with it, in this transaction."""
+    benchmark = repo.get(session, Benchmark, caller, benchmark_id)
+    if repo.uses(session, caller, Task.benchmark_id, benchmark.id):
+        raise Conflict(f"benchmark {benchmark.id} still has tasks; delete them first")
+    runs = session.execute(
+        select(BenchmarkRun.id, BenchmarkRun.agent).where(
+            BenchmarkRun.org_id == caller.org_id, BenchmarkRun.benchmark_id == benchmark.id
+        )
+    ).all()
+    if any(not is_self_test(agent) for _, agent in runs):
+        raise Conflict(f"benchmark {benchmark.id} has runs and is kept for their records")
+    delete_runs(session, [run_id for run_id, _ in runs])
+    session.delete(benchmark)
 
 
 # -- tasks, criteria ----------------------------------------------------------------------------

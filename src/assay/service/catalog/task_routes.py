@@ -95,8 +95,10 @@ def unlink_task_entity(task_id: str, entity_id: str, session: SessionDep, caller
 def list_criteria(
     session: SessionDep, caller: OrgCaller, page: PageDep, task_id: Annotated[str | None, Query()] = None
 ) -> Json:
+    """Newest first; a task's criteria (`task_id`) in the task's order, the order they are scored
+    and shown in (creation order)."""
     statement = where_given(owned(Criterion, caller), Criterion.task_id, task_id)
-    return list_json(session, statement, Criterion, page, criterion_json)
+    return list_json(session, statement, Criterion, page, criterion_json, newest_first=task_id is None)
 
 
 _CRITERION = {"model": CriterionOut, "description": "The criterion"}

@@ -1,8 +1,11 @@
 """The run verbs of SPEC §1.1: create, start, complete, cancel, rescore.
 
-Every verb that changes a run locks the benchmark run and then its task runs (`lifecycle.lock_run`),
-so concurrent calls on one run queue up and each sees the previous one's commit: twenty parallel
-`complete` calls write one set of criterion runs and return the same result.
+`start`, `complete`, `rescore` and a task run's `cancel` lock their own task run, so concurrent
+calls on one task run queue up and each sees the previous one's commit (twenty parallel `complete`
+calls write one set of criterion runs and return the same result), while calls on its siblings go
+on in parallel: the benchmark run's slots, counts and score are kept by one conditional UPDATE of
+its row at the end (`lifecycle.take_slot`, `lifecycle.count_ended`). Cancelling a whole run locks
+all of its task runs, then the run (`lifecycle.lock_run`).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import insert, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from assay import sandboxes
@@ -23,9 +26,25 @@ from assay.service.catalog.publish import freeze_task
 from assay.service.catalog.schemas import entity_reference
 from assay.service.grading import Grading
 from assay.service.runs import states
-from assay.service.runs.lifecycle import end_task_run, finalize_if_done, lock_run, settle, store_score
+from assay.service.runs.lifecycle import (
+    count_ended,
+    end_task_run,
+    finalize_if_done,
+    lock_run,
+    rescore_run,
+    running_ids,
+    settle_due,
+    settle_task_run,
+    store_score,
+    take_slot,
+)
 from assay.service.runs.overrides import carry_overrides, score_rows
-from assay.service.runs.repository import current_criterion_runs, get_benchmark_run, get_task_run
+from assay.service.runs.repository import (
+    current_criterion_runs,
+    get_benchmark_run,
+    get_task_run,
+    lock_task_run,
+)
 from assay.service.runs.schemas import BenchmarkRunCreate
 from assay.service.sandboxes.datasets import DatasetChanged, datasets_for
 from assay.store import Caller, Conflict, Database, DomainError, Invalid, NotFound, new_id, owned, utcnow
@@ -153,6 +172,9 @@ def create_benchmark_run(session: Session, caller: Caller, body: BenchmarkRunCre
         status="active",
         concurrency=frozen_benchmark.get("concurrency") or 1,
         trials=body.trials,
+        task_runs_total=len(tasks),
+        task_runs_ended=0,
+        task_runs_running=0,
         token_hash=hash_token(token),
         token_expires_at=now + max(MIN_TOKEN_LIFETIME, timedelta(seconds=sum(timeouts))),
         created_at=now,
@@ -185,22 +207,25 @@ def create_benchmark_run(session: Session, caller: Caller, body: BenchmarkRunCre
 # -- start --------------------------------------------------------------------------------------
 
 
-def _pick(task_runs: list[TaskRun], ident: str) -> TaskRun:
-    return next(task_run for task_run in task_runs if task_run.id == ident)
+def _lock_for(session: Session, caller: Caller, task_run_id: str) -> tuple[BenchmarkRun, TaskRun]:
+    """Lock the task run `task_run_id` as seen by `caller` (foreign → 404), and read its run
+    without a lock (its counters are changed only by single conditional UPDATEs)."""
+    task_run = lock_task_run(session, caller, task_run_id)
+    statement = (
+        select(BenchmarkRun)
+        .where(BenchmarkRun.id == task_run.benchmark_run_id)
+        .execution_options(populate_existing=True)
+    )
+    return session.scalars(statement).one(), task_run
 
 
-def _lock_for(session: Session, caller: Caller, task_run_id: str) -> tuple[BenchmarkRun, list[TaskRun]]:
-    """Lock the run that holds `task_run_id`, as seen by `caller` (foreign → 404).
-
-    A run token names its run already, so its task run is looked up under the lock itself.
-    """
-    if caller.kind == "run" and caller.benchmark_run_id:
-        benchmark_run, task_runs = lock_run(session, caller.benchmark_run_id)
-        if not any(task_run.id == task_run_id for task_run in task_runs):
-            raise NotFound.of("task run", task_run_id)
-        return benchmark_run, task_runs
-    found = get_task_run(session, caller, task_run_id)
-    return lock_run(session, found.benchmark_run_id)
+def _limit_reached(session: Session, benchmark_run: BenchmarkRun, task_run: TaskRun) -> Conflict:
+    """The 409 naming the started ones (not `task_run`: its own start, about to roll back)."""
+    running = [ident for ident in running_ids(session, benchmark_run.id) if ident != task_run.id]
+    return Conflict(
+        f"concurrency limit {benchmark_run.concurrency} reached: {', '.join(running)} started",
+        {"started_task_run_ids": running},
+    )
 
 
 def prepare_start(database: Database, caller: Caller, task_run_id: str, deployment: Deployment) -> None:
@@ -241,21 +266,21 @@ def start_task_run(
     The run's environment is read once and handed to the datasets, the surfaces' settings checks
     and their provisioning.
     """
-    benchmark_run, task_runs = _lock_for(session, caller, task_run_id)
-    task_run, now = _pick(task_runs, task_run_id), utcnow()
-    settle(session, benchmark_run, task_runs, now)
+    benchmark_run, task_run = _lock_for(session, caller, task_run_id)
+    now = utcnow()
+    settle_task_run(session, benchmark_run, task_run, now)
     if states.is_running((task_run.phase, task_run.status)):
         return Started(task_run, _access(session, task_run, host, deployment))
     if task_run.status == "failed":  # the same 409 as the start that failed, reason included
         reason = task_run.failure_reason or "provisioning failed"
         raise Conflict(f"task run {task_run.id} failed: {reason}", {"reason": reason})
     states.next_state(states.TASK_RUN, (task_run.phase, task_run.status), "start", f"task run {task_run.id}")
-    running = [tr.id for tr in task_runs if states.is_running((tr.phase, tr.status))]
-    if len(running) >= benchmark_run.concurrency:
-        raise Conflict(
-            f"concurrency limit {benchmark_run.concurrency} reached: {', '.join(running)} started",
-            {"started_task_run_ids": running},
-        )
+    if benchmark_run.task_runs_running >= benchmark_run.concurrency:
+        # Full: a sibling past its deadline still counts until it is settled, so settle the due
+        # ones (rows someone else holds are theirs to settle) and look again.
+        settle_due(session, benchmark_run, now, skip_locked=True)
+        if benchmark_run.task_runs_running >= benchmark_run.concurrency:
+            raise _limit_reached(session, benchmark_run, task_run)
     environment = sandboxes.run_environment(session, benchmark_run)
     datasets = datasets_for(session, task_run, environment)
     scenario = task_run.snapshot["task"].get("scenario") or []
@@ -265,7 +290,7 @@ def start_task_run(
         or sandboxes.unsupported_settings(environment.settings, deployment)
     )
     if problem:
-        return _fail_start(session, benchmark_run, task_runs, task_run, now, problem)
+        return _fail_start(session, task_run, now, problem)
     run = sandboxes.RunContext(
         session, task_run.org_id, task_run.id, new_id("pg_"), environment.settings, deployment
     )
@@ -275,28 +300,21 @@ def start_task_run(
         sandboxes.seed(run, datasets)
         sandboxes.run_scenario(run, scenario)
     except sandboxes.ProvisionFailed as failed:  # teardown ends the playground
-        return _fail_start(session, benchmark_run, task_runs, task_run, now, str(failed))
+        return _fail_start(session, task_run, now, str(failed))
     task_run.phase, task_run.status = states.STARTED
     task_run.started_at = now
     task_run.deadline_at = now + timedelta(seconds=task_run.timeout_seconds)
-    current = (benchmark_run.phase, benchmark_run.status)
-    benchmark_run.phase, benchmark_run.status = states.next_state(
-        states.BENCHMARK_RUN, current, "start", f"benchmark run {benchmark_run.id}"
-    )
-    benchmark_run.started_at = benchmark_run.started_at or now
-    return Started(task_run, _access(session, task_run, host, deployment))
+    access = _access(session, task_run, host, deployment)
+    # Last: the slot is taken under the run's row lock, held from here to the commit. Losing the
+    # race for the last slot after the check above rolls the whole start back.
+    if not take_slot(session, benchmark_run.id, now):
+        raise _limit_reached(session, benchmark_run, task_run)
+    return Started(task_run, access)
 
 
-def _fail_start(
-    session: Session,
-    benchmark_run: BenchmarkRun,
-    task_runs: list[TaskRun],
-    task_run: TaskRun,
-    now: datetime,
-    reason: str,
-) -> Started:
+def _fail_start(session: Session, task_run: TaskRun, now: datetime, reason: str) -> Started:
     end_task_run(session, task_run, "fail", now, reason=reason)
-    finalize_if_done(benchmark_run, task_runs, now)
+    count_ended(session, task_run.benchmark_run_id, now, ended=1, released=0)
     return Started(task_run, None, reason)
 
 
@@ -388,11 +406,11 @@ def complete_task_run(
     grading: Grading | None = None,
 ) -> Completion:
     """Capture, verify, record, finalize — once. Later or concurrent calls get the stored result."""
-    benchmark_run, task_runs = _lock_for(session, caller, task_run_id)
-    task_run, now = _pick(task_runs, task_run_id), utcnow()
+    benchmark_run, task_run = _lock_for(session, caller, task_run_id)
+    now = utcnow()
     if task_run.phase == "created":
         raise Conflict(f"task run {task_run.id} has not been started; call start first")
-    settle(session, benchmark_run, task_runs, now)
+    settle_task_run(session, benchmark_run, task_run, now)
     if states.is_ended(task_run.status):
         return Completion(task_run, current_criterion_runs(session, task_run.id), benchmark_run.scored)
     pointer = sandboxes.capture(
@@ -410,9 +428,9 @@ def complete_task_run(
         rows = _record(session, task_run, verification)
         end_task_run(session, task_run, "complete", now)
     store_score(task_run, verification.score)
-    finalize_if_done(benchmark_run, task_runs, now)
-    session.flush()
-    return Completion(task_run, rows, benchmark_run.scored)
+    scored = benchmark_run.scored
+    count_ended(session, benchmark_run.id, now, ended=1, released=1)
+    return Completion(task_run, rows, scored)
 
 
 def _input_entity(task_run: TaskRun) -> dict[str, Any] | None:
@@ -436,8 +454,7 @@ def rescore_task_run(
     score without asking again; `rejudge` asks the live judge every question anew.
     """
     grading = grading or Grading()
-    benchmark_run, task_runs = _lock_for(session, caller, task_run_id)
-    task_run = _pick(task_runs, task_run_id)
+    benchmark_run, task_run = _lock_for(session, caller, task_run_id)
     if task_run.capture is None:
         raise Conflict(f"task run {task_run.id} is {task_run.status} and has no captured state to rescore")
     previous = current_criterion_runs(session, task_run.id)
@@ -453,19 +470,19 @@ def rescore_task_run(
     rows = _record(session, task_run, verification)
     carry_overrides(session, previous, rows)
     store_score(task_run, score_rows(task_run, rows) if any(r.override for r in rows) else verification.score)
-    finalize_if_done(benchmark_run, task_runs, utcnow())
-    session.flush()
-    return Completion(task_run, rows, benchmark_run.scored)
+    scored = benchmark_run.scored
+    rescore_run(session, benchmark_run.id, utcnow())
+    return Completion(task_run, rows, scored)
 
 
 # -- cancel -------------------------------------------------------------------------------------
 
 
 def cancel_task_run(session: Session, caller: Caller, task_run_id: str) -> TaskRun:
-    benchmark_run, task_runs = _lock_for(session, caller, task_run_id)
-    task_run, now = _pick(task_runs, task_run_id), utcnow()
+    task_run, now = lock_task_run(session, caller, task_run_id), utcnow()
+    released = int(states.is_running((task_run.phase, task_run.status)))
     end_task_run(session, task_run, "cancel", now)
-    finalize_if_done(benchmark_run, task_runs, now)
+    count_ended(session, task_run.benchmark_run_id, now, ended=1, released=released)
     return task_run
 
 
@@ -478,10 +495,13 @@ def cancel_benchmark_run(
     now = utcnow()
     current = (benchmark_run.phase, benchmark_run.status)
     state = states.next_state(states.BENCHMARK_RUN, current, "cancel", f"benchmark run {benchmark_run.id}")
+    ended = released = 0
     for task_run in task_runs:
         if not states.is_ended(task_run.status):
+            released += int(states.is_running((task_run.phase, task_run.status)))
             end_task_run(session, task_run, "cancel", now)
+            ended += 1
     benchmark_run.phase, benchmark_run.status = state
     benchmark_run.completed_at = now
-    finalize_if_done(benchmark_run, task_runs, now)
+    count_ended(session, benchmark_run.id, now, ended=ended, released=released)  # scores it
     return benchmark_run, task_runs

@@ -4,6 +4,15 @@ checks on read and the sweeper.
 A task run past its deadline is `timed_out` (score 0, verdict fail); when a run token expires,
 task runs that never started are `cancelled`. Once every task run has ended, the benchmark run's
 score is the exact mean of their scores (`core.scoring.score_benchmark_run`).
+
+The benchmark run's row keeps counters (`task_runs_total`, `task_runs_ended`, `task_runs_running`)
+so that `start` and `complete` lock only their own task run: a slot is taken and an end is counted
+with one conditional UPDATE of the run's row, the last statement of the transaction, so the run's
+row lock is held for a commit's time (`docs/decisions.md`, "Benchmark run aggregates"). The change
+that brings the ended count to the total finalizes the run, with one read of its task runs' scores
+under that lock: once, and seeing every other end, which committed before it could take the lock.
+
+Lock order, everywhere: task runs (in position order when several), then the benchmark run.
 """
 
 from __future__ import annotations
@@ -12,24 +21,31 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, func, literal, or_, select, update
 from sqlalchemy.orm import Session
 
 from assay.core.scoring import TaskScore, score_benchmark_run
 from assay.sandboxes import teardown
 from assay.service.runs import states
 from assay.service.runs.repository import task_runs_of
-from assay.store.models import BenchmarkRun, TaskRun
+from assay.store.models import BenchmarkRun, TaskRun, UtcDateTime
 
 __all__ = [
+    "count_ended",
     "end_task_run",
     "finalize_if_done",
     "is_due",
     "lock_run",
-    "settle",
+    "rescore_run",
+    "running_ids",
+    "settle_due",
     "settle_if_due",
+    "settle_task_run",
     "store_score",
+    "take_slot",
 ]
+
+_QUIET = {"synchronize_session": False}
 
 
 def end_task_run(
@@ -44,6 +60,7 @@ def end_task_run(
     gate: dict[str, Any] | None = None,
     reason: str | None = None,
 ) -> None:
+    """End the task run (the caller holds its row lock and counts the end with `count_ended`)."""
     state = states.next_state(
         states.TASK_RUN, (task_run.phase, task_run.status), event, f"task run {task_run.id}"
     )
@@ -67,7 +84,8 @@ def store_score(task_run: TaskRun, score: TaskScore) -> None:
 
 
 def finalize_if_done(benchmark_run: BenchmarkRun, task_runs: list[TaskRun], now: datetime) -> bool:
-    """Score the benchmark run once its last task run has ended; True when it is final."""
+    """Score the benchmark run from `task_runs` (all of them, locked or just created) once every
+    one has ended; True when it is final."""
     if not all(states.is_ended(task_run.status) for task_run in task_runs):
         return False
     score, verdict = score_benchmark_run([Fraction(task_run.score or 0) for task_run in task_runs])
@@ -82,18 +100,157 @@ def finalize_if_done(benchmark_run: BenchmarkRun, task_runs: list[TaskRun], now:
     return True
 
 
+def take_slot(session: Session, benchmark_run_id: str, now: datetime) -> bool:
+    """Count a started task run against the run's concurrency, if a slot is free: False when the
+    limit is reached (or the run has ended). Call it last: it holds the run's row lock till commit."""
+    session.flush()
+    run = BenchmarkRun
+    statement = (
+        update(run)
+        .where(run.id == benchmark_run_id, run.status == "active", run.task_runs_running < run.concurrency)
+        .values(
+            task_runs_running=run.task_runs_running + 1,
+            phase=states.STARTED[0],
+            started_at=_coalesce(run.started_at, now),
+        )
+        .execution_options(**_QUIET)
+    )
+    taken = session.execute(statement).rowcount == 1  # type: ignore[attr-defined]
+    _expire_run(session, benchmark_run_id)
+    return taken
+
+
+def _coalesce(column: Any, now: datetime) -> Any:
+    return func.coalesce(column, literal(now, UtcDateTime()))
+
+
+def count_ended(session: Session, benchmark_run_id: str, now: datetime, *, ended: int, released: int) -> None:
+    """Count `ended` task runs as ended, `released` of which held a slot, in one UPDATE of the
+    run's row; the change that reaches the total finalizes the run. Call it last (the run's row
+    lock is held till commit)."""
+    session.flush()
+    run = BenchmarkRun
+    statement = (
+        update(run)
+        .where(run.id == benchmark_run_id)
+        .values(
+            task_runs_ended=run.task_runs_ended + ended,
+            task_runs_running=run.task_runs_running - released,
+        )
+        .returning(run.task_runs_ended, run.task_runs_total)
+        .execution_options(**_QUIET)
+    )
+    ended_now, total = session.execute(statement).one()
+    if ended_now >= total:
+        _finalize(session, benchmark_run_id, now)
+    _expire_run(session, benchmark_run_id)
+
+
+def rescore_run(session: Session, benchmark_run_id: str, now: datetime) -> None:
+    """After a task run's score changed: lock the run's row, then score it anew if it is final (a
+    later rescore of another task run waits for this lock and so reads this one's score)."""
+    session.flush()
+    run = BenchmarkRun
+    statement = (
+        select(run.task_runs_ended, run.task_runs_total).where(run.id == benchmark_run_id).with_for_update()
+    )
+    ended, total = session.execute(statement).one()
+    if ended >= total:
+        _finalize(session, benchmark_run_id, now)
+    _expire_run(session, benchmark_run_id)
+
+
+def _finalize(session: Session, benchmark_run_id: str, now: datetime) -> None:
+    """Score the run from its task runs' scores (one read of two columns), under its row lock.
+
+    It completes no earlier than its last task run: each end is stamped when its transaction
+    began, and the one that counts last may have begun before another that committed first."""
+    ended = session.execute(
+        select(TaskRun.score, TaskRun.completed_at).where(TaskRun.benchmark_run_id == benchmark_run_id)
+    ).all()
+    score, verdict = score_benchmark_run([Fraction(row.score or 0) for row in ended])
+    now = max([now, *(row.completed_at for row in ended if row.completed_at is not None)])
+    run = BenchmarkRun
+    phase, status = session.execute(select(run.phase, run.status).where(run.id == benchmark_run_id)).one()
+    values: dict[str, Any] = {"score": str(score), "verdict": verdict}
+    if phase != "completed":
+        what = f"benchmark run {benchmark_run_id}"
+        values["phase"], values["status"] = states.next_state(
+            states.BENCHMARK_RUN, (phase, status), "finalize", what
+        )
+        values["completed_at"] = now
+    session.execute(
+        update(run).where(run.id == benchmark_run_id).values(**values).execution_options(**_QUIET)
+    )
+
+
+def _expire_run(session: Session, benchmark_run_id: str) -> None:
+    """A loaded row of the run is reloaded on its next use: its counters were changed in SQL."""
+    for row in list(session.identity_map.values()):
+        if isinstance(row, BenchmarkRun) and row.id == benchmark_run_id:
+            session.expire(row)
+
+
+def running_ids(session: Session, benchmark_run_id: str) -> list[str]:
+    """The run's task runs that hold a slot (for the 409 that names them)."""
+    statement = (
+        select(TaskRun.id)
+        .where(
+            TaskRun.benchmark_run_id == benchmark_run_id,
+            TaskRun.phase == states.STARTED[0],
+            TaskRun.status == states.STARTED[1],
+        )
+        .order_by(TaskRun.position)
+    )
+    return list(session.scalars(statement))
+
+
 def is_due(benchmark_run: BenchmarkRun, task_runs: list[TaskRun], now: datetime) -> bool:
     """Whether a deadline or the token's expiry has passed without being applied yet."""
     return any(_due_event(benchmark_run, task_run, now) for task_run in task_runs)
 
 
-def settle(session: Session, benchmark_run: BenchmarkRun, task_runs: list[TaskRun], now: datetime) -> None:
-    """Apply passed deadlines and token expiry (rows already locked by the caller)."""
-    for task_run in task_runs:
+def settle_task_run(session: Session, benchmark_run: BenchmarkRun, task_run: TaskRun, now: datetime) -> bool:
+    """Apply a passed deadline or token expiry to one task run (its row lock held); True if it ended."""
+    event = _due_event(benchmark_run, task_run, now)
+    if event is None:
+        return False
+    released = int(states.is_running((task_run.phase, task_run.status)))
+    end_task_run(session, task_run, event, now)
+    count_ended(session, benchmark_run.id, now, ended=1, released=released)
+    return True
+
+
+def settle_due(
+    session: Session, benchmark_run: BenchmarkRun, now: datetime, *, skip_locked: bool = False
+) -> int:
+    """Apply passed deadlines and token expiry to the run's task runs that are due: only those are
+    read and locked (in position order); with `skip_locked`, rows another transaction holds are
+    left to it. Returns how many ended."""
+    started = and_(
+        TaskRun.phase == states.STARTED[0], TaskRun.status == states.STARTED[1], TaskRun.deadline_at <= now
+    )
+    due = [started]
+    if benchmark_run.token_expires_at <= now:
+        due.append(and_(TaskRun.phase == states.CREATED[0], TaskRun.status == states.CREATED[1]))
+    statement = (
+        select(TaskRun)
+        .where(TaskRun.benchmark_run_id == benchmark_run.id, or_(*due))
+        .order_by(TaskRun.position)
+        .with_for_update(skip_locked=skip_locked)
+        .execution_options(populate_existing=True)
+    )
+    ended = released = 0
+    for task_run in session.scalars(statement).all():
         event = _due_event(benchmark_run, task_run, now)
-        if event:
-            end_task_run(session, task_run, event, now)
-    finalize_if_done(benchmark_run, task_runs, now)
+        if event is None:  # ended meanwhile (the lock waited for its commit)
+            continue
+        released += int(states.is_running((task_run.phase, task_run.status)))
+        end_task_run(session, task_run, event, now)
+        ended += 1
+    if ended:
+        count_ended(session, benchmark_run.id, now, ended=ended, released=released)
+    return ended
 
 
 def _due_event(benchmark_run: BenchmarkRun, task_run: TaskRun, now: datetime) -> states.TaskEvent | None:
@@ -102,22 +259,21 @@ def _due_event(benchmark_run: BenchmarkRun, task_run: TaskRun, now: datetime) ->
 
 
 def lock_run(session: Session, benchmark_run_id: str) -> tuple[BenchmarkRun, list[TaskRun]]:
-    """Lock the benchmark run, then its task runs (the one lock order), re-reading both."""
+    """Lock every task run of the run, then the run (the one lock order), re-reading both. For
+    the verbs that change a whole run (cancel it, override a verdict), never for start or complete."""
+    task_runs = task_runs_of(session, benchmark_run_id, lock=True)
     statement = (
         select(BenchmarkRun)
         .where(BenchmarkRun.id == benchmark_run_id)
         .with_for_update()
         .execution_options(populate_existing=True)
     )
-    benchmark_run = session.scalars(statement).one()
-    return benchmark_run, task_runs_of(session, benchmark_run_id, lock=True)
+    return session.scalars(statement).one(), task_runs
 
 
 def settle_if_due(session: Session, benchmark_run: BenchmarkRun, now: datetime) -> list[TaskRun]:
-    """The lazy half of SPEC §1.1's timeouts: on read, apply what is due under the run's lock."""
+    """The lazy half of SPEC §1.1's timeouts: on read, apply what is due (locking only what is)."""
     task_runs = task_runs_of(session, benchmark_run.id)
-    if not is_due(benchmark_run, task_runs, now):
-        return task_runs
-    benchmark_run, task_runs = lock_run(session, benchmark_run.id)
-    settle(session, benchmark_run, task_runs, now)
+    if is_due(benchmark_run, task_runs, now) and settle_due(session, benchmark_run, now):
+        session.refresh(benchmark_run)
     return task_runs

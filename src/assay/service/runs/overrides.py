@@ -15,11 +15,11 @@ from fractions import Fraction
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from assay.core.scoring import ScoredCriterion, TaskScore, as_fraction, score_task
-from assay.service.runs.lifecycle import finalize_if_done, lock_run, store_score
+from assay.service.runs.lifecycle import rescore_run, store_score
 from assay.service.runs.repository import current_criterion_runs, get_criterion_run
 from assay.store import Caller, Conflict, iso, utcnow
 from assay.store.models import CriterionRun, TaskRun
@@ -86,9 +86,13 @@ def override_criterion_run(
 ) -> CriterionRun:
     """Record a person's verdict on a current criterion run, then rescore its task and benchmark run."""
     found = get_criterion_run(session, caller, criterion_run_id)
-    task_run = session.get(TaskRun, found.task_run_id)
-    assert task_run is not None  # criterion runs cascade with their task run
-    benchmark_run, task_runs = lock_run(session, task_run.benchmark_run_id)
+    locking = (
+        select(TaskRun)
+        .where(TaskRun.id == found.task_run_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    task_run = session.scalars(locking).one()  # criterion runs cascade with their task run
     session.refresh(found)
     if found.superseded:
         raise Conflict(f"criterion run {found.id} was superseded by a rescore; override the current one")
@@ -107,10 +111,8 @@ def override_criterion_run(
     for key, value in _apply(found, override).items():
         setattr(found, key, value)
     session.flush()
-    task_run = next(row for row in task_runs if row.id == found.task_run_id)
     store_score(task_run, score_rows(task_run, current_criterion_runs(session, task_run.id)))
-    finalize_if_done(benchmark_run, task_runs, utcnow())
-    session.flush()
+    rescore_run(session, task_run.benchmark_run_id, utcnow())
     return found
 
 

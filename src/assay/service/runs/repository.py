@@ -1,10 +1,10 @@
 """Caller-scoped run queries (SPEC §5): org keys see their org's runs, Solver keys the runs their
 solver created, run tokens only their own run. Anything else is not found, never forbidden.
 
-`task_runs_of(..., lock=True)` takes the row locks (`SELECT … FOR UPDATE` on PostgreSQL; SQLite
-transactions are already exclusive, see `store.database`) and refreshes the rows, so a waiter sees
-the winner's commit. Lock order is always benchmark run, then task run: take locks through
-`lifecycle.lock_run`, never on a task run alone.
+`task_runs_of(..., lock=True)` and `lock_task_run` take row locks (`SELECT … FOR UPDATE` on
+PostgreSQL; SQLite transactions are already exclusive, see `store.database`) and refresh the rows,
+so a waiter sees the winner's commit. Lock order is always task runs (by position), then the
+benchmark run (`service.runs.lifecycle`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ __all__ = [
     "get_criterion_run",
     "get_playground",
     "get_task_run",
+    "lock_task_run",
     "overrides_in_force",
     "task_runs",
     "task_runs_of",
@@ -59,6 +60,17 @@ def get_benchmark_run(session: Session, caller: Caller, ident: str) -> Benchmark
 
 def get_task_run(session: Session, caller: Caller, ident: str) -> TaskRun:
     statement = task_runs(caller).where(TaskRun.id == ident)
+    return first_or_404(session, statement, "task run", ident)
+
+
+def lock_task_run(session: Session, caller: Caller, ident: str) -> TaskRun:
+    """The task run as `caller` sees it (foreign → 404), its row locked and re-read."""
+    statement = (
+        task_runs(caller)
+        .where(TaskRun.id == ident)
+        .with_for_update(of=TaskRun)
+        .execution_options(populate_existing=True)
+    )
     return first_or_404(session, statement, "task run", ident)
 
 

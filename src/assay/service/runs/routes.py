@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from assay import sandboxes
@@ -32,6 +32,7 @@ from assay.service.runs import actions, overrides
 from assay.service.runs import repository as repo
 from assay.service.runs.lifecycle import settle_if_due
 from assay.service.runs.overrides import OverrideCreate
+from assay.service.runs.purge import SELF_TEST_AGENT
 from assay.service.runs.schemas import (
     BenchmarkRunCreate,
     CompletionOut,
@@ -55,9 +56,20 @@ Json = dict[str, Any]
 
 @router.get("/benchmark-runs", tags=["benchmark-runs"])
 def list_benchmark_runs(
-    session: SessionDep, caller: OrgCaller, page: PageDep, benchmark_id: Annotated[str | None, Query()] = None
+    session: SessionDep,
+    caller: OrgCaller,
+    page: PageDep,
+    benchmark_id: Annotated[str | None, Query()] = None,
+    self_tests: Annotated[
+        bool, Query(description="Also list self-test runs (agent `assay self-test`: lint and publish checks)")
+    ] = False,
 ) -> Json:
+    """Benchmark runs, newest first; self-test runs only with `self_tests=true` (they are an
+    author's checks, not an agent's results)."""
     statement = where_given(repo.benchmark_runs(caller), BenchmarkRun.benchmark_id, benchmark_id)
+    if not self_tests:
+        agent_name = func.coalesce(BenchmarkRun.agent["name"].as_string(), "")
+        statement = statement.where(agent_name != SELF_TEST_AGENT)
     return list_json(session, statement, BenchmarkRun, page, benchmark_run_json)
 
 

@@ -31,12 +31,11 @@ from starlette.concurrency import run_in_threadpool
 
 from assay.core.errors import SnapshotError
 from assay.service.grading import Grading
+from assay.service.runs.purge import SELF_TEST_AGENT
 from assay.snapshot import open_snapshot_files
 from assay.verify import CriterionSpec, verify_task
 
 __all__ = ["SELF_TEST_AGENT", "SelfTest", "refusal_response", "self_test_benchmark", "self_test_task"]
-
-SELF_TEST_AGENT = "assay self-test"
 
 
 @dataclass(slots=True)

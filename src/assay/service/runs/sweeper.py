@@ -2,8 +2,9 @@
 
 Every worker runs a `Sweeper` thread, but only the holder of the `sweeper` lease row sweeps, so a
 deployment sweeps once per interval, never twice at the same time. A lease lasts three intervals:
-if its holder dies, another worker takes over after that. Each run is settled under its own row
-locks, like any other lifecycle change, so a sweep and a `complete` never both end a task run.
+if its holder dies, another worker takes over after that. Each run's due task runs are settled under
+their own row locks, like any other lifecycle change, so a sweep and a `complete` never both end a
+task run.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from assay.service.runs import states
-from assay.service.runs.lifecycle import is_due, lock_run, settle
+from assay.service.runs.lifecycle import settle_due
 from assay.store import Database, utcnow
 from assay.store.models import BenchmarkRun, Lease, TaskRun
 
@@ -69,9 +70,8 @@ def sweep_once(database: Database, holder: str, ttl: timedelta) -> int:
     settled = 0
     for run_id in run_ids:
         with database.transaction() as session:
-            benchmark_run, task_runs = lock_run(session, run_id)
-            if is_due(benchmark_run, task_runs, now):
-                settle(session, benchmark_run, task_runs, now)
+            benchmark_run = session.get(BenchmarkRun, run_id)
+            if benchmark_run is not None and settle_due(session, benchmark_run, now):
                 settled += 1
     return settled
 

@@ -28,6 +28,7 @@ from assay.service.runs.lifecycle import settle_if_due
 from assay.service.runs.overrides import OverrideCreate
 from assay.service.runs.routes import state_archive
 from assay.service.runs.schemas import trials_by_task
+from assay.service.runs.self_test import SELF_TEST_AGENT
 from assay.service.ui import views
 from assay.service.ui.session import (
     COOKIE,
@@ -138,6 +139,10 @@ def sign_out(request: Request) -> Response:
 # -- benchmark runs ---------------------------------------------------------------------------
 
 
+def _is_self_test(agent: Any) -> bool:
+    return isinstance(agent, dict) and agent.get("name") == SELF_TEST_AGENT
+
+
 def _run_row(run: Any) -> dict[str, Any]:
     ref = run.benchmark_ref or {}
     agent = run.agent
@@ -174,6 +179,7 @@ def benchmark_runs(
     phase: str = "",
     verdict: str = "",
     agent: str = "",
+    self_tests: Annotated[str, Query(pattern="^(|show)$")] = "",
     sort: Annotated[str, Query(pattern="^(" + "|".join(SORTS) + ")$")] = "created",
     order: Annotated[str, Query(pattern="^(asc|desc)$")] = "desc",
     page: Annotated[int, Query(ge=1, le=100_000)] = 1,
@@ -202,6 +208,10 @@ def benchmark_runs(
             rows = [_run_row(run) for run in session.execute(statement)]
     except _SignedOut:
         return _to_sign_in(request)
+    hidden = 0
+    if not self_tests:  # an author's lint and publish checks, not agents' results (docs/viewer.md)
+        kept = [row for row in rows if row["agent"] != SELF_TEST_AGENT]
+        hidden, rows = len(rows) - len(kept), kept
     benchmarks = sorted({row["benchmark"] for row in rows if row["benchmark"]})
     if benchmark:
         rows = [row for row in rows if row["benchmark"] == benchmark]
@@ -211,12 +221,19 @@ def benchmark_runs(
     pages = max(1, -(-len(rows) // PAGE_SIZE))
     page = min(page, pages)
     shown = rows[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
-    filters = {"benchmark": benchmark, "phase": phase, "verdict": verdict, "agent": agent}
+    filters = {
+        "benchmark": benchmark,
+        "phase": phase,
+        "verdict": verdict,
+        "agent": agent,
+        "self_tests": self_tests,
+    }
     return _page(
         request,
         "runs.html",
         title="Benchmark runs",
         runs=shown,
+        hidden=hidden,
         total=len(rows),
         page=page,
         pages=pages,
@@ -252,8 +269,11 @@ def benchmark_run(request: Request, benchmark_run_id: str) -> Response:
                     BenchmarkRun.phase == "completed",
                 )
                 .order_by(BenchmarkRun.created_at.desc())
-                .limit(50)
+                .limit(200)
             ).all()
+            # Agents' runs are compared with agents' runs; a self-test run with self-test runs.
+            testing = _is_self_test(run.agent)
+            others = [other for other in others if _is_self_test(other.agent) == testing][:50]
     except _SignedOut:
         return _to_sign_in(request)
     except NotFound as missing:

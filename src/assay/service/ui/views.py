@@ -51,6 +51,10 @@ class EventRow:
     response: str | None
 
 
+_LOCATORS = ("path", "fhirpath", "key", "field")
+"""The keys a field result names its position by: the path or expression the author wrote."""
+
+
 @dataclass(frozen=True, slots=True)
 class EvidenceRow:
     field: str
@@ -121,7 +125,7 @@ def evidence_rows(evidence: Any) -> list[EvidenceRow]:
                 )
             )
             continue
-        name = item.get("path") or item.get("key") or item.get("field") or "?"
+        name = next((item[key] for key in _LOCATORS if item.get(key) is not None), "?")
         operator = item.get("operator")
         rows.append(
             EvidenceRow(
