@@ -53,7 +53,7 @@ def test_demo_runs_the_loop(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["demo", "--data-dir", str(tmp_path / "demo")], env={"COLUMNS": "200"})
     assert result.exit_code == 0, (result.stdout, result.exception)
     out = result.stdout
-    assert "front-office@1" in out and "Where to look next" in out
+    assert "front-office-demo@1" in out and "Where to look next" in out
     for task in read_package(PACKAGE).tasks:
         missing = set(_needs(task.body["tags"])) - set(SURFACES)
         if missing:

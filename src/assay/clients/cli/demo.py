@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -16,12 +17,23 @@ def demo(
         Path | None,
         typer.Option("--data-dir", help="Keep the demo's data here (default: a new temporary folder)."),
     ] = None,
+    benchmark: Annotated[
+        str | None,
+        typer.Option(
+            "--benchmark",
+            help="Run a bundled benchmark (front-office) with its reference agent instead of the demo package.",
+        ),
+    ] = None,
 ) -> None:
-    """Run the bundled "front office" benchmark with a scripted agent and print the drill-down."""
+    """Run the bundled "front office" demo with a scripted agent and print the drill-down."""
+    from assay.clients.benchmarks import BUNDLED
     from assay.clients.demo import PACKAGE, run_demo
 
+    if benchmark is not None and benchmark not in BUNDLED:
+        print(f"error: no bundled benchmark {benchmark!r} (bundled: {', '.join(BUNDLED)})", file=sys.stderr)
+        raise typer.Exit(2)
     console = Console(highlight=False)
-    result = run_demo(console, data_dir)
+    result = run_demo(console, data_dir, benchmark)
     console.print()
     console.print(
         f"[bold]Done in {result.seconds:.1f} s.[/] Surfaces exercised: {', '.join(result.surfaces)}."
@@ -39,7 +51,8 @@ def demo(
         f"ASSAY_BASE_URL=http://127.0.0.1:8400 uv run assay runs show {result.benchmark_run_id}",
         soft_wrap=True,
     )
-    console.print(f"  • The benchmark as a package you can edit and `assay push`: {PACKAGE}", soft_wrap=True)
+    package = BUNDLED[benchmark] if benchmark else PACKAGE
+    console.print(f"  • The benchmark as a package you can edit and `assay push`: {package}", soft_wrap=True)
     console.print(
         "  • Write your own: docs/quickstart-api.md (curl), docs/sdk.md (Python, MCP), docs/benchmark-packages.md."
     )

@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from assay.clients.benchmarks import bundled_package
 from assay.clients.cli.config import ApiKeyOption, AsJson, BaseUrlOption, connect, print_json
 from assay.clients.packages import PackageError, read_package
 from assay.clients.packages.sync import find_benchmark, lint_draft
@@ -37,7 +38,10 @@ def _problem_line(problem: dict[str, Any]) -> str:
 
 def lint_command(
     benchmark: Annotated[
-        str, typer.Argument(help="A package folder (holds benchmark.yaml), or a slug, name or id.")
+        str,
+        typer.Argument(
+            help="A package folder (holds benchmark.yaml), a bundled package (front-office), or a slug, name or id."
+        ),
     ],
     offline: Annotated[
         bool, typer.Option("--offline", help="Only check the package folder locally; send nothing.")
@@ -50,9 +54,10 @@ def lint_command(
     idle agent passes and reference solutions that fail."""
     console = Console()
     package = None
-    if Path(benchmark, "benchmark.yaml").is_file():
+    folder = bundled_package(benchmark) or Path(benchmark)
+    if Path(folder, "benchmark.yaml").is_file():
         try:
-            package = read_package(benchmark)
+            package = read_package(folder)
             validate_package(package)
         except PackageError as exc:
             print(f"error: {exc}", file=sys.stderr)

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from assay.clients.benchmarks import bundled_package
 from assay.clients.cli.config import ApiKeyOption, AsJson, BaseUrlOption, connect, print_json
 from assay.clients.packages import PackageError, pull, push, read_package, write_package
 from assay.clients.packages.sync import find_benchmark, steps_of
@@ -24,7 +25,12 @@ def _refuse(exc: PackageError) -> typer.Exit:
 
 
 def push_command(
-    folder: Annotated[Path, typer.Argument(help="The package folder (holds benchmark.yaml).")],
+    folder: Annotated[
+        Path,
+        typer.Argument(
+            help="The package folder (holds benchmark.yaml), or a bundled package's name: front-office."
+        ),
+    ],
     publish: Annotated[bool, typer.Option("--publish", help="Publish a new version after pushing.")] = False,
     force: Annotated[
         bool, typer.Option("--force", help="Publish even if a task fails its self-test.")
@@ -35,7 +41,7 @@ def push_command(
 ) -> None:
     """Create or update a benchmark from a package folder; a second push changes nothing."""
     try:
-        package = read_package(folder)
+        package = read_package(bundled_package(folder) or folder)
     except PackageError as exc:
         raise _refuse(exc) from None
     err = Console(stderr=True)
@@ -118,9 +124,10 @@ def publish_command(
     """Freeze a benchmark's draft as the next immutable `slug@version`, once every task passes its
     self-test (an idle agent earns nothing, a reference solution passes) or with `--force`."""
     reference = benchmark
-    if Path(benchmark, "benchmark.yaml").is_file():
+    folder = bundled_package(benchmark) or Path(benchmark)
+    if Path(folder, "benchmark.yaml").is_file():
         try:
-            reference = read_package(benchmark).name
+            reference = read_package(folder).name
         except PackageError as exc:
             raise _refuse(exc) from None
     with connect(api_key, base_url) as client:

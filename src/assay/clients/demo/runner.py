@@ -1,10 +1,14 @@
-"""`assay demo`: the whole loop on the bundled "front office" benchmark, in one process.
+"""`assay demo`: the whole loop on the bundled "front office" demo package, in one process.
 
 1. Start the service (API + the surfaces' listeners, every port picked free) on a fresh data dir.
 2. Push the bundled package (`front_office/`) through the SDK, publish it, create a benchmark run.
 3. For each task: start it, let the scripted agent (`agent.py`) work through the real protocols,
    complete it.
 4. Print the drill-down (benchmark run → task runs → criterion runs) and where to look next.
+
+`assay demo --benchmark NAME` runs a bundled benchmark package instead (`front-office`), worked by
+its reference agent: each task's scripted `reference.actions`, sent over HTTP with the run token
+exactly as the self-test replays them.
 
 Tasks are tagged `surface:<name>`; a task whose surfaces this build does not have is left out (and
 said so), as are datasets of types no surface loads, so the demo runs on whatever is built.
@@ -18,7 +22,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -28,9 +32,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from assay.client import Assay, StartedTaskRun
+from assay.clients.benchmarks import BUNDLED
 from assay.clients.cli.runs import fetch_run, render_run
 from assay.clients.demo.agent import ACTIONS, AgentContext, RetryUnavailable
 from assay.clients.packages import Package, push, read_package
+from assay.clients.packages.folder import TaskSpec
 from assay.sandboxes.registry import DATASET_TYPES, SURFACES
 from assay.service.app import create_app
 from assay.service.server import NoDelayH11Protocol
@@ -104,8 +110,42 @@ def _for_this_build(package: Package) -> tuple[Package, dict[str, list[str]]]:
     return replace(package, tasks=tasks, datasets=loadable, environment=environment), skipped
 
 
+Agent = Callable[[str, str, AgentContext], None]
+"""(task name, task run id, context) → works the task."""
+
+
+def _scripted(name: str, _task_run_id: str, ctx: AgentContext) -> None:
+    ACTIONS[name](ctx)
+
+
+def _reference_agent(tasks: list[TaskSpec]) -> Agent:
+    """Replays each task's `reference.actions` against its task run, as the self-test does."""
+    by_name = {task.name: (task.body.get("reference") or {}).get("actions") or [] for task in tasks}
+
+    def act(name: str, task_run_id: str, ctx: AgentContext) -> None:
+        for action in by_name[name]:
+            headers = {"Content-Type": action["content_type"]} if action.get("content_type") else {}
+            content = action["body"].encode() if action.get("body") is not None else None
+            response = ctx.http.request(
+                action["method"],
+                f"/v1/task-runs/{task_run_id}/{action['path']}",
+                json=action.get("json"),
+                content=content,
+                headers=headers,
+            )
+            ctx.ok(response, f"{action['method']} {action['path'].split('?')[0]}")
+
+    return act
+
+
 def _work(
-    console: Console, client: Assay, base_url: str, run_token: str, task_run_id: str, name: str
+    console: Console,
+    client: Assay,
+    base_url: str,
+    run_token: str,
+    task_run_id: str,
+    name: str,
+    agent: Agent = _scripted,
 ) -> str | None:
     console.print(f"[bold]▸ {escape(name)}[/]")
     started: StartedTaskRun = client.task_runs.start(task_run_id, run_token=run_token)
@@ -114,7 +154,7 @@ def _work(
     with httpx.Client(base_url=base_url, headers=headers, timeout=30, transport=RetryUnavailable()) as http:
         context = AgentContext(http, started.endpoints, started.credentials, notes)
         try:
-            ACTIONS[name](context)
+            agent(name, task_run_id, context)
         except Exception as exc:  # the agent failing is part of the story, not the demo crashing
             notes.append(f"[red]the agent gave up: {escape(str(exc))}[/]")
     for note in notes:
@@ -125,13 +165,16 @@ def _work(
     return done.verdict
 
 
-def run_demo(console: Console, data_dir: Path | None = None) -> DemoResult:
+def run_demo(console: Console, data_dir: Path | None = None, benchmark: str | None = None) -> DemoResult:
+    """Run the demo package with the scripted agent, or the bundled `benchmark` with its reference agent."""
     began = time.monotonic()
     data_dir = data_dir or Path(tempfile.mkdtemp(prefix="assay-demo-"))
     api_key = "vk_demo_" + secrets.token_hex(12)
     settings = Settings(data_dir=data_dir, bootstrap_api_key=api_key, sftp_port=0, mllp_port=0)
-    package, skipped = _for_this_build(read_package(PACKAGE))
-    console.print(f"[bold]Assay demo[/]: the {escape(package.name)!r} benchmark, worked by a scripted agent.")
+    package, skipped = _for_this_build(read_package(BUNDLED[benchmark] if benchmark else PACKAGE))
+    agent = _reference_agent(package.tasks) if benchmark else _scripted
+    worker = "its reference agent" if benchmark else "a scripted agent"
+    console.print(f"[bold]Assay demo[/]: the {escape(package.name)!r} benchmark, worked by {worker}.")
     with _service(settings) as base_url, Assay(api_key=api_key, base_url=base_url) as client:
         console.print(f"  service on {base_url}  (data in {data_dir})", highlight=False)
         report = push(client, package)
@@ -146,7 +189,9 @@ def run_demo(console: Console, data_dir: Path | None = None) -> DemoResult:
         )
         console.print(f"  benchmark run {run.benchmark_run_id}\n", highlight=False)
         verdicts = {
-            task_run.name: _work(console, client, base_url, run.bearer_token, task_run.id, task_run.name)
+            task_run.name: _work(
+                console, client, base_url, run.bearer_token, task_run.id, task_run.name, agent
+            )
             for task_run in run.task_runs
         }
         console.print()
