@@ -33,7 +33,10 @@ def _has_exact(tiers: list[Tier] | None) -> list[Tier] | None:
 
 class VoiceTranscript(TaggedAssertion):
     assert_: Literal["voice-transcript"] = Field(alias="assert")
-    speaker: Literal["agent", "caller", "ivr", "any"] = "any"
+    speaker: Literal["agent", "caller", "ivr", "rep", "any"] = "any"
+    source: Literal["line", "reported", "any"] = "any"
+    """`line`: only turns the sandbox's phone line recorded (a call the agent really made);
+    `reported`: only turns posted to `voice/turns`; `any` (the default): every turn."""
     contains: list[Phrase] = Field(default_factory=list)
     """Phrases that must appear, each within one turn."""
     not_contains: list[Phrase] = Field(default_factory=list)

@@ -1,0 +1,298 @@
+"""The payer phone line end to end over HTTP: the agent dials the task run's number, walks the IVR
+by keys or by speech, is verified by the representative and asks what the X12 271 and the portal
+also answer; the sandbox writes both sides of the call to the transcript (`source: line`), the
+agent cannot forge the line's turns, and a call open at the end of the run is hung up."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from sqlalchemy import select
+
+from assay.sandboxes.voice.tables import VoiceCallRow
+from assay.store import utcnow
+from assay.store.models import TaskRun
+from tests.sandboxes.portal.world import PAYER, PORTAL, SUBMISSION, dataset
+from tests.sandboxes.x12.reading import every, read, transactions
+from tests.sandboxes.x12.requests import eligibility_270, interchange, subscriber_270
+from tests.service.builders import error, ok, unique
+from tests.service.conftest import Server
+
+Json = dict[str, Any]
+OPEN_MONDAY = "2026-05-04T15:00:00+00:00"
+"""A weekday afternoon inside the default business hours and the member's 2026 coverage."""
+ASKED_ON_THE_LINE = {
+    "assert": "voice-transcript", "speaker": "agent", "source": "line", "contains": ["what is the copay"],
+}  # fmt: skip
+
+
+def start_call_task(
+    server: Server, api: httpx.Client, line: Json | None = None, criteria: list[Json] | None = None
+) -> tuple[str, str, Json]:
+    voice: Json = {"line": {"clock_start": OPEN_MONDAY, **(line or {})}}
+    ids = [dataset(api, "x12", PAYER), dataset(api, "portal", PORTAL), dataset(api, "voice", voice)]
+    environment = ok(api.post("/environments", json={"name": unique("env"), "dataset_ids": ids}), 201)
+    benchmark = ok(
+        api.post("/benchmarks", json={"name": unique("call"), "environment_id": environment["id"]}), 201
+    )
+    task_id = ok(api.post("/tasks", json={"benchmark_id": benchmark["id"], "name": "call the payer"}), 201)[
+        "id"
+    ]
+    for i, assertion in enumerate(criteria or []):
+        ok(api.post("/criteria", json={"task_id": task_id, "label": f"c{i}", "assertion": assertion}), 201)
+    created = ok(api.post("/v1/benchmark-runs", json={"benchmark_id": benchmark["id"]}), 201)
+    token, task_run_id = created["bearer_token"], created["task_runs"][0]["id"]
+    with server.client(token) as agent:
+        started = ok(agent.post(f"/v1/task-runs/{task_run_id}/start"))
+    return task_run_id, token, started
+
+
+def words(answer: Json) -> str:
+    return " ".join(t["text"] for t in answer["said"] if t["kind"] == "speech")
+
+
+def dial(agent: httpx.Client, started: Json) -> tuple[str, Json]:
+    base = started["endpoints"]["voice"]
+    answer = ok(
+        agent.post(f"{base}/calls", json={"to": started["credentials"]["voice"]["phone_number"]}), 201
+    )
+    return f"{base}/calls/{answer['call_id']}", answer
+
+
+def through_the_ivr_by_keys(agent: httpx.Client, call: str) -> Json:
+    assert "10-digit National Provider Identifier" in words(
+        ok(agent.post(f"{call}/dtmf", json={"digits": "1"}))
+    )
+    assert "You entered 1 2 3 4 5 6 7 8 9 3" in words(
+        ok(agent.post(f"{call}/dtmf", json={"digits": "1234567893"}))
+    )
+    assert "member ID" in words(ok(agent.post(f"{call}/dtmf", json={"digits": "1"})))
+    ok(agent.post(f"{call}/say", json={"text": "M 1 0 0 1"}))
+    assert "date of birth" in words(ok(agent.post(f"{call}/dtmf", json={"digits": "1"})))
+    assert "1980-04-02" in words(ok(agent.post(f"{call}/dtmf", json={"digits": "04021980"})))
+    return ok(agent.post(f"{call}/dtmf", json={"digits": "1"}))
+
+
+def test_a_call_by_keys_is_verified_and_answered_as_the_271_and_the_portal_answer(
+    server: Server, api: httpx.Client
+) -> None:
+    task_run_id, token, started = start_call_task(server, api, criteria=[ASKED_ON_THE_LINE])
+    with server.client(token) as agent:
+        pa = ok(agent.post(f"/v1/task-runs/{task_run_id}/portal/prior_auth_requests", json=SUBMISSION), 201)
+        x12 = interchange("270", eligibility_270(subscriber_270("M1001", trace="T1", birth="19800402")))
+        reply = agent.post(
+            f"{started['endpoints']['x12']}/270", content=x12, headers={"Content-Type": "application/edi-x12"}
+        )
+        [eligibility] = transactions(reply.text)
+        call, first = dial(agent, started)
+        assert first["status"] == "active" and "press 1" in words(first)
+        picked_up = through_the_ivr_by_keys(agent, call)
+        kinds = [t["kind"] for t in picked_up["said"]]
+        assert "transfer" in kinds and "hold" in kinds
+        hold = next(t for t in picked_up["said"] if t["kind"] == "hold")
+        rep_hello = next(t for t in picked_up["said"] if t["speaker"] == "rep")
+        assert rep_hello["start_ms"] - hold["start_ms"] >= 45_000  # the hold is on the virtual clock
+        assert "may I have your name" in rep_hello["text"]
+        refused = ok(agent.post(f"{call}/say", json={"text": "What is the copay?"}))
+        assert [t["kind"] for t in refused["said"]] == ["refused", "speech"]
+        assert "$" not in words(refused)
+        verified = ok(agent.post(f"{call}/say", json={"text": "My name is Dr. Rivera."}))
+        assert "verified" in [t["kind"] for t in verified["said"]]
+        copay = words(ok(agent.post(f"{call}/say", json={"text": "Thanks. What is the copay?"})))
+        deductible = words(ok(agent.post(f"{call}/say", json={"text": "And the deductible?"})))
+        auth = words(
+            ok(
+                agent.post(
+                    f"{call}/say", json={"text": "What is the status of prior auth for procedure 70551?"}
+                )
+            )
+        )
+        goodbye = ok(
+            agent.post(f"{call}/say", json={"text": "Can I have a reference number? That's all, goodbye."})
+        )
+        assert goodbye["status"] == "ended"
+        reference = next(t["text"] for t in goodbye["said"] if t["kind"] == "reference")
+        assert reference in words(goodbye)
+        error(agent.post(f"{call}/say", json={"text": "hello?"}), 409, "CONFLICT")
+        transcript = ok(agent.get(f"{started['endpoints']['voice']}/turns"))["data"]
+        completed = ok(agent.post(f"/v1/task-runs/{task_run_id}/complete"))
+    # one payer, three channels: the line says what the 271 and the portal say
+    assert read(eligibility, "EB[B]07") == "25" and "$25.00" in copay
+    assert every(eligibility, "2110C/EB[C]07") == ["1500", "600"]
+    assert (
+        "$1,500.00" in deductible and "$900.00 has been met" in deductible and "$600.00 remains" in deductible
+    )
+    assert pa["status"] == "approved" and f"is approved, authorization number {pa['auth_number']}" in auth
+    assert {t["source"] for t in transcript} == {"line"} and {t["speaker"] for t in transcript} == {
+        "agent",
+        "ivr",
+        "rep",
+    }
+    assert all(t["call_id"] == call.rsplit("/", 1)[1] for t in transcript)
+    assert [t["text"] for t in transcript if t["kind"] == "dtmf"] == [
+        "1",
+        "1234567893",
+        "1",
+        "1",
+        "04021980",
+        "1",
+    ]
+    assert completed["verdict"] == "pass", completed
+    [phrase] = completed["checks"][0]["evidence"]["phraseResults"]
+    assert phrase["call_id"] == call.rsplit("/", 1)[1] and transcript[phrase["turn"]]["speaker"] == "agent"
+    events = ok(api.get(f"/task-runs/{task_run_id}/events", params={"limit": 100}))["data"]
+    assert (
+        sum(e["type"] == "voice_call" for e in events) == 1 + 7 + 6
+    )  # the refused say after the hang-up is no event
+
+
+def test_the_menu_by_speech_fuzzy_retries_and_a_bad_npi(server: Server, api: httpx.Client) -> None:
+    _, token, started = start_call_task(server, api)
+    with server.client(token) as agent:
+        call, _ = dial(agent, started)
+        assert "didn't get that" in words(ok(agent.post(f"{call}/say", json={"text": "pizza please"})))
+        assert "Provider Identifier" in words(
+            ok(agent.post(f"{call}/say", json={"text": "I'd like eligibilty"}))
+        )
+        bad = words(
+            ok(agent.post(f"{call}/say", json={"text": "one two three four five six seven eight nine zero"}))
+        )
+        assert "didn't get that" in bad  # 1234567890 fails the NPI check digit
+        good = words(
+            ok(agent.post(f"{call}/say", json={"text": "one two three four five six seven eight nine three"}))
+        )
+        assert "You entered 1 2 3 4 5 6 7 8 9 3" in good
+        assert "member ID" in words(ok(agent.post(f"{call}/say", json={"text": "yes"})))
+        error(agent.post(f"{call}/dtmf", json={"digits": "12a"}), 422, "VALIDATION_ERROR")
+        error(
+            agent.post(f"{started['endpoints']['voice']}/calls", json={"to": "+15550000000"}),
+            422,
+            "VALIDATION_ERROR",
+        )
+        error(
+            agent.post(f"{started['endpoints']['voice']}/calls/call_nope/say", json={"text": "hi"}),
+            404,
+            "NOT_FOUND",
+        )
+
+
+def test_the_representative_refuses_a_wrong_birth_date_and_menu_zero_goes_straight_to_it(
+    server: Server, api: httpx.Client
+) -> None:
+    _, token, started = start_call_task(server, api, {"rep": {"name": "Sam"}})
+    with server.client(token) as agent:
+        call, _ = dial(agent, started)
+        rep = words(ok(agent.post(f"{call}/dtmf", json={"digits": "0"})))
+        assert "this is Sam" in rep and "your NPI" in rep and "the member ID" in rep
+        wrong = ok(agent.post(f"{call}/say", json={
+            "text": "This is Dr. Rivera, NPI 1234567893, member M1001, date of birth 1980-04-03. Is the member eligible?"
+        }))  # fmt: skip
+        assert "don't match our records" in words(wrong) and "verified" not in [
+            t["kind"] for t in wrong["said"]
+        ]
+        right = words(
+            ok(
+                agent.post(
+                    f"{call}/say",
+                    json={"text": "Sorry, member M1001 born April 2, 1980. Is coverage active?"},
+                )
+            )
+        )
+        assert "coverage is active under plan Acme Gold PPO, effective 2026-01-01 through 2026-12-31" in right
+
+
+def test_the_agent_cannot_post_the_lines_turns_and_line_criteria_ignore_reported_ones(
+    server: Server, api: httpx.Client
+) -> None:
+    task_run_id, token, started = start_call_task(server, api, criteria=[ASKED_ON_THE_LINE])
+    turns = f"{started['endpoints']['voice']}/turns"
+    with server.client(token) as agent:
+        for speaker in ("ivr", "rep"):
+            details = error(
+                agent.post(turns, json={"speaker": speaker, "text": "You are verified."}),
+                422,
+                "VALIDATION_ERROR",
+            )
+            assert "phone line" in details["speaker"][0]
+        posted = ok(agent.post(turns, json={"speaker": "agent", "text": "What is the copay?"}), 201)
+        assert posted["seq"] == 1
+        assert ok(agent.get(turns))["data"][0]["source"] == "reported"
+        completed = ok(agent.post(f"/v1/task-runs/{task_run_id}/complete"))
+    assert completed["verdict"] == "fail" and completed["checks"][0]["score"] == 0
+
+
+def test_behaviours_mishear_and_hold_and_concurrent_runs_are_isolated(
+    server: Server, api: httpx.Client
+) -> None:
+    line = {"rep": {"behaviours": ["mishear_digit", "hold"], "hold_ms": 120000}}
+    _, token, started = start_call_task(server, api, line)
+    _, other_token, other = start_call_task(server, api)
+    with server.client(token) as agent, server.client(other_token) as stranger:
+        call, _ = dial(agent, started)
+        error(
+            stranger.post(
+                f"{other['endpoints']['voice']}/calls/{call.rsplit('/', 1)[1]}/say", json={"text": "hi"}
+            ),
+            404,
+            "NOT_FOUND",
+        )
+        ok(agent.post(f"{call}/dtmf", json={"digits": "0"}))
+        misheard = words(ok(agent.post(f"{call}/say", json={
+            "text": "This is Dr. Rivera, NPI 1234567893, member M1001, date of birth 04/02/1980."
+        })))  # fmt: skip
+        assert "member ID M 1 0 0 2. Is that right?" in misheard
+        corrected = ok(agent.post(f"{call}/say", json={"text": "No, it is M1001."}))
+        assert "verified" in [t["kind"] for t in corrected["said"]]
+        held = ok(agent.post(f"{call}/say", json={"text": "What is the copay?"}))
+        hold = next(t for t in held["said"] if t["kind"] == "hold")
+        answer = next(t for t in held["said"] if "$25.00" in t["text"])
+        assert answer["start_ms"] - hold["start_ms"] >= 120_000
+
+
+def test_a_call_open_at_the_deadline_is_hung_up(server: Server, api: httpx.Client) -> None:
+    task_run_id, token, started = start_call_task(server, api)
+    with server.client(token) as agent:
+        call, _ = dial(agent, started)
+        with server.database.transaction() as session:
+            session.get(TaskRun, task_run_id).deadline_at = utcnow() - timedelta(seconds=1)  # type: ignore[union-attr]
+        error(agent.post(f"{call}/say", json={"text": "hello"}), 409, "CONFLICT")
+        assert ok(api.get(f"/task-runs/{task_run_id}"))["status"] == "timed_out"
+    with server.database.transaction() as session:
+        row = session.execute(select(VoiceCallRow.status, VoiceCallRow.end_reason)).all()
+        mine = session.execute(
+            select(VoiceCallRow.status, VoiceCallRow.end_reason).where(
+                VoiceCallRow.id == call.rsplit("/", 1)[1]
+            )
+        ).one()
+    assert row and tuple(mine) == ("ended", "the task deadline passed")
+
+
+def test_an_idle_agent_earns_nothing_and_a_hung_up_call_ends_at_complete(
+    server: Server, api: httpx.Client
+) -> None:
+    idle_id, idle_token, _ = start_call_task(server, api, criteria=[ASKED_ON_THE_LINE])
+    with server.client(idle_token) as agent:
+        assert ok(agent.post(f"/v1/task-runs/{idle_id}/complete"))["verdict"] == "fail"
+    task_run_id, token, started = start_call_task(server, api, criteria=[ASKED_ON_THE_LINE])
+    with server.client(token) as agent:
+        call, _ = dial(agent, started)
+        ok(agent.post(f"{call}/dtmf", json={"digits": "0"}))
+        ok(agent.post(f"{call}/say", json={"text": "Hi, what is the copay?"}))
+        completed = ok(agent.post(f"/v1/task-runs/{task_run_id}/complete"))
+    assert completed["verdict"] == "pass"
+    state = api.get(f"/task-runs/{task_run_id}/state")
+    assert state.status_code == 200
+    assert re.search(rb'"kind": ?"hangup"', _turns_json(state.content))
+
+
+def _turns_json(archive: bytes) -> bytes:
+    import io
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        member = tar.extractfile("snapshot/voice/turns.json")
+        assert member is not None
+        return member.read()
