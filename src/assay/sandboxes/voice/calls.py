@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, insert, select, update
 
 from assay.sandboxes.payer import PayerDefinition, PayerDefinitionInvalid, parse_payer
 from assay.sandboxes.portal.store import head, rows_of
@@ -103,7 +103,7 @@ def place_call(
     state["answered_at"] = time.time()
     ended = state["phase"] == "ended"
     conn.execute(
-        VoiceCallRow.__table__.insert().values(
+        insert(VoiceCallRow).values(
             id=call_id, sandbox_id=sandbox_id, direction="outbound", number=number,
             status="ended" if ended else "active", end_reason=state.get("end_reason"), state=state,
             created_at=now, ended_at=now if ended else None,

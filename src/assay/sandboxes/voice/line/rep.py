@@ -376,7 +376,8 @@ def _prior_auth(turn: Turn, member: Member, text: str) -> str:
     number = _AUTH.search(upper)
     procedure = _PROCEDURE.search(upper.replace("AUTH", " "))
     for row in turn.facts.prior_auths:
-        patient = row.get("patient") if isinstance(row.get("patient"), dict) else {}
+        found = row.get("patient")
+        patient: dict[str, Any] = found if isinstance(found, dict) else {}
         if not identifiers_equal(str(patient.get("member_id") or ""), member.member_id):
             continue
         if number and not identifiers_equal(str(row.get("auth_number") or ""), number.group(0)):
