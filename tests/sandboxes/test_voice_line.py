@@ -5,6 +5,7 @@ agent cannot forge the line's turns, and a call open at the end of the run is hu
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 from typing import Any
@@ -18,7 +19,7 @@ from assay.store.models import TaskRun
 from tests.sandboxes.portal.world import PAYER, PORTAL, SUBMISSION, dataset
 from tests.sandboxes.x12.reading import every, read, transactions
 from tests.sandboxes.x12.requests import eligibility_270, interchange, subscriber_270
-from tests.service.builders import error, ok, unique
+from tests.service.builders import error, make_benchmark, ok, unique
 from tests.service.conftest import Server
 
 Json = dict[str, Any]
@@ -296,3 +297,75 @@ def _turns_json(archive: bytes) -> bytes:
         member = tar.extractfile("snapshot/voice/turns.json")
         assert member is not None
         return member.read()
+
+
+CALL_WENT_WELL = {
+    "assert": "voice-call",
+    "reached": "rep",
+    "verified_before_asking": True,
+    "dtmf_path": ["0"],
+    "reference_captured_in": [{"surface": "portal", "resource": "referrals"}],
+    "max_duration_ms": 600_000,
+    "max_first_word_ms": 60_000,
+    "max_latency_p50_ms": 60_000,
+    "max_talk_over": 0,
+}
+
+
+def test_voice_call_grades_verification_the_key_path_the_reference_number_and_talk_over(
+    server: Server, api: httpx.Client
+) -> None:
+    good_id, good_token, good = start_call_task(server, api, criteria=[CALL_WENT_WELL])
+    with server.client(good_token) as agent:
+        call, _ = dial(agent, good)
+        ok(agent.post(f"{call}/dtmf", json={"digits": "0"}))
+        ok(agent.post(f"{call}/say", json={
+            "text": "This is Dr. Rivera, NPI 1234567893, member M1001, date of birth 1980-04-02."
+        }))  # fmt: skip
+        ok(agent.post(f"{call}/say", json={"text": "Is the member's coverage active?"}))
+        ended = ok(
+            agent.post(f"{call}/say", json={"text": "What is the reference number? That's all, goodbye."})
+        )
+        number = next(t["text"] for t in ended["said"] if t["kind"] == "reference")
+        row = {"referral_id": "R9", "member_id": "M1001", "note": f"payer call ref {number}"}
+        ok(agent.post(f"/v1/task-runs/{good_id}/portal/referrals", json=row), 201)
+        passed = ok(agent.post(f"/v1/task-runs/{good_id}/complete"))
+    assert passed["verdict"] == "pass", passed["checks"][0]
+    evidence = passed["checks"][0]["evidence"]
+    assert evidence["call_id"] == call.rsplit("/", 1)[1]
+    [judged] = evidence["calls"]
+    assert judged["fields"]["reference_captured_in"]["actual"]["found_in"]["resource"] == "referrals"
+    assert judged["figures"]["reference_number"] == number and judged["figures"]["talk_over"] == 0
+
+    bad_id, bad_token, bad = start_call_task(server, api, criteria=[CALL_WENT_WELL])
+    with server.client(bad_token) as agent:
+        call, _ = dial(agent, bad)
+        ok(agent.post(f"{call}/dtmf", json={"digits": "1"}))
+        ok(agent.post(f"{call}/say", json={"text": "representative please"}))
+        ok(agent.post(f"{call}/say", json={"text": "operator", "barge_in": True}))
+        failed = ok(agent.post(f"/v1/task-runs/{bad_id}/complete"))
+    fields = failed["checks"][0]["evidence"]["calls"][0]["fields"]
+    assert failed["verdict"] != "pass" and failed["checks"][0]["score"] < 1
+    assert not fields["dtmf_path"]["passed"] and not fields["reference_captured_in"]["passed"]
+    assert not fields["max_talk_over"]["passed"] and fields["max_talk_over"]["actual"] == 1
+
+
+def test_voice_call_without_a_call_fails_and_a_criterion_must_ask_something(
+    server: Server, api: httpx.Client
+) -> None:
+    task_id = make_benchmark(api, [[]]).task_ids[0]
+    details = error(
+        api.post("/criteria", json={"task_id": task_id, "label": "c", "assertion": {"assert": "voice-call"}}),
+        422,
+        "VALIDATION_ERROR",
+    )
+    assert "at least one of" in json.dumps(details)
+    task_run_id, token, _ = start_call_task(
+        server, api, criteria=[{"assert": "voice-call", "reached": "ivr"}]
+    )
+    with server.client(token) as agent:
+        completed = ok(agent.post(f"/v1/task-runs/{task_run_id}/complete"))
+    assert (
+        completed["verdict"] == "fail"
+        and completed["checks"][0]["details"] == "No call was placed on the phone line"
+    )

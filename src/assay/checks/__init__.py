@@ -17,6 +17,7 @@ from assay.checks import (
     no_unexpected_changes,
     portal_state_match,
     sftp_file_present,
+    voice_call,
     voice_transcript,
     x12_response,
 )
@@ -36,6 +37,7 @@ CHECKS: dict[str, Check] = {
     "no-unexpected-changes": no_unexpected_changes.check,
     "portal-state-match": portal_state_match.check,
     "sftp-file-present": sftp_file_present.check,
+    "voice-call": voice_call.check,
     "voice-transcript": voice_transcript.check,
     "x12-response": x12_response.check,
 }

@@ -121,6 +121,7 @@ def act(
     call_id: str,
     action: str,
     value: str,
+    barge_in: bool = False,
 ) -> dict[str, Any]:
     """One agent action on a call; what the line said next."""
     conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
@@ -135,7 +136,9 @@ def act(
         raise Conflict(f"call {call_id} has ended ({row.state.get('end_reason') or 'hung up'})")
     state = dict(row.state)
     latency = int(max(0.0, time.time() - float(state.get("answered_at") or time.time())) * 1000)
-    said = step(_line_of(credentials), _facts(conn, playground_id), state, action, value, latency)
+    said = step(
+        _line_of(credentials), _facts(conn, playground_id), state, action, value, latency, barge_in=barge_in
+    )
     turns = _store(conn, sandbox_id, call_id, said)
     state["answered_at"] = time.time()
     ended = state["phase"] == "ended"

@@ -186,12 +186,16 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
             or any(c not in "0123456789*#" for c in value)
         ):  # fmt: skip
             raise Invalid({"digits": [f"must be 1-{MAX_DIGITS} of 0-9, * and #"]})
+        barge_in = body.get("barge_in", False)
+        if not isinstance(barge_in, bool):
+            raise Invalid({"barge_in": ["must be true or false"]})
 
         def work() -> dict[str, Any]:
             with handle.deployment.engine.begin() as conn:
                 return act(
                     conn, sandbox_id=handle.sandbox_id, playground_id=handle.playground_id,
                     credentials=handle.credentials, call_id=call_id, action=action, value=value,
+                    barge_in=barge_in,
                 )  # fmt: skip
 
         answer = await run_in_threadpool(work)
@@ -202,7 +206,8 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
     async def post_say(
         call_id: str, request: Request, handle: SandboxHandle = Depends(target)
     ) -> JSONResponse:
-        """Say `text` on the call; 200 with what the line said next (`said`)."""
+        """Say `text` on the call (`barge_in: true`: started while the line was still speaking);
+        200 with what the line said next (`said`)."""
         return await _act(request, handle, call_id, "say", "text")
 
     @router.post("/calls/{call_id}/dtmf", responses=json_answer(_CALL, "What the line said next"))

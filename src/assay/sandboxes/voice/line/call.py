@@ -90,7 +90,7 @@ class Turn:
         self.said.append(Said(speaker, text, kind, start, start + duration))
         self.state["clock_ms"] = start + duration
         if kind == "speech":
-            self.state["line_end_ms"] = start + duration
+            self.state["line_start_ms"], self.state["line_end_ms"] = start, start + duration
 
     def wait(self, ms: int) -> None:
         self.state["clock_ms"] = self.clock + ms
@@ -156,13 +156,29 @@ def _open(hours: Any, at: datetime) -> bool:
 
 
 def step(
-    line: Line, facts: Facts, state: dict[str, Any], action: str, value: str, latency_ms: int
+    line: Line,
+    facts: Facts,
+    state: dict[str, Any],
+    action: str,
+    value: str,
+    latency_ms: int,
+    *,
+    barge_in: bool = False,
 ) -> list[Said]:
     """Apply one agent action (`say` text, `dtmf` digits, `hangup`) to `state` (changed in place);
-    what was said, the agent's own turn first."""
+    what was said, the agent's own turn first.
+
+    `barge_in`: the agent started while the line's last words were still playing (a real-time
+    agent knows); its turn then starts `latency_ms` after those words began, and the line stops
+    there, as payer IVRs let callers barge in."""
     turn = Turn(state, line, facts)
-    start = int(state.get("line_end_ms", 0)) + max(0, latency_ms)
-    state["clock_ms"] = max(turn.clock, start)
+    latency = max(0, latency_ms)
+    start = int(state.get("line_end_ms", 0)) + latency
+    if barge_in:
+        start = min(start, int(state.get("line_start_ms", 0)) + latency)
+        state["clock_ms"] = start
+    else:
+        state["clock_ms"] = max(turn.clock, start)
     if action == "hangup":
         turn.said.append(Said("agent", "caller hung up", "hangup", turn.clock, turn.clock))
         state["phase"], state["end_reason"] = "ended", "agent hung up"
