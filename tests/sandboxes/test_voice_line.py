@@ -369,3 +369,74 @@ def test_voice_call_without_a_call_fails_and_a_criterion_must_ask_something(
         completed["verdict"] == "fail"
         and completed["checks"][0]["details"] == "No call was placed on the phone line"
     )
+
+
+def _frames(ws: Any, until: str = "line-done") -> list[Json]:
+    """Frames up to the line's `mark` named `until`, or its `stop`."""
+    frames: list[Json] = []
+    while True:
+        frame = json.loads(ws.recv(timeout=30))
+        frames.append(frame)
+        if frame["event"] == "stop" or (frame["event"] == "mark" and frame["mark"]["name"] == until):
+            return frames
+        if frame["event"] == "error" and until == "error":
+            return frames
+
+
+def _spoken(frames: list[Json]) -> str:
+    return " ".join(f["media"]["text"] for f in frames if f["event"] == "media")
+
+
+def test_the_stream_speaks_twilio_events_with_keys_in_band(server: Server, api: httpx.Client) -> None:
+    from websockets.sync.client import connect
+
+    task_run_id, token, started = start_call_task(server, api, criteria=[ASKED_ON_THE_LINE])
+    number = started["credentials"]["voice"]["phone_number"]
+    url = (
+        server.url.replace("http://", "ws://") + started["endpoints"]["voice"] + "/calls/stream?to=" + number
+    )
+    with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+        assert json.loads(ws.recv(timeout=30))["event"] == "connected"
+        start = json.loads(ws.recv(timeout=30))
+        assert start["event"] == "start" and start["start"]["callSid"].startswith("call_")
+        greeting = _frames(ws)
+        assert "press 1" in _spoken(greeting) and greeting[0]["media"]["track"] == "outbound"
+        ws.send(json.dumps({"event": "dtmf", "dtmf": {"digit": "0"}}))
+        picked_up = _frames(ws)
+        assert [f["mark"]["name"] for f in picked_up if f["event"] == "mark"] == [
+            "transfer",
+            "hold",
+            "line-done",
+        ]
+        assert "Thank you for calling Acme Health" in _spoken(picked_up)
+        ws.send("not json")
+        assert _frames(ws, "error")[-1]["error"]["code"] == "BAD_FRAME"
+        ws.send(json.dumps({"event": "media", "media": {"text": "What is the copay?"}}))
+        assert "refused" in [f["mark"]["name"] for f in _frames(ws) if f["event"] == "mark"]
+        ws.send(json.dumps({"event": "stop"}))
+        stop = _frames(ws)[-1]
+        assert stop["event"] == "stop" and stop["stop"]["reason"] == "agent hung up"
+    with server.client(token) as agent:
+        turns = ok(agent.get(f"{started['endpoints']['voice']}/turns"))["data"]
+        completed = ok(agent.post(f"/v1/task-runs/{task_run_id}/complete"))
+    assert [t["text"] for t in turns if t["kind"] == "dtmf"] == ["0"] and {t["source"] for t in turns} == {
+        "line"
+    }
+    assert completed["verdict"] == "pass"
+
+
+def test_the_stream_refuses_a_wrong_token_and_a_wrong_number(server: Server, api: httpx.Client) -> None:
+    from websockets.sync.client import connect
+
+    _, token, started = start_call_task(server, api)
+    base = (
+        server.url.replace("http://", "ws://")
+        + started["endpoints"]["voice"]
+        + "/calls/stream?to=+15550000000"
+    )
+    with connect(base, additional_headers={"Authorization": "Bearer nope"}) as ws:
+        assert json.loads(ws.recv(timeout=30))["event"] == "error"
+    with connect(base, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+        assert json.loads(ws.recv(timeout=30))["event"] == "connected"
+        refused = json.loads(ws.recv(timeout=30))
+        assert refused["event"] == "error" and "no line answers" in refused["error"]["message"]

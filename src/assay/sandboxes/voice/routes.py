@@ -23,6 +23,7 @@ from assay.sandboxes.openapi import json_answer, listed
 from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
 from assay.sandboxes.voice.calls import act, call_view, calls_of, place_call
 from assay.sandboxes.voice.store import LINE_SPEAKERS, append_turns, transcript, turn_problems
+from assay.sandboxes.voice.stream import add_stream_routes
 from assay.sandboxes.voice.tables import VoiceCallRow
 from assay.store import BadRequest, Invalid, NotFound
 from assay.store.json_values import storable_json_problem
@@ -242,6 +243,8 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
             if row is None:
                 raise NotFound.of("call", call_id)
             return JSONResponse({**call_view(row), "turns": transcript(conn, handle.sandbox_id, call_id)})
+
+    add_stream_routes(router, target)
 
     @router.get("/turns", responses=json_answer(listed(_TURN), "The transcript, oldest first"))
     def get_turns(handle: SandboxHandle = Depends(target)) -> JSONResponse:
