@@ -440,3 +440,37 @@ def test_the_stream_refuses_a_wrong_token_and_a_wrong_number(server: Server, api
         assert json.loads(ws.recv(timeout=30))["event"] == "connected"
         refused = json.loads(ws.recv(timeout=30))
         assert refused["event"] == "error" and "no line answers" in refused["error"]["message"]
+
+
+def test_self_test_an_idle_agent_earns_nothing_and_a_scripted_call_passes(api: httpx.Client) -> None:
+    ids = [dataset(api, "x12", PAYER), dataset(api, "voice", {"line": {"clock_start": OPEN_MONDAY}})]
+    say = "voice/calls/current/say"
+    actions = [
+        {"method": "POST", "path": "voice/calls", "json": {"to": "+1 (800) 555-0100"}},
+        {"method": "POST", "path": "voice/calls/current/dtmf", "json": {"digits": "0"}},
+        {"method": "POST", "path": say, "json": {"text": "This is Dr. Rivera, NPI 1234567893."}},
+        {
+            "method": "POST",
+            "path": say,
+            "json": {"text": "Member M1001, born April 2, 1980. What is the copay?"},
+        },
+        {"method": "POST", "path": say, "json": {"text": "Thanks, that's all. Goodbye."}},
+    ]
+    benchmark = ok(api.post("/benchmarks", json={"name": unique("call self-test")}), 201)
+    task = ok(api.post("/tasks", json={
+        "benchmark_id": benchmark["id"], "name": "ask the copay", "dataset_ids": ids,
+        "reference": {"actions": actions},
+    }), 201)  # fmt: skip
+    for label, assertion in {
+        "asked the copay on the line": ASKED_ON_THE_LINE,
+        "verified and reached the rep": {
+            "assert": "voice-call",
+            "reached": "rep",
+            "verified_before_asking": True,
+        },
+    }.items():
+        ok(api.post("/criteria", json={"task_id": task["id"], "label": label, "assertion": assertion}), 201)
+    report = ok(api.post(f"/tasks/{task['id']}/self-test"))
+    assert report["ok"] is True and report["problems"] == [], report["problems"]
+    assert report["idle"]["score"] == 0 and report["reference"]["score"] == 1
+    assert all(action["status"] < 400 for action in report["reference"]["actions"])

@@ -13,7 +13,6 @@ capture, so the hang-up is in the graded transcript; at teardown (a cancel, the 
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Mapping
 from datetime import datetime
@@ -32,16 +31,18 @@ from assay.sandboxes.x12.tables import X12Payer
 from assay.store import Conflict, Invalid, NotFound, new_id, utcnow
 from assay.store.models import Sandbox
 
-__all__ = ["LINE_KEY", "act", "call_view", "calls_of", "end_calls", "phone_number", "place_call"]
+__all__ = ["CURRENT", "LINE_KEY", "act", "call_view", "calls_of", "end_calls", "phone_number", "place_call"]
 
+CURRENT = "current"
+"""A call id that means the task run's latest call: a reference solution's actions are fixed
+paths (`voice/calls/current/say`), and the id of the call they placed is not known in advance."""
 LINE_KEY = "line"
 """Where the sandbox row's `credentials` keep the line definition its `voice` datasets gave."""
 
 
-def phone_number(task_run_id: str) -> str:
-    """The line's number for one task run (E.164, in the 555-01xx block kept for fiction)."""
-    digest = int(hashlib.sha256(task_run_id.encode()).hexdigest()[:8], 16)
-    return f"+1800555{digest % 10_000:04d}"
+def phone_number(credentials: Mapping[str, Any]) -> str:
+    """The number the task run's line answers at (the dataset's `line.number`, else the default)."""
+    return _line_of(credentials).number
 
 
 def _digits(number: str) -> str:
@@ -93,7 +94,7 @@ def place_call(
     """Dial the line: a new call and the line's first words."""
     if not isinstance(to, str) or not to.strip():
         raise Invalid({"to": ["the number to dial is required: credentials.voice.phone_number"]})
-    number = phone_number(task_run_id)
+    number = phone_number(credentials)
     if _digits(to) != _digits(number):
         raise Invalid({"to": [f"no line answers at {to!r}; this task run's line is {number}"]})
     call_id, now = new_id("call_"), utcnow()
@@ -125,13 +126,17 @@ def act(
 ) -> dict[str, Any]:
     """One agent action on a call; what the line said next."""
     conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
-    row = conn.execute(
-        select(VoiceCallRow.status, VoiceCallRow.state)
-        .where(VoiceCallRow.id == call_id, VoiceCallRow.sandbox_id == sandbox_id)
-        .with_for_update()
-    ).first()
+    statement = select(VoiceCallRow.id, VoiceCallRow.status, VoiceCallRow.state).where(
+        VoiceCallRow.sandbox_id == sandbox_id
+    )
+    if call_id == CURRENT:
+        statement = statement.order_by(VoiceCallRow.created_at.desc(), VoiceCallRow.id.desc()).limit(1)
+    else:
+        statement = statement.where(VoiceCallRow.id == call_id)
+    row = conn.execute(statement.with_for_update()).first()
     if row is None:
-        raise NotFound.of("call", call_id)
+        raise NotFound("no call has been placed" if call_id == CURRENT else f"call {call_id} not found")
+    call_id = row.id
     if row.status != "active":
         raise Conflict(f"call {call_id} has ended ({row.state.get('end_reason') or 'hung up'})")
     state = dict(row.state)

@@ -80,9 +80,6 @@ class VoiceSandbox(LogSurface):
             return errors
         return {**errors, **turn_problems(turns, "data.turns.")}
 
-    def provision(self, run: RunContext) -> dict[str, Any] | None:
-        return {"task_run_id": run.task_run_id, "phone_number": phone_number(run.task_run_id)}
-
     def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None:
         connection = run.session.connection()
         line = None
@@ -94,8 +91,7 @@ class VoiceSandbox(LogSurface):
             sandbox.credentials = {**(sandbox.credentials or {}), LINE_KEY: line}
 
     def credentials(self, sandbox: Sandbox, host: str, deployment: Deployment) -> dict[str, Any]:
-        saved = sandbox.credentials or {}
-        return {"voice": {"phone_number": saved.get("phone_number")}} if saved.get("phone_number") else {}
+        return {"voice": {"phone_number": phone_number(sandbox.credentials or {})}}
 
     def capture(
         self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment, read: Any = None

@@ -36,6 +36,10 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
+DEFAULT_NUMBER = "+18005550100"
+"""In the 555-01xx block kept for fiction."""
+
+
 class Option(_Model):
     dtmf: Annotated[str, Field(pattern=r"^[0-9*#]$")] | None = None
     """The key that picks it."""
@@ -128,6 +132,9 @@ class Rep(_Model):
 
 
 class Line(_Model):
+    number: Annotated[str, Field(pattern=r"^\+[1-9][0-9]{6,14}$")] = DEFAULT_NUMBER
+    """The line's phone number (E.164): what `credentials.voice.phone_number` gives and the agent
+    dials; fixed by the dataset, so task instructions and a reference solution can name it."""
     ivr: Ivr | None = None
     """None: the default payer IVR."""
     rep: Rep = Rep()
