@@ -474,3 +474,71 @@ def test_self_test_an_idle_agent_earns_nothing_and_a_scripted_call_passes(api: h
     assert report["ok"] is True and report["problems"] == [], report["problems"]
     assert report["idle"]["score"] == 0 and report["reference"]["score"] == 1
     assert all(action["status"] < 400 for action in report["reference"]["actions"])
+
+
+REFILL = {
+    "name": "Pat Kim",
+    "reason": "I need a refill authorization for my lisinopril.",
+    "known": {"member_id": "M1001", "birth_date": "April 2, 1980", "medication": "lisinopril 10 mg"},
+    "unknown": ["pharmacy fax"],
+}
+CONFIRMED = {"assert": "voice-call", "caller_outcome": "stop"}
+
+
+def _ringing(agent: httpx.Client, started: Json) -> str:
+    [call] = ok(agent.get(f"{started['endpoints']['voice']}/calls"))["data"]
+    assert (call["direction"], call["status"], call["number"]) == ("inbound", "ringing", "+15555550123")
+    return f"{started['endpoints']['voice']}/calls/{call['call_id']}"
+
+
+def test_an_inbound_caller_speaks_first_answers_what_it_knows_and_waits_for_the_confirmation(
+    server: Server, api: httpx.Client
+) -> None:
+    task_run_id, token, started = start_call_task(server, api, {"incoming": [REFILL]}, criteria=[CONFIRMED])
+    with server.client(token) as agent:
+        call = _ringing(agent, started)
+        error(agent.post(f"{call}/say", json={"text": "Hello?"}), 409, "CONFLICT")
+        first = ok(agent.post(f"{call}/answer"))
+        assert words(first) == "Hi, this is Pat Kim. I need a refill authorization for my lisinopril."
+        error(agent.post(f"{call}/answer"), 409, "CONFLICT")
+        known = words(
+            ok(agent.post(f"{call}/say", json={"text": "Sure. What is your member ID and date of birth?"}))
+        )
+        assert known == "My member id is M1001. My birth date is April 2, 1980."
+        unknown = words(ok(agent.post(f"{call}/say", json={"text": "Do you have the pharmacy fax?"})))
+        assert unknown == "I'm sorry, I don't know my pharmacy fax."
+        early = ok(agent.post(f"{call}/say", json={"text": "Okay, goodbye."}))
+        assert early["status"] == "active" and "is my request taken care of" in words(early)
+        done = ok(
+            agent.post(f"{call}/say", json={"text": "Your refill is approved and sent to the pharmacy."})
+        )
+        assert done["status"] == "ended" and [t["kind"] for t in done["said"]] == ["speech", "signal"]
+        completed = ok(agent.post(f"/v1/task-runs/{task_run_id}/complete"))
+    assert completed["verdict"] == "pass", completed["checks"]
+    assert completed["checks"][0]["evidence"]["calls"][0]["figures"]["caller_outcome"] == "stop"
+
+
+def test_an_unanswered_caller_is_missed_and_a_simulator_fault_is_an_error_not_a_failure(
+    server: Server, api: httpx.Client, monkeypatch: Any
+) -> None:
+    from assay.sandboxes.voice.line import caller
+
+    missed_id, missed_token, _ = start_call_task(server, api, {"incoming": [REFILL]}, criteria=[CONFIRMED])
+    with server.client(missed_token) as agent:
+        missed = ok(agent.post(f"/v1/task-runs/{missed_id}/complete"))
+    assert missed["verdict"] == "fail" and missed["checks"][0]["status"] == "ok"
+    assert missed["checks"][0]["evidence"]["calls"][0]["fields"]["caller_outcome"]["actual"] is None
+
+    def broken(turn: Any, text: str) -> None:
+        raise KeyError("persona")
+
+    monkeypatch.setattr(caller, "reply", broken)  # the server runs in this process
+    task_run_id, token, started = start_call_task(server, api, {"incoming": [REFILL]}, criteria=[CONFIRMED])
+    with server.client(token) as agent:
+        call = _ringing(agent, started)
+        ok(agent.post(f"{call}/answer"))
+        faulted = ok(agent.post(f"{call}/say", json={"text": "How can I help?"}))
+        assert faulted["status"] == "ended" and faulted["said"][-1]["kind"] == "fault"
+        completed = ok(agent.post(f"/v1/task-runs/{task_run_id}/complete"))
+    assert completed["checks"][0]["status"] == "error"
+    assert "simulated caller failed" in completed["checks"][0]["details"]

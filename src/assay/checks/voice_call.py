@@ -7,6 +7,8 @@ the one reported. The figures come from the recorded turns and their virtual-clo
 - `reached`: `rep` when a representative spoke, else `ivr`;
 - `verified`: a `verified` event; `verified_before_asking`: verified and no `refused` event;
 - `dtmf_path`: the agent's key entries, in order, begin with the listed ones;
+- `caller_outcome`: how the simulated caller of an inbound call ended it (its `signal` event);
+  a `fault` event (the simulator failed) makes the criterion `error`, not a failure;
 - `reference_captured_in`: the reference number the line gave (its `reference` event) appears in
   a portal row of the resource, a FHIR resource of the type, or an uploaded file;
 - latency: each agent turn that answers the line starts this long after the line's last words
@@ -42,6 +44,10 @@ def check(assertion: VoiceCall, state: SandboxState, context: CheckContext) -> C
             calls.setdefault(turn.call_id, []).append((index, turn))
     if not calls:
         return CriterionResult.failed("No call was placed on the phone line", {"calls": []})
+    for call_id, turns in calls.items():  # the simulator's failure is not the agent's
+        fault = next((turn for _, turn in turns if turn.kind == "fault"), None)
+        if fault is not None:
+            return CriterionResult.error(f"the simulated caller failed on call {call_id}: {fault.text}")
     judged = [_judge(assertion, state, call_id, turns) for call_id, turns in calls.items()]
     best = max(judged, key=lambda entry: entry["met"])
     wanted = best["asked"]
@@ -78,6 +84,7 @@ def call_figures(turns: Sequence[VoiceTurn]) -> dict[str, Any]:
         "refusals": sum(t.kind == "refused" for t in turns),
         "dtmf": [t.text for t in turns if t.speaker == "agent" and t.kind == "dtmf"],
         "reference_number": next((t.text for t in turns if t.kind == "reference"), None),
+        "caller_outcome": next((t.text for t in turns if t.kind == "signal"), None),
         "duration_ms": (max(ends) - min(starts)) if starts and ends else 0,
         "first_word_ms": latencies[0] if latencies else None,
         "latency_p50_ms": median_low(latencies) if latencies else None,
@@ -115,6 +122,10 @@ def _judge(
         number = figures["reference_number"]
         where = _captured(state, number, assertion.reference_captured_in) if number else None
         field("reference_captured_in", where is not None, {"reference_number": number, "found_in": where})
+    if assertion.caller_outcome is not None:
+        field(
+            "caller_outcome", figures["caller_outcome"] == assertion.caller_outcome, figures["caller_outcome"]
+        )
     for name, figure in (
         ("max_duration_ms", "duration_ms"),
         ("max_first_word_ms", "first_word_ms"),

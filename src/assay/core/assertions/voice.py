@@ -80,6 +80,8 @@ class VoiceCall(TaggedAssertion):
     """The agent's key presses on the call begin with these entries, in order."""
     reference_captured_in: list[ReferenceTarget] | None = None
     """The reference number the line gave appears in one of these places of the final state."""
+    caller_outcome: Literal["stop", "transfer", "out_of_scope", "gave_up"] | None = None
+    """An inbound call: how the simulated caller ended it (`stop`: the agent confirmed its request)."""
     max_duration_ms: Bound | None = None
     max_first_word_ms: Bound | None = None
     """The agent's first response after the line's first words stopped."""
@@ -101,6 +103,7 @@ CALL_FIELDS = (
     "verified_before_asking",
     "dtmf_path",
     "reference_captured_in",
+    "caller_outcome",
     "max_duration_ms",
     "max_first_word_ms",
     "max_latency_p50_ms",

@@ -22,7 +22,7 @@ from sqlalchemy import Connection, insert, select, update
 
 from assay.sandboxes.payer import PayerDefinition, PayerDefinitionInvalid, parse_payer
 from assay.sandboxes.portal.store import head, rows_of
-from assay.sandboxes.voice.line.call import Facts, Said, begin, step
+from assay.sandboxes.voice.line.call import Facts, Said, begin, ringing, step
 from assay.sandboxes.voice.line.config import Line, parse_line
 from assay.sandboxes.voice.store import append_turns
 from assay.sandboxes.voice.tables import VoiceCallRow
@@ -31,7 +31,17 @@ from assay.sandboxes.x12.tables import X12Payer
 from assay.store import Conflict, Invalid, NotFound, new_id, utcnow
 from assay.store.models import Sandbox
 
-__all__ = ["CURRENT", "LINE_KEY", "act", "call_view", "calls_of", "end_calls", "phone_number", "place_call"]
+__all__ = [
+    "CURRENT",
+    "LINE_KEY",
+    "act",
+    "call_view",
+    "calls_of",
+    "end_calls",
+    "phone_number",
+    "place_call",
+    "ring",
+]
 
 CURRENT = "current"
 """A call id that means the task run's latest call: a reference solution's actions are fixed
@@ -137,8 +147,12 @@ def act(
     if row is None:
         raise NotFound("no call has been placed" if call_id == CURRENT else f"call {call_id} not found")
     call_id = row.id
-    if row.status != "active":
-        raise Conflict(f"call {call_id} has ended ({row.state.get('end_reason') or 'hung up'})")
+    if action == "answer" and row.status != "ringing":
+        raise Conflict(f"call {row.id} is not ringing ({row.status})")
+    if action != "answer" and row.status == "ringing":
+        raise Conflict(f"call {row.id} is ringing: answer it first (POST voice/calls/{row.id}/answer)")
+    if row.status == "ended":
+        raise Conflict(f"call {row.id} has ended ({row.state.get('end_reason') or 'hung up'})")
     state = dict(row.state)
     latency = int(max(0.0, time.time() - float(state.get("answered_at") or time.time())) * 1000)
     said = step(
@@ -173,6 +187,20 @@ def _answer(
     }
 
 
+def ring(conn: Connection, sandbox_id: str, line: Line) -> None:
+    """One ringing inbound call per persona of `line.incoming` (at `start`)."""
+    now = utcnow()
+    for persona in line.incoming:
+        call_id = new_id("call_")
+        conn.execute(
+            insert(VoiceCallRow).values(
+                id=call_id, sandbox_id=sandbox_id, direction="inbound", number=persona.number, status="ringing",
+                end_reason=None, state=ringing(persona.model_dump(), call_id, line.clock_start or now),
+                created_at=now, ended_at=None,
+            )
+        )  # fmt: skip
+
+
 def calls_of(conn: Connection, sandbox_id: str) -> list[dict[str, Any]]:
     rows = conn.execute(
         select(VoiceCallRow).where(VoiceCallRow.sandbox_id == sandbox_id).order_by(VoiceCallRow.id)
@@ -200,15 +228,17 @@ def end_calls(conn: Connection, sandbox_ids: list[str], reason: str) -> int:
         return 0
     rows = conn.execute(
         select(VoiceCallRow.id, VoiceCallRow.sandbox_id, VoiceCallRow.state).where(
-            VoiceCallRow.sandbox_id.in_(sandbox_ids), VoiceCallRow.status == "active"
+            VoiceCallRow.sandbox_id.in_(sandbox_ids), VoiceCallRow.status.in_(("active", "ringing"))
         )
     ).all()
     now = utcnow()
     for row in rows:
         state = dict(row.state)
         at = int(state.get("clock_ms", 0))
-        speaker = "rep" if state.get("phase") == "rep" else "ivr"
-        _store(conn, row.sandbox_id, row.id, [Said(speaker, reason, "hangup", at, at)])
+        phase = state.get("phase")
+        speaker = {"rep": "rep", "caller": "caller", "ringing": "caller"}.get(str(phase), "ivr")
+        said = reason if phase != "ringing" else f"missed: {reason}"
+        _store(conn, row.sandbox_id, row.id, [Said(speaker, said, "hangup", at, at)])
         state.update(phase="ended", end_reason=reason)
         conn.execute(
             update(VoiceCallRow)

@@ -89,7 +89,7 @@ _CALL = {
     "required": ["call_id", "status"],
     "properties": {
         "call_id": {"type": "string"},
-        "status": {"type": "string", "enum": ["active", "ended"]},
+        "status": {"type": "string", "enum": ["ringing", "active", "ended"]},
         "said": listed(_TURN),
         "clock_ms": {"type": "integer"},
         "end_reason": {"type": "string"},
@@ -178,7 +178,7 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
     async def _act(
         request: Request, handle: SandboxHandle, call_id: str, action: str, key: str
     ) -> JSONResponse:
-        body = _body(await request.body(), key) if action != "hangup" else {}
+        body = _body(await request.body(), key) if key else {}
         value = body.get(key, "") if key else ""
         if action == "say" and (not isinstance(value, str) or not value.strip() or len(value) > MAX_SAY):
             raise Invalid({"text": [f"must be a non-empty string of at most {MAX_SAY} characters"]})
@@ -217,6 +217,13 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
     ) -> JSONResponse:
         """Press keys (`digits`: 0-9, *, #); 200 with what the line said next."""
         return await _act(request, handle, call_id, "dtmf", "digits")
+
+    @router.post("/calls/{call_id}/answer", responses=json_answer(_CALL, "The caller's first words"))
+    async def post_answer(
+        call_id: str, request: Request, handle: SandboxHandle = Depends(target)
+    ) -> JSONResponse:
+        """Answer a ringing inbound call; 200 with the caller's first words (the caller speaks first)."""
+        return await _act(request, handle, call_id, "answer", "")
 
     @router.post("/calls/{call_id}/hangup", responses=json_answer(_CALL, "The ended call"))
     async def post_hangup(

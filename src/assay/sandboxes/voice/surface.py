@@ -26,8 +26,8 @@ from assay.sandboxes.surface import (
     StateView,
     SurfaceTarget,
 )
-from assay.sandboxes.voice.calls import LINE_KEY, end_calls, phone_number
-from assay.sandboxes.voice.line.config import line_problems
+from assay.sandboxes.voice.calls import LINE_KEY, end_calls, phone_number, ring
+from assay.sandboxes.voice.line.config import line_problems, parse_line
 from assay.sandboxes.voice.routes import voice_router
 from assay.sandboxes.voice.store import append_turns, last_turn, turn_problems, turns_until
 from assay.sandboxes.voice.tables import VoiceCallRow
@@ -36,6 +36,9 @@ from assay.store import utcnow
 from assay.store.models import Playground, Sandbox, TaskRun
 
 __all__ = ["VoiceSandbox", "VoiceView"]
+
+
+_OPEN = ("active", "ringing")
 
 
 class VoiceView(StateView):
@@ -89,6 +92,7 @@ class VoiceSandbox(LogSurface):
             line = data.get("line", line)  # the task's dataset (last) wins over the environment's
         if line is not None:
             sandbox.credentials = {**(sandbox.credentials or {}), LINE_KEY: line}
+            ring(connection, sandbox.id, parse_line(line))
 
     def credentials(self, sandbox: Sandbox, host: str, deployment: Deployment) -> dict[str, Any]:
         return {"voice": {"phone_number": phone_number(sandbox.credentials or {})}}
@@ -99,7 +103,7 @@ class VoiceSandbox(LogSurface):
         """Calls still open are hung up first, so the graded transcript ends with the hang-up."""
         active = session.execute(
             select(VoiceCallRow.id).where(
-                VoiceCallRow.sandbox_id == sandbox_id, VoiceCallRow.status == "active"
+                VoiceCallRow.sandbox_id == sandbox_id, VoiceCallRow.status.in_(_OPEN)
             )
         ).first()
         if active is not None:
@@ -114,7 +118,7 @@ class VoiceSandbox(LogSurface):
                 session.execute(
                     select(VoiceCallRow.sandbox_id)
                     .join(Sandbox, Sandbox.id == VoiceCallRow.sandbox_id)
-                    .where(Sandbox.playground_id == playground_id, VoiceCallRow.status == "active")
+                    .where(Sandbox.playground_id == playground_id, VoiceCallRow.status.in_(_OPEN))
                 ).scalars()
             )
         )

@@ -20,7 +20,7 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from assay.sandboxes.payer import PayerDefinition
-from assay.sandboxes.voice.line import rep
+from assay.sandboxes.voice.line import caller, rep
 from assay.sandboxes.voice.line.config import Ivr, Line, Node
 from assay.sandboxes.voice.line.spoken import (
     as_digits,
@@ -32,7 +32,17 @@ from assay.sandboxes.voice.line.spoken import (
     spell_digits,
 )
 
-__all__ = ["LINE_GAP_MS", "MS_PER_WORD", "Facts", "Said", "Turn", "begin", "reference_number", "step"]
+__all__ = [
+    "LINE_GAP_MS",
+    "MS_PER_WORD",
+    "Facts",
+    "Said",
+    "Turn",
+    "begin",
+    "reference_number",
+    "ringing",
+    "step",
+]
 
 MS_PER_WORD = 350
 """About 170 words a minute, a recorded prompt's pace."""
@@ -150,6 +160,18 @@ def begin(line: Line, facts: Facts, call_id: str, started_at: datetime) -> tuple
     return state, turn.said
 
 
+def ringing(persona: dict[str, Any], call_id: str, started_at: datetime) -> dict[str, Any]:
+    """The state of an inbound call that rings until the agent answers it."""
+    return {
+        "call_id": call_id,
+        "phase": "ringing",
+        "clock_ms": 0,
+        "line_end_ms": 0,
+        "started_at": started_at.isoformat(),
+        "persona": persona,
+    }
+
+
 def _open(hours: Any, at: datetime) -> bool:
     local = at + timedelta(minutes=hours.utc_offset_minutes)
     return local.weekday() in hours.days and hours.open <= local.time().replace(tzinfo=None) < hours.close
@@ -172,6 +194,9 @@ def step(
     agent knows); its turn then starts `latency_ms` after those words began, and the line stops
     there, as payer IVRs let callers barge in."""
     turn = Turn(state, line, facts)
+    if action == "answer":
+        _simulated(turn, caller.answer_call)
+        return turn.said
     latency = max(0, latency_ms)
     start = int(state.get("line_end_ms", 0)) + latency
     if barge_in:
@@ -189,7 +214,7 @@ def step(
         turn.wait(duration + LINE_GAP_MS)
         if state["phase"] == "ivr":
             _keys(turn, value)
-        else:
+        elif state["phase"] == "rep":
             rep.respond(turn, "", keyed=value)
         return turn.said
     duration = MS_PER_WORD * max(1, len(value.split()))
@@ -197,9 +222,21 @@ def step(
     turn.wait(duration + LINE_GAP_MS)
     if state["phase"] == "ivr":
         _spoken(turn, value)
+    elif state["phase"] == "caller":
+        _simulated(turn, lambda t: caller.reply(t, value))
     else:
         rep.respond(turn, value)
     return turn.said
+
+
+def _simulated(turn: Turn, act: Any) -> None:
+    """Run the simulated caller; its own failure ends the call as a `fault`, never the agent's."""
+    try:
+        act(turn)
+    except Exception as exc:
+        turn.speak("caller", f"simulator fault: {type(exc).__name__}: {exc}"[:500], "fault")
+        turn.state["phase"] = "ended"
+        turn.state["end_reason"] = "simulator fault"
 
 
 # --- the IVR -------------------------------------------------------------------------------

@@ -131,6 +131,23 @@ class Rep(_Model):
     """`[{npi, name}]`: when given, the caller's NPI must be one of them, with that name."""
 
 
+class Persona(_Model):
+    """A simulated caller of an inbound call (`line/caller.py` holds its rules)."""
+
+    name: Annotated[str, Field(min_length=1)]
+    reason: Annotated[str, Field(min_length=1)]
+    """Why it calls: its first words after its name."""
+    known: dict[str, str] = {}
+    """What it can tell the agent, by item (`member_id`, `birth_date`, `name`, `phone`, any other)."""
+    unknown: list[str] = []
+    """Items it does not know."""
+    confirm_words: list[Annotated[str, Field(min_length=1)]] = []
+    """Words by which the agent confirms the change (default: approved, done, sent, scheduled, …)."""
+    max_turns: Annotated[int, Field(ge=1, le=100)] = 12
+    number: Annotated[str, Field(pattern=r"^\+[1-9][0-9]{6,14}$")] = "+15555550123"
+    """The caller's number, shown with the ringing call."""
+
+
 class Line(_Model):
     number: Annotated[str, Field(pattern=r"^\+[1-9][0-9]{6,14}$")] = DEFAULT_NUMBER
     """The line's phone number (E.164): what `credentials.voice.phone_number` gives and the agent
@@ -138,6 +155,8 @@ class Line(_Model):
     ivr: Ivr | None = None
     """None: the default payer IVR."""
     rep: Rep = Rep()
+    incoming: list[Persona] = []
+    """Callers that ring the agent when the task run starts, one inbound call each."""
     clock_start: datetime | None = None
     """The wall time a call starts at on the virtual clock (business hours, "today" for coverage);
     None: the real time the call is placed."""
