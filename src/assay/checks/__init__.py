@@ -22,11 +22,19 @@ from assay.checks import (
     x12_response,
 )
 from assay.checks._context import CheckContext
-from assay.checks._semantic import load_semantic_model, semantic_unavailable
+from assay.checks._semantic import load_semantic_model, semantic_unavailable, use_model
 from assay.core.results import CriterionResult
 from assay.core.state import SandboxState
 
-__all__ = ["CHECKS", "PREPARE", "Check", "CheckContext", "load_semantic_model", "semantic_unavailable"]
+__all__ = [
+    "CHECKS",
+    "PREPARE",
+    "Check",
+    "CheckContext",
+    "load_semantic_model",
+    "semantic_unavailable",
+    "use_model",
+]
 
 Check = Callable[[Any, SandboxState, CheckContext], CriterionResult]
 
