@@ -107,7 +107,8 @@ def test_a_call_by_keys_is_verified_and_answered_as_the_271_and_the_portal_answe
         auth = words(
             ok(
                 agent.post(
-                    f"{call}/say", json={"text": "What is the status of prior auth for procedure 70551?"}
+                    f"{call}/say",
+                    json={"text": "What is the status of the prior authorization for procedure 70551?"},
                 )
             )
         )

@@ -47,7 +47,8 @@ _NAME = re.compile(
     r"(?=\s+(?:from|with|at|calling|and|my|the|npi)\b|[,.;]|$)",
     re.IGNORECASE,
 )
-_AUTH = re.compile(r"\bAUTH[0-9A-Z]{4,}\b")
+_AUTH = re.compile(r"\bAUTH(?=[A-Z]*[0-9])[0-9A-Z]{4,}\b")
+"""An auth number (`AUTH` and letters with at least one digit), not the word AUTHORIZATION."""
 _PROCEDURE = re.compile(r"\b(?:[0-9]{5}|[A-Z][0-9]{4})\b")
 _STATUS = {
     "A0": "acknowledged and forwarded", "A1": "received and acknowledged", "A2": "accepted into adjudication",
