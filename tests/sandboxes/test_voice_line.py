@@ -11,6 +11,8 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
 from assay.sandboxes.voice.tables import VoiceCallRow
@@ -543,3 +545,58 @@ def test_an_unanswered_caller_is_missed_and_a_simulator_fault_is_an_error_not_a_
         completed = ok(agent.post(f"/v1/task-runs/{task_run_id}/complete"))
     assert completed["checks"][0]["status"] == "error"
     assert "simulated caller failed" in completed["checks"][0]["details"]
+
+
+def _persona_model() -> tuple[Any, list[Json]]:
+    """An OpenAI-compatible stub: the representative gets "Sure." before its words, except a copay,
+    which it misquotes (the guard must throw that away); the caller's persona is down (HTTP 503)."""
+    app, asked = FastAPI(), []
+
+    @app.post("/v1/chat/completions")
+    async def complete(request: Request) -> JSONResponse:
+        body = await request.json()
+        system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+        asked.append(body)
+        if "patient calling" in system:
+            return JSONResponse({"error": "down"}, status_code=503)
+        words = "The copay is $99.00." if "copay" in user else f"Sure. {user}"
+        return JSONResponse(
+            {"model": "stub", "choices": [{"message": {"role": "assistant", "content": words}}]}
+        )
+
+    return app, asked
+
+
+def test_the_llm_persona_rewords_within_the_facts_is_recorded_and_its_failure_is_an_error(
+    server: Server, api: httpx.Client
+) -> None:
+    from assay.judge import JudgeSettings
+    from tests.sandboxes.conftest import serve
+    from tests.service.conftest import serving
+
+    app, asked = _persona_model()
+    for stub in serve(app):
+        with serving(server, sim=JudgeSettings(url=f"{stub}/v1", model="stub", timeout=10)) as voiced:
+            line = {"rep": {"llm": True}, "incoming": [{**REFILL, "llm": True}]}
+            task_run_id, token, started = start_call_task(voiced, api, line, criteria=[CONFIRMED])
+            with voiced.client(token) as agent:
+                call, _ = dial(agent, started)
+                hello = words(ok(agent.post(f"{call}/dtmf", json={"digits": "0"})))
+                assert "line. Sure. Thank you for calling Acme Health" in hello  # the IVR is not reworded
+                ok(agent.post(f"{call}/say", json={
+                    "text": "This is Dr. Rivera, NPI 1234567893, member M1001, born 1980-04-02."
+                }))  # fmt: skip
+                copay = words(ok(agent.post(f"{call}/say", json={"text": "What is the copay?"})))
+                assert "$25.00" in copay and "$99.00" not in copay  # the misquote was thrown away
+                inbound = next(
+                    c
+                    for c in ok(agent.get(f"{started['endpoints']['voice']}/calls"))["data"]
+                    if c["direction"] == "inbound"
+                )
+                faulted = ok(agent.post(f"{started['endpoints']['voice']}/calls/{inbound['call_id']}/answer"))
+                assert faulted["status"] == "ended" and faulted["said"][-1]["kind"] == "fault"
+                completed = ok(agent.post(f"/v1/task-runs/{task_run_id}/complete"))
+            assert completed["checks"][0]["status"] == "error"
+            transcript_asks = len(asked)
+            rescored = ok(api.post(f"/task-runs/{task_run_id}/rescore"))
+            assert rescored["checks"][0]["status"] == "error" and len(asked) == transcript_asks

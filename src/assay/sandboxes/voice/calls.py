@@ -14,7 +14,7 @@ capture, so the hang-up is in the graded transcript; at teardown (a cancel, the 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -47,6 +47,7 @@ CURRENT = "current"
 """A call id that means the task run's latest call: a reference solution's actions are fixed
 paths (`voice/calls/current/say`), and the id of the call they placed is not known in advance."""
 LINE_KEY = "line"
+Restyle = Callable[[str, str], str]
 """Where the sandbox row's `credentials` keep the line definition its `voice` datasets gave."""
 
 
@@ -64,7 +65,7 @@ def _line_of(credentials: Mapping[str, Any]) -> Line:
     return parse_line(credentials.get(LINE_KEY))
 
 
-def _facts(conn: Connection, playground_id: str) -> Facts:
+def _facts(conn: Connection, playground_id: str, restyle: Restyle | None = None) -> Facts:
     raw = conn.execute(
         select(X12Payer.definition)
         .join(Sandbox, Sandbox.id == X12Payer.sandbox_id)
@@ -83,7 +84,7 @@ def _facts(conn: Connection, playground_id: str) -> Facts:
     if store is not None:
         for slug in store.keys:
             auths += [row.row for row in rows_of(conn, playground_id, slug, "prior_auth_requests")]
-    return Facts(payer, auths)
+    return Facts(payer, auths, restyle)
 
 
 def _store(conn: Connection, sandbox_id: str, call_id: str, said: list[Said]) -> list[dict[str, Any]]:
@@ -100,6 +101,7 @@ def place_call(
     task_run_id: str,
     credentials: Mapping[str, Any],
     to: Any,
+    restyle: Restyle | None = None,
 ) -> dict[str, Any]:
     """Dial the line: a new call and the line's first words."""
     if not isinstance(to, str) or not to.strip():
@@ -109,7 +111,7 @@ def place_call(
         raise Invalid({"to": [f"no line answers at {to!r}; this task run's line is {number}"]})
     call_id, now = new_id("call_"), utcnow()
     conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
-    state, said = begin(_line_of(credentials), _facts(conn, playground_id), call_id, now)
+    state, said = begin(_line_of(credentials), _facts(conn, playground_id, restyle), call_id, now)
     turns = _store(conn, sandbox_id, call_id, said)
     state["answered_at"] = time.time()
     ended = state["phase"] == "ended"
@@ -133,6 +135,7 @@ def act(
     action: str,
     value: str,
     barge_in: bool = False,
+    restyle: Restyle | None = None,
 ) -> dict[str, Any]:
     """One agent action on a call; what the line said next."""
     conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
@@ -156,7 +159,13 @@ def act(
     state = dict(row.state)
     latency = int(max(0.0, time.time() - float(state.get("answered_at") or time.time())) * 1000)
     said = step(
-        _line_of(credentials), _facts(conn, playground_id), state, action, value, latency, barge_in=barge_in
+        _line_of(credentials),
+        _facts(conn, playground_id, restyle),
+        state,
+        action,
+        value,
+        latency,
+        barge_in=barge_in,
     )
     turns = _store(conn, sandbox_id, call_id, said)
     state["answered_at"] = time.time()

@@ -22,6 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from assay.sandboxes.openapi import json_answer, listed
 from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
 from assay.sandboxes.voice.calls import act, call_view, calls_of, place_call
+from assay.sandboxes.voice.sim import restyler
 from assay.sandboxes.voice.store import LINE_SPEAKERS, append_turns, transcript, turn_problems
 from assay.sandboxes.voice.stream import add_stream_routes
 from assay.sandboxes.voice.tables import VoiceCallRow
@@ -169,6 +170,7 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
                 return place_call(
                     conn, sandbox_id=handle.sandbox_id, playground_id=handle.playground_id,
                     task_run_id=handle.task_run_id, credentials=handle.credentials, to=body.get("to"),
+                    restyle=restyler(handle.deployment),
                 )  # fmt: skip
 
         answer = await run_in_threadpool(work)
@@ -196,7 +198,7 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
                 return act(
                     conn, sandbox_id=handle.sandbox_id, playground_id=handle.playground_id,
                     credentials=handle.credentials, call_id=call_id, action=action, value=value,
-                    barge_in=barge_in,
+                    barge_in=barge_in, restyle=restyler(handle.deployment),
                 )  # fmt: skip
 
         answer = await run_in_threadpool(work)

@@ -35,6 +35,7 @@ from starlette.concurrency import run_in_threadpool
 
 from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
 from assay.sandboxes.voice.calls import act, place_call
+from assay.sandboxes.voice.sim import restyler
 from assay.store import DomainError
 
 __all__ = ["add_stream_routes"]
@@ -75,6 +76,7 @@ async def _serve(websocket: WebSocket, resolve: Any, call_id: str | None) -> Non
             answer = await stream.run("dial", lambda conn: place_call(
                 conn, sandbox_id=handle.sandbox_id, playground_id=handle.playground_id,
                 task_run_id=handle.task_run_id, credentials=handle.credentials, to=to,
+                restyle=restyler(handle.deployment),
             ), {"to": to})  # fmt: skip
             if answer is None:
                 await websocket.close(code=1008, reason="the call could not be placed")
@@ -190,6 +192,7 @@ def _acting(handle: SandboxHandle, call_id: str, action: str, value: str, barge_
         return act(
             conn, sandbox_id=handle.sandbox_id, playground_id=handle.playground_id,
             credentials=handle.credentials, call_id=call_id, action=action, value=value, barge_in=barge_in,
+            restyle=restyler(handle.deployment),
         )  # fmt: skip
 
     return work

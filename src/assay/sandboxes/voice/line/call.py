@@ -12,7 +12,8 @@ by their length, with the recorded messages placed inside it — nothing sleeps.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -61,6 +62,8 @@ class Facts:
 
     payer: PayerDefinition
     prior_auths: Sequence[dict[str, Any]] = ()
+    restyle: Callable[[str, str], str] | None = None
+    """The persona model's rewording, (role, words) → words, when the deployment has one."""
 
 
 @dataclass(slots=True)
@@ -95,6 +98,8 @@ class Turn:
         return int(self.state["clock_ms"])
 
     def speak(self, speaker: str, text: str, kind: str = "speech") -> None:
+        if kind == "speech" and self.facts.restyle is not None:
+            text = self._voiced(speaker, text)
         start = self.clock
         duration = MS_PER_WORD * max(1, len(text.split())) if kind == "speech" else 0
         self.said.append(Said(speaker, text, kind, start, start + duration))
@@ -104,6 +109,20 @@ class Turn:
 
     def wait(self, ms: int) -> None:
         self.state["clock_ms"] = self.clock + ms
+
+    def _voiced(self, speaker: str, text: str) -> str:
+        """The persona model's words when the line asks for them and they keep every fact."""
+        assert self.facts.restyle is not None
+        if speaker == "rep" and self.line.rep.llm:
+            try:
+                worded = self.facts.restyle("rep", text)
+            except Exception:
+                return text
+            return worded if same_facts(text, worded) else text
+        if speaker == "caller" and (self.state.get("persona") or {}).get("llm"):
+            worded = self.facts.restyle("caller", text)  # a failure is the simulator's fault
+            return worded if same_facts(text, worded) else text
+        return text
 
     def hold(self, speaker: str, hold_ms: int, messages: Sequence[str], every_ms: int = 30_000) -> None:
         """Put the caller on hold for `hold_ms` of virtual time, the recorded messages in turn."""
@@ -126,6 +145,18 @@ class Turn:
     def today(self) -> date:
         started = datetime.fromisoformat(self.state["started_at"])
         return (started + timedelta(milliseconds=self.clock)).date()
+
+
+_FACT = re.compile(r"[\w$]*\d[\w$.,/:-]*")
+
+
+def _facts_in(text: str) -> set[str]:
+    return {token.rstrip(".,:;").replace(",", "") for token in _FACT.findall(text)}
+
+
+def same_facts(said: str, worded: str) -> bool:
+    """The rewording keeps every number, amount, date and identifier and adds none."""
+    return bool(worded.strip()) and _facts_in(said) == _facts_in(worded)
 
 
 def reference_number(call_id: str) -> str:

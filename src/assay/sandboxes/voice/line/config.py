@@ -129,6 +129,8 @@ class Rep(_Model):
     fax_number: str = "1-800-555-0199"
     providers: list[dict[str, str]] = []
     """`[{npi, name}]`: when given, the caller's NPI must be one of them, with that name."""
+    llm: bool = False
+    """Reword its lines through the deployment's persona model (`ASSAY_SIM_URL`) when one is set."""
 
 
 class Persona(_Model):
@@ -146,6 +148,9 @@ class Persona(_Model):
     max_turns: Annotated[int, Field(ge=1, le=100)] = 12
     number: Annotated[str, Field(pattern=r"^\+[1-9][0-9]{6,14}$")] = "+15555550123"
     """The caller's number, shown with the ringing call."""
+    llm: bool = False
+    """Reword its lines through the deployment's persona model (`ASSAY_SIM_URL`); when the model
+    fails, the call ends with a `fault` (the simulator's failure, not the agent's)."""
 
 
 class Line(_Model):
