@@ -600,3 +600,18 @@ def test_the_llm_persona_rewords_within_the_facts_is_recorded_and_its_failure_is
             transcript_asks = len(asked)
             rescored = ok(api.post(f"/task-runs/{task_run_id}/rescore"))
             assert rescored["checks"][0]["status"] == "error" and len(asked) == transcript_asks
+
+
+def test_joining_a_ringing_call_on_the_stream_answers_it(server: Server, api: httpx.Client) -> None:
+    from websockets.sync.client import connect
+
+    _, token, started = start_call_task(server, api, {"incoming": [REFILL]})
+    with server.client(token) as agent:
+        call = _ringing(agent, started)
+    url = server.url.replace("http://", "ws://") + call + "/stream"
+    with connect(url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+        assert [json.loads(ws.recv(timeout=30))["event"] for _ in range(2)] == ["connected", "start"]
+        assert _spoken(_frames(ws)) == "Hi, this is Pat Kim. I need a refill authorization for my lisinopril."
+        ws.send(json.dumps({"event": "media", "media": {"text": "Done, your refill is approved."}}))
+        end = _frames(ws)
+        assert [f["event"] for f in end] == ["media", "mark", "stop"] and end[1]["mark"]["name"] == "signal"

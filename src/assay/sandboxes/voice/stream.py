@@ -2,7 +2,7 @@
 that speak it (Pipecat's Twilio serializer, LiveKit and Vapi bridges) connect with little glue.
 
 `voice/calls/stream?to=<number>` dials the line; `voice/calls/{id}/stream` joins a call placed
-with `POST voice/calls`. The run token goes in the `Authorization` header, as for every surface.
+with `POST voice/calls`, or answers a ringing inbound call (its caller speaks first). The run token goes in the `Authorization` header, as for every surface.
 Frames are JSON text; audio is not carried, so `media` frames carry text:
 
 line → agent
@@ -31,11 +31,13 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
 from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
 from assay.sandboxes.voice.calls import act, place_call
 from assay.sandboxes.voice.sim import restyler
+from assay.sandboxes.voice.tables import VoiceCallRow
 from assay.store import DomainError
 
 __all__ = ["add_stream_routes"]
@@ -45,9 +47,8 @@ _MAX_FRAME = 16_384
 
 def add_stream_routes(router: APIRouter, target: SurfaceTarget) -> None:
     async def resolve(websocket: WebSocket) -> SandboxHandle:
-        found = target(
-            websocket, **websocket.path_params, authorization=websocket.headers.get("authorization")
-        )
+        run = {k: v for k, v in websocket.path_params.items() if k in ("task_run_id", "benchmark_run_id")}
+        found = target(websocket, **run, authorization=websocket.headers.get("authorization"))
         return await found if inspect.isawaitable(found) else found  # type: ignore[no-any-return]
 
     @router.websocket("/calls/stream")
@@ -87,6 +88,9 @@ async def _serve(websocket: WebSocket, resolve: Any, call_id: str | None) -> Non
             "streamSid": stream.sid, "callSid": call_id, "tracks": ["inbound", "outbound"],
             "mediaFormat": {"encoding": "text/plain"},
         }})  # fmt: skip
+        if stream.pending is None and await run_in_threadpool(_ringing, handle, call_id):
+            # joining an inbound call that rings answers it: the caller speaks first
+            await stream.run("answer", _acting(handle, call_id, "answer", "", False), {})
         if stream.pending is not None and await stream.play(stream.pending):
             return
         await stream.loop(resolve)
@@ -132,7 +136,7 @@ class _Stream:
             request=json.dumps({"action": action, **body}).encode(), response=json.dumps(answer).encode(),
             response_json=True,
         )  # fmt: skip
-        if action == "dial":
+        if action in ("dial", "answer"):
             self.pending = answer
         return answer
 
@@ -185,6 +189,16 @@ class _Stream:
             })  # fmt: skip
             if answer is not None and await self.play(answer):
                 return
+
+
+def _ringing(handle: SandboxHandle, call_id: str) -> bool:
+    with handle.deployment.engine.connect() as conn:
+        status = conn.execute(
+            select(VoiceCallRow.status).where(
+                VoiceCallRow.id == call_id, VoiceCallRow.sandbox_id == handle.sandbox_id
+            )
+        ).scalar()
+    return status == "ringing"
 
 
 def _acting(handle: SandboxHandle, call_id: str, action: str, value: str, barge_in: bool) -> Any:
