@@ -171,6 +171,12 @@ def test_the_menu_by_speech_fuzzy_retries_and_a_bad_npi(server: Server, api: htt
         assert "You entered 1 2 3 4 5 6 7 8 9 3" in good
         assert "member ID" in words(ok(agent.post(f"{call}/say", json={"text": "yes"})))
         error(agent.post(f"{call}/dtmf", json={"digits": "12a"}), 422, "VALIDATION_ERROR")
+        second, _ = dial(agent, started)  # many calls per run, each its own dialogue
+        assert "press 1" in words(ok(agent.post(f"{second}/say", json={"text": "pizza"})))
+        assert [c["status"] for c in ok(agent.get(f"{started['endpoints']['voice']}/calls"))["data"]] == [
+            "active",
+            "active",
+        ]
         error(
             agent.post(f"{started['endpoints']['voice']}/calls", json={"to": "+15550000000"}),
             422,
