@@ -79,6 +79,28 @@ def through_the_ivr_by_keys(agent: httpx.Client, call: str) -> Json:
     return ok(agent.post(f"{call}/dtmf", json={"digits": "1"}))
 
 
+def portal_eligibility(server: Server, started: Json, member_id: str, birth_date: str) -> str:
+    """The web portal's eligibility page for a member, as a signed-in browser sees it."""
+    portal = started["credentials"]["portal"]
+    with httpx.Client(base_url=server.url + portal["portal_url"], timeout=30) as browser:
+
+        def csrf(path: str) -> str:
+            found = re.search(r'name="csrf_token" value="([^"]+)"', browser.get(path).text)
+            assert found is not None
+            return found.group(1)
+
+        fields = {
+            "username": portal["username"],
+            "password": portal["password"],
+            "csrf_token": csrf("/login"),
+        }
+        assert browser.post("/login", data=fields).status_code == 303
+        looked_up = {"member_id": member_id, "birth_date": birth_date, "csrf_token": csrf("/members")}
+        page = browser.post("/members", data=looked_up)
+        assert page.status_code == 200, page.text
+        return page.text
+
+
 def test_a_call_by_keys_is_verified_and_answered_as_the_271_and_the_portal_answer(
     server: Server, api: httpx.Client
 ) -> None:
@@ -114,6 +136,7 @@ def test_a_call_by_keys_is_verified_and_answered_as_the_271_and_the_portal_answe
                 )
             )
         )
+        coverage = words(ok(agent.post(f"{call}/say", json={"text": "Is the member's coverage active?"})))
         goodbye = ok(
             agent.post(f"{call}/say", json={"text": "Can I have a reference number? That's all, goodbye."})
         )
@@ -121,6 +144,7 @@ def test_a_call_by_keys_is_verified_and_answered_as_the_271_and_the_portal_answe
         reference = next(t["text"] for t in goodbye["said"] if t["kind"] == "reference")
         assert reference in words(goodbye)
         error(agent.post(f"{call}/say", json={"text": "hello?"}), 409, "CONFLICT")
+        eligibility_page = portal_eligibility(server, started, "M1001", "1980-04-02")
         transcript = ok(agent.get(f"{started['endpoints']['voice']}/turns"))["data"]
         completed = ok(agent.post(f"/v1/task-runs/{task_run_id}/complete"))
     # one payer, three channels: the line says what the 271 and the portal say
@@ -130,6 +154,10 @@ def test_a_call_by_keys_is_verified_and_answered_as_the_271_and_the_portal_answe
         "$1,500.00" in deductible and "$900.00 has been met" in deductible and "$600.00 remains" in deductible
     )
     assert pa["status"] == "approved" and f"is approved, authorization number {pa['auth_number']}" in auth
+    assert all(
+        shown in eligibility_page for shown in ("Acme Gold PPO", "2026-01-01", "2026-12-31", "25.00", "600")
+    )
+    assert "coverage is active under plan Acme Gold PPO, effective 2026-01-01 through 2026-12-31" in coverage
     assert {t["source"] for t in transcript} == {"line"} and {t["speaker"] for t in transcript} == {
         "agent",
         "ivr",
@@ -149,7 +177,7 @@ def test_a_call_by_keys_is_verified_and_answered_as_the_271_and_the_portal_answe
     assert phrase["call_id"] == call.rsplit("/", 1)[1] and transcript[phrase["turn"]]["speaker"] == "agent"
     events = ok(api.get(f"/task-runs/{task_run_id}/events", params={"limit": 100}))["data"]
     assert (
-        sum(e["type"] == "voice_call" for e in events) == 1 + 7 + 6
+        sum(e["type"] == "voice_call" for e in events) == 1 + 7 + 7
     )  # the refused say after the hang-up is no event
 
 
