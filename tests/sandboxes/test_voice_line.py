@@ -649,3 +649,27 @@ def test_joining_a_ringing_call_on_the_stream_answers_it(server: Server, api: ht
         ws.send(json.dumps({"event": "media", "media": {"text": "Done, your refill is approved."}}))
         end = _frames(ws)
         assert [f["event"] for f in end] == ["media", "mark", "stop"] and end[1]["mark"]["name"] == "signal"
+
+
+def test_a_line_is_validated_at_dataset_create(api: httpx.Client) -> None:
+    bad = {
+        "number": "555",
+        "rep": {"behaviours": ["sing"]},
+        "ivr": {
+            "start": "main",
+            "nodes": {"main": {"type": "menu", "prompt": "Hi", "options": [{"dtmf": "1", "next": "gone"}]}},
+        },
+    }
+    details = error(
+        api.post("/datasets", json={"name": unique("v"), "type": "voice", "data": {"line": bad}}),
+        422,
+        "VALIDATION_ERROR",
+    )
+    assert {"data.line.number", "data.line.rep.behaviours.0", "data.line.ivr"} <= set(details), details
+    assert "'gone', which is not a node" in details["data.line.ivr"][0]
+    unknown = error(
+        api.post("/datasets", json={"name": unique("v"), "type": "voice", "data": {"lines": {}}}),
+        422,
+        "VALIDATION_ERROR",
+    )
+    assert "data.lines" in unknown
