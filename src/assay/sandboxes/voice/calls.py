@@ -13,7 +13,9 @@ capture, so the hang-up is in the graded transcript; at teardown (a cancel, the 
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
@@ -21,7 +23,7 @@ from typing import Any
 from sqlalchemy import Connection, insert, select, update
 
 from assay.sandboxes.payer import PayerDefinition, PayerDefinitionInvalid, parse_payer
-from assay.sandboxes.portal.store import head, rows_of
+from assay.sandboxes.portal.store import StoreHead, head, rows_of
 from assay.sandboxes.voice.line.call import Facts, Said, begin, ringing, step
 from assay.sandboxes.voice.line.config import Line, parse_line
 from assay.sandboxes.voice.store import append_turns
@@ -65,26 +67,56 @@ def _line_of(credentials: Mapping[str, Any]) -> Line:
     return parse_line(credentials.get(LINE_KEY))
 
 
-def _facts(conn: Connection, playground_id: str, restyle: Restyle | None = None) -> Facts:
+class _Payers:
+    """Parsed payers by playground (bounded): a playground's payer is written once, at `start`,
+    so each turn of a call need not read and validate the definition again under the call's lock."""
+
+    def __init__(self, size: int = 256):
+        self.size = size
+        self.entries: OrderedDict[tuple[int, str], PayerDefinition] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, conn: Connection, playground_id: str, store: StoreHead | None) -> PayerDefinition:
+        key = (id(conn.engine), playground_id)
+        with self.lock:
+            found = self.entries.get(key)
+            if found is not None:
+                self.entries.move_to_end(key)
+                return found
+        payer = _payer(conn, playground_id, store)
+        with self.lock:
+            self.entries[key] = payer
+            while len(self.entries) > self.size:
+                self.entries.popitem(last=False)
+        return payer
+
+
+def _payer(conn: Connection, playground_id: str, store: StoreHead | None) -> PayerDefinition:
     raw = conn.execute(
         select(X12Payer.definition)
         .join(Sandbox, Sandbox.id == X12Payer.sandbox_id)
         .where(Sandbox.playground_id == playground_id, Sandbox.type == "x12")
     ).scalar()
-    store = head(conn, playground_id)
     if raw is None and store is not None:
         raw = store.payers.get("") or next(iter(store.payers.values()), None)
-    payer: PayerDefinition = EMPTY_PAYER
-    if raw is not None:
-        try:
-            payer = parse_payer(raw)
-        except PayerDefinitionInvalid:
-            payer = EMPTY_PAYER
+    if raw is None:
+        return EMPTY_PAYER
+    try:
+        return parse_payer(raw)
+    except PayerDefinitionInvalid:  # stored past validation: answer as a payer that knows no one
+        return EMPTY_PAYER
+
+
+_PAYERS = _Payers()
+
+
+def _facts(conn: Connection, playground_id: str, restyle: Restyle | None = None) -> Facts:
+    store = head(conn, playground_id)
     auths: list[dict[str, Any]] = []
     if store is not None:
         for slug in store.keys:
             auths += [row.row for row in rows_of(conn, playground_id, slug, "prior_auth_requests")]
-    return Facts(payer, auths, restyle)
+    return Facts(_PAYERS.get(conn, playground_id, store), auths, restyle)
 
 
 def _store(conn: Connection, sandbox_id: str, call_id: str, said: list[Said]) -> list[dict[str, Any]]:
