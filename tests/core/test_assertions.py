@@ -52,6 +52,12 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "parse_json": True,
         "fields": [{"key": "name", "expected": "a.json"}, {"path": "claim.id", "expected": "C1"}],
     },
+    "voice-call": {
+        "assert": "voice-call",
+        "reached": "rep",
+        "reference_captured_in": [{"surface": "portal", "resource": "call_notes"}],
+        "max_latency_ms": 3000,
+    },
     "voice-transcript": {
         "assert": "voice-transcript",
         "speaker": "agent",

@@ -227,3 +227,13 @@ def test_files_listed_with_size_and_sha256_are_not_read_at_open(tmp_path: Path) 
     assert (plain.size, plain.sha256) == (3, hashlib.sha256(b"abc").hexdigest())
     assert "files/big.bin" not in reads
     assert "files/plain.txt" in reads
+
+
+def test_phone_line_turns_keep_their_source_call_and_kind(tmp_path: Path) -> None:
+    turns = [
+        VoiceTurn("ivr", "Press 1.", 0, 700, "line", "call_1"),
+        VoiceTurn("agent", "1", 900, 1100, "line", "call_1", "dtmf"),
+        VoiceTurn("agent", "Hello", 0, 350, "reported"),
+        VoiceTurn("caller", "old turn"),
+    ]
+    assert list(open_snapshot(write_snapshot(tmp_path / "s", voice=turns)).voice_turns()) == turns

@@ -17,15 +17,24 @@ from assay.checks import (
     no_unexpected_changes,
     portal_state_match,
     sftp_file_present,
+    voice_call,
     voice_transcript,
     x12_response,
 )
 from assay.checks._context import CheckContext
-from assay.checks._semantic import load_semantic_model, semantic_unavailable
+from assay.checks._semantic import load_semantic_model, semantic_unavailable, use_model
 from assay.core.results import CriterionResult
 from assay.core.state import SandboxState
 
-__all__ = ["CHECKS", "PREPARE", "Check", "CheckContext", "load_semantic_model", "semantic_unavailable"]
+__all__ = [
+    "CHECKS",
+    "PREPARE",
+    "Check",
+    "CheckContext",
+    "load_semantic_model",
+    "semantic_unavailable",
+    "use_model",
+]
 
 Check = Callable[[Any, SandboxState, CheckContext], CriterionResult]
 
@@ -36,6 +45,7 @@ CHECKS: dict[str, Check] = {
     "no-unexpected-changes": no_unexpected_changes.check,
     "portal-state-match": portal_state_match.check,
     "sftp-file-present": sftp_file_present.check,
+    "voice-call": voice_call.check,
     "voice-transcript": voice_transcript.check,
     "x12-response": x12_response.check,
 }

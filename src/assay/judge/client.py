@@ -11,9 +11,10 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from assay.checks import semantic_unavailable
+from assay.checks import semantic_unavailable, use_model
 from assay.core.judging import JudgeAnswer, JudgeQuestion, JudgeUnavailable
 
 if TYPE_CHECKING:
@@ -146,7 +147,11 @@ def judge_from_env(environ: Mapping[str, str] | None = None) -> OpenAIJudge | No
 
 def voice_semantic_from_env(env: Mapping[str, str]) -> bool:
     """`ASSAY_VOICE_SEMANTIC`: `1`/`true`/`yes` on, `0`/`false`/`no`/unset off; on without the
-    `semantic` extra is a `ValueError` saying how to install it."""
+    `semantic` extra is a `ValueError` saying how to install it. `ASSAY_VOICE_MODEL` (a folder
+    with `model.onnx` and `tokenizer.json`) is applied here too: the semantic tier then uses that
+    model, whether it is on for every criterion or asked for by one."""
+    folder = env.get("ASSAY_VOICE_MODEL", "").strip()
+    use_model(Path(folder) if folder else None)
     raw = env.get("ASSAY_VOICE_SEMANTIC", "").strip().casefold()
     if raw in ("", "0", "false", "no", "off"):
         return False

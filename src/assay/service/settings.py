@@ -63,6 +63,9 @@ class Settings:
     (needs the `semantic` extra; refused at start when it is missing)."""
     judge: JudgeSettings | None = None
     """`ASSAY_JUDGE_URL` (+ `_MODEL`, `_API_KEY`, `_TIMEOUT`): the LLM judge, or None."""
+    sim: JudgeSettings | None = None
+    """`ASSAY_SIM_URL` (+ `_MODEL`, `_API_KEY`, `_TIMEOUT`): the OpenAI-compatible model that
+    voices the phone line's personas that ask for it (`llm: true`), or None."""
     storage_url: str | None = None
     """`ASSAY_STORAGE_URL`: where playground files live (`s3://`, `gs://`, `file://`); None: the data dir."""
     storage_options: str | None = None
@@ -126,6 +129,7 @@ class Settings:
                 "frame_timeout": self.mllp_frame_timeout,
                 "max_per_source": self.mllp_max_connections_per_source,
             },
+            "voice": {"sim": self.sim},
             "portal": {
                 "sign_in_free_failures": self.portal_sign_in_free_failures,
                 "sign_in_backoff": self.portal_sign_in_backoff,
@@ -159,7 +163,21 @@ class Settings:
             raise ValueError(f"ASSAY_BOOTSTRAP_API_KEY must be an org key starting with {ORG_KEY_PREFIX}")
         values["voice_semantic"] = voice_semantic_from_env(env)
         values["judge"] = JudgeSettings.from_env(env)
+        values["sim"] = _sim_from_env(env)
         return cls(**values)
+
+
+def _sim_from_env(env: Mapping[str, str]) -> JudgeSettings | None:
+    """`ASSAY_SIM_*`, read as the judge's variables are (the same client speaks to both)."""
+    renamed = {
+        key.replace("ASSAY_SIM_", "ASSAY_JUDGE_"): value
+        for key, value in env.items()
+        if key.startswith("ASSAY_SIM_")
+    }
+    try:
+        return JudgeSettings.from_env(renamed)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("ASSAY_JUDGE_", "ASSAY_SIM_")) from None
 
 
 LISTENER_PORTS = {"hl7": "mllp_port", "files": "sftp_port"}

@@ -304,8 +304,17 @@ class SnapshotState:
                 # Kept as an empty turn: `turn` in evidence indexes the whole transcript (SPEC §3.6).
                 self.warnings.append(f"voice/turns.json: turn {i} has no text")
                 text = ""
+            source, call_id, kind = turn.get("source"), turn.get("call_id"), turn.get("kind")
             turns.append(
-                VoiceTurn(str(turn.get("speaker") or ""), text, turn.get("start_ms"), turn.get("end_ms"))
+                VoiceTurn(
+                    str(turn.get("speaker") or ""),
+                    text,
+                    turn.get("start_ms"),
+                    turn.get("end_ms"),
+                    source if isinstance(source, str) else None,
+                    call_id if isinstance(call_id, str) else None,
+                    kind if isinstance(kind, str) else "speech",
+                )
             )
         return turns
 

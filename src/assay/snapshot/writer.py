@@ -139,6 +139,12 @@ class SnapshotWriter:
             entry["start_ms"] = turn.start_ms
         if turn.end_ms is not None:
             entry["end_ms"] = turn.end_ms
+        if turn.source is not None:
+            entry["source"] = turn.source
+        if turn.call_id is not None:
+            entry["call_id"] = turn.call_id
+        if turn.kind != "speech":
+            entry["kind"] = turn.kind
         self._voice.append(entry)
 
     def close(self) -> Path:

@@ -25,12 +25,14 @@ EXPECTED = {
     "File the cardiology referral on the SFTP drop": "pass",
     "Request prior authorization for the echocardiogram": "pass",
     "Call John Smith to confirm the visit": "fail",  # identity is a required gate the agent misses
+    "Ask ACME Health by phone about the MRI authorization": "pass",
 }
 SIX_CHECKS = {
     "fhir-resource-state",
     "hl7-structural",
     "portal-state-match",
     "sftp-file-present",
+    "voice-call",
     "voice-transcript",
     "x12-response",
 }

@@ -1,6 +1,6 @@
 """The reference agent of `assay demo`: a script, not a model, that works each "front office" task
 through the sandbox's real protocols — FHIR REST, HL7 v2 over MLLP, X12 over HTTP, SFTP, the
-payer portal's REST API and voice turns — using only what `start` returned (endpoints and
+payer portal's REST API, voice turns and a call to the payer's phone line — using only what `start` returned (endpoints and
 credentials) and the run token. It gets most things right and two things wrong on purpose (a
 transposed phone number; a call that never asks for the date of birth), so the drill-down has
 something to show.
@@ -206,6 +206,28 @@ def call_member(ctx: AgentContext) -> None:
     ctx.ok(ctx.http.post(ctx.url("voice", "/turns"), json=turns), f"voice: {len(turns)} turns")
 
 
+def call_payer(ctx: AgentContext) -> None:
+    calls = ctx.url("voice", "/calls")
+    number = ctx.credentials["voice"]["phone_number"]
+    call = calls + "/" + ctx.ok(ctx.http.post(calls, json={"to": number}), f"dial {number}").json()["call_id"]
+    for digits in ("3", "1234567893", "1"):  # authorization; the NPI; confirm the read-back
+        ctx.ok(ctx.http.post(f"{call}/dtmf", json={"digits": digits}), f"keys {digits}")
+    ctx.ok(ctx.http.post(f"{call}/say", json={"text": "M 1 2 3 4 5 6"}), "say the member ID")
+    for digits in ("1", "04171962", "1"):  # confirm; the date of birth; confirm (then the hold)
+        ctx.ok(ctx.http.post(f"{call}/dtmf", json={"digits": digits}), f"keys {digits}")
+    for text in (
+        "Hi, this is Front Office Clinic.",
+        "What is the status of the prior authorization for procedure 70551?",
+        "May I have the call reference number? That's all, thank you, goodbye.",
+    ):
+        answer = ctx.ok(ctx.http.post(f"{call}/say", json={"text": text}), f"say {text!r}").json()
+    reference = next(turn["text"] for turn in answer["said"] if turn["kind"] == "reference")
+    note = {"note_id": "CALL-1", "member_id": "M123456", "reference": reference, "topic": "PA 70551"}
+    ctx.ok(
+        ctx.http.post(ctx.url("portal", "/call_notes"), json=note), f"portal POST call_notes ({reference})"
+    )
+
+
 ACTIONS: dict[str, Callable[[AgentContext], None]] = {
     "Book a follow-up with Dr. Rivera": book_follow_up,
     "Record John Smith's new phone number": update_phone,
@@ -214,6 +236,7 @@ ACTIONS: dict[str, Callable[[AgentContext], None]] = {
     "File the cardiology referral on the SFTP drop": file_referral,
     "Request prior authorization for the echocardiogram": prior_auth,
     "Call John Smith to confirm the visit": call_member,
+    "Ask ACME Health by phone about the MRI authorization": call_payer,
 }
 """Task name → what the agent does for it."""
 

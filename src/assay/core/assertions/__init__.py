@@ -26,7 +26,7 @@ from assay.core.assertions.hl7 import Hl7Field, Hl7Structural
 from assay.core.assertions.natural_language import NaturalLanguage
 from assay.core.assertions.portal import PortalAssertion, PortalCorrelation, PortalStateMatch
 from assay.core.assertions.sftp import SftpField, SftpFilePresent
-from assay.core.assertions.voice import VoiceTranscript
+from assay.core.assertions.voice import ReferenceTarget, VoiceCall, VoiceTranscript
 from assay.core.assertions.x12 import X12Field, X12Response
 from assay.core.errors import AssertionInvalid
 
@@ -50,9 +50,11 @@ __all__ = [
     "PortalAssertion",
     "PortalCorrelation",
     "PortalStateMatch",
+    "ReferenceTarget",
     "SftpField",
     "SftpFilePresent",
     "TaggedAssertion",
+    "VoiceCall",
     "VoiceTranscript",
     "X12Field",
     "X12Response",
@@ -66,6 +68,7 @@ ASSERTION_MODELS: dict[str, type[TaggedAssertion]] = {
     "no-unexpected-changes": NoUnexpectedChanges,
     "portal-state-match": PortalStateMatch,
     "sftp-file-present": SftpFilePresent,
+    "voice-call": VoiceCall,
     "voice-transcript": VoiceTranscript,
     "x12-response": X12Response,
 }
@@ -77,6 +80,7 @@ AssertionModel = (
     | NoUnexpectedChanges
     | PortalStateMatch
     | SftpFilePresent
+    | VoiceCall
     | VoiceTranscript
     | X12Response
 )

@@ -1,6 +1,14 @@
-"""The voice surface over HTTP (SPEC §5.2): `POST voice/turns` (a turn or an array → 201), `GET
-voice/turns` (the transcript, oldest first). Each stored turn is one `voice_turn` event, and so is
-each refused POST (its status and error body; no turn stored); a POST that meets its task run
+"""The voice surface over HTTP (SPEC §5.2).
+
+The phone line: `POST voice/calls {to}` dials it (201: the call id and the line's first words);
+`POST voice/calls/{id}/say {text}`, `…/dtmf {digits}` and `…/hangup` act on the call, each
+answering with what the line said next; `GET voice/calls` and `GET voice/calls/{id}` read them.
+Each action is one `voice_call` event.
+
+The ingest API for calls made elsewhere: `POST voice/turns` (a turn or an array → 201, each
+`source: reported`; the line's speakers `ivr` and `rep` are refused, 422), `GET voice/turns`
+(the whole transcript, oldest first). Each stored turn is one `voice_turn` event, and so is
+each refused POST (its status and error body; no turn stored). A write that meets its task run
 ended is refused with 409 (`sandboxes/gate.py`)."""
 
 from __future__ import annotations
@@ -10,19 +18,27 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
+from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
 from assay.sandboxes.gate import SandboxClosed
 from assay.sandboxes.openapi import json_answer, listed
 from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
-from assay.sandboxes.voice.store import append_turns, transcript, turn_problems
-from assay.store import BadRequest, DomainError, Invalid
+from assay.sandboxes.voice.calls import act, call_view, calls_of, place_call
+from assay.sandboxes.voice.sim import restyler
+from assay.sandboxes.voice.store import LINE_SPEAKERS, append_turns, transcript, turn_problems
+from assay.sandboxes.voice.stream import add_stream_routes
+from assay.sandboxes.voice.tables import VoiceCallRow
+from assay.store import BadRequest, DomainError, Invalid, NotFound
 from assay.store.json_values import storable_json_problem
 
 __all__ = ["MAX_TURNS", "voice_router"]
 
 MAX_TURNS = 1000
 """Turns in one POST."""
+MAX_SAY = 4000
+"""Characters in one `say` (a minute of speech is ~1,000)."""
+MAX_DIGITS = 64
 
 
 def _turns(body: bytes) -> tuple[list[Any], bool]:
@@ -42,6 +58,12 @@ def _turns(body: bytes) -> tuple[list[Any], bool]:
     if len(turns) > MAX_TURNS:
         raise Invalid({"body": [f"at most {MAX_TURNS} turns per request"]})
     errors = turn_problems(turns)
+    for i, turn in enumerate(turns):
+        if isinstance(turn, dict) and turn.get("speaker") in LINE_SPEAKERS:
+            errors.setdefault(f"{i}.speaker", []).append(
+                f"{turn['speaker']} is the phone line's speaker: only the line writes its turns "
+                "(place a call with POST voice/calls)"
+            )
     if errors:
         if single:  # one object: keys are its own (`speaker`), not `0.speaker`
             errors = {key.partition(".")[2] or "body": value for key, value in errors.items()}
@@ -59,6 +81,22 @@ _TURN = {
         "start_ms": {"type": "integer"},
         "end_ms": {"type": "integer"},
         "seeded": {"type": "boolean"},
+        "source": {"type": "string", "enum": ["line", "reported", "seeded"]},
+        "call_id": {"type": "string"},
+        "kind": {"type": "string"},
+    },
+}
+
+
+_CALL = {
+    "type": "object",
+    "required": ["call_id", "status"],
+    "properties": {
+        "call_id": {"type": "string"},
+        "status": {"type": "string", "enum": ["ringing", "active", "ended"]},
+        "said": listed(_TURN),
+        "clock_ms": {"type": "integer"},
+        "end_reason": {"type": "string"},
     },
 }
 
@@ -120,6 +158,123 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
 
         stored = await run_in_threadpool(work)
         return JSONResponse(stored[0] if single else {"data": stored}, status_code=201)
+
+    def _body(raw: bytes, key: str) -> Any:
+        try:
+            value = json.loads(raw) if raw else {}
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            raise BadRequest("the body is not valid JSON") from None
+        if not isinstance(value, dict):
+            raise Invalid({"body": [f"must be an object {{{key}}}"]})
+        return value
+
+    def _call_event(handle: SandboxHandle, request: Request, status: int, body: Any, answer: Any) -> None:
+        handle.record(
+            "voice_call",
+            method="POST",
+            path=request.url.path,
+            status=status,
+            request=json.dumps(body).encode(),
+            response=json.dumps(answer).encode(),
+            response_json=True,
+        )
+
+    @router.post(
+        "/calls", status_code=201, responses=json_answer(_CALL, "The call and the line's first words", 201)
+    )
+    async def post_call(request: Request, handle: SandboxHandle = Depends(target)) -> JSONResponse:
+        """Dial the line (`to`: `credentials.voice.phone_number`); 201 with `call_id` and `said`."""
+        body = _body(await request.body(), "to")
+
+        def work() -> dict[str, Any]:
+            with handle.deployment.engine.begin() as conn:
+                return place_call(
+                    conn, sandbox_id=handle.sandbox_id, playground_id=handle.playground_id,
+                    task_run_id=handle.task_run_id, credentials=handle.credentials, to=body.get("to"),
+                    restyle=restyler(handle.deployment),
+                )  # fmt: skip
+
+        answer = await run_in_threadpool(work)
+        _call_event(handle, request, 201, body, answer)
+        return JSONResponse(answer, status_code=201)
+
+    async def _act(
+        request: Request, handle: SandboxHandle, call_id: str, action: str, key: str
+    ) -> JSONResponse:
+        body = _body(await request.body(), key) if key else {}
+        value = body.get(key, "") if key else ""
+        if action == "say" and (not isinstance(value, str) or not value.strip() or len(value) > MAX_SAY):
+            raise Invalid({"text": [f"must be a non-empty string of at most {MAX_SAY} characters"]})
+        if action == "dtmf" and (
+            not isinstance(value, str) or not value or len(value) > MAX_DIGITS
+            or any(c not in "0123456789*#" for c in value)
+        ):  # fmt: skip
+            raise Invalid({"digits": [f"must be 1-{MAX_DIGITS} of 0-9, * and #"]})
+        barge_in = body.get("barge_in", False)
+        if not isinstance(barge_in, bool):
+            raise Invalid({"barge_in": ["must be true or false"]})
+
+        def work() -> dict[str, Any]:
+            with handle.deployment.engine.begin() as conn:
+                return act(
+                    conn, sandbox_id=handle.sandbox_id, playground_id=handle.playground_id,
+                    credentials=handle.credentials, call_id=call_id, action=action, value=value,
+                    barge_in=barge_in, restyle=restyler(handle.deployment),
+                )  # fmt: skip
+
+        answer = await run_in_threadpool(work)
+        _call_event(handle, request, 200, body, answer)
+        return JSONResponse(answer)
+
+    @router.post("/calls/{call_id}/say", responses=json_answer(_CALL, "What the line said next"))
+    async def post_say(
+        call_id: str, request: Request, handle: SandboxHandle = Depends(target)
+    ) -> JSONResponse:
+        """Say `text` on the call (`barge_in: true`: started while the line was still speaking);
+        200 with what the line said next (`said`)."""
+        return await _act(request, handle, call_id, "say", "text")
+
+    @router.post("/calls/{call_id}/dtmf", responses=json_answer(_CALL, "What the line said next"))
+    async def post_dtmf(
+        call_id: str, request: Request, handle: SandboxHandle = Depends(target)
+    ) -> JSONResponse:
+        """Press keys (`digits`: 0-9, *, #); 200 with what the line said next."""
+        return await _act(request, handle, call_id, "dtmf", "digits")
+
+    @router.post("/calls/{call_id}/answer", responses=json_answer(_CALL, "The caller's first words"))
+    async def post_answer(
+        call_id: str, request: Request, handle: SandboxHandle = Depends(target)
+    ) -> JSONResponse:
+        """Answer a ringing inbound call; 200 with the caller's first words (the caller speaks first)."""
+        return await _act(request, handle, call_id, "answer", "")
+
+    @router.post("/calls/{call_id}/hangup", responses=json_answer(_CALL, "The ended call"))
+    async def post_hangup(
+        call_id: str, request: Request, handle: SandboxHandle = Depends(target)
+    ) -> JSONResponse:
+        """Hang up; 200 with the call `ended`."""
+        return await _act(request, handle, call_id, "hangup", "")
+
+    @router.get("/calls", responses=json_answer(listed(_CALL), "The task run's calls"))
+    def get_calls(handle: SandboxHandle = Depends(target)) -> JSONResponse:
+        """Every call placed on the line in this task run, oldest first."""
+        with handle.deployment.engine.connect() as conn:
+            return JSONResponse({"data": calls_of(conn, handle.sandbox_id)})
+
+    @router.get("/calls/{call_id}", responses=json_answer(_CALL, "The call and its transcript"))
+    def get_call(call_id: str, handle: SandboxHandle = Depends(target)) -> JSONResponse:
+        """One call and its turns (`turns`), oldest first."""
+        with handle.deployment.engine.connect() as conn:
+            row = conn.execute(
+                select(VoiceCallRow).where(
+                    VoiceCallRow.id == call_id, VoiceCallRow.sandbox_id == handle.sandbox_id
+                )
+            ).first()
+            if row is None:
+                raise NotFound.of("call", call_id)
+            return JSONResponse({**call_view(row), "turns": transcript(conn, handle.sandbox_id, call_id)})
+
+    add_stream_routes(router, target)
 
     @router.get("/turns", responses=json_answer(listed(_TURN), "The transcript, oldest first"))
     def get_turns(handle: SandboxHandle = Depends(target)) -> JSONResponse:

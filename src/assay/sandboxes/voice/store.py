@@ -18,9 +18,20 @@ from assay.sandboxes.voice.tables import VoiceTurnRow
 from assay.store import utcnow
 from assay.store.models import Sandbox
 
-__all__ = ["MAX_TEXT", "SPEAKERS", "append_turns", "last_turn", "transcript", "turn_problems", "turns_until"]
+__all__ = [
+    "LINE_SPEAKERS",
+    "MAX_TEXT",
+    "SPEAKERS",
+    "append_turns",
+    "last_turn",
+    "transcript",
+    "turn_problems",
+    "turns_until",
+]
 
-SPEAKERS = ("agent", "caller", "ivr")
+SPEAKERS = ("agent", "caller", "ivr", "rep")
+LINE_SPEAKERS = ("ivr", "rep")
+"""The phone line's own voices: only the line (and a task author's seeded turns) writes them."""
 MAX_TEXT = 100_000
 """Characters in one turn's text (a minute of speech is ~1,000)."""
 _KEYS = frozenset({"speaker", "text", "start_ms", "end_ms"})
@@ -62,14 +73,24 @@ _ADMIT = check_of(_LAST.scalar_subquery().label("last"))
 
 
 def append_turns(
-    conn: Connection, sandbox_id: str, turns: Sequence[Mapping[str, Any]], *, seeded: bool
+    conn: Connection,
+    sandbox_id: str,
+    turns: Sequence[Mapping[str, Any]],
+    *,
+    seeded: bool,
+    source: str | None = None,
+    call_id: str | None = None,
+    gated: bool = True,
 ) -> list[dict[str, Any]]:
     """Insert valid turns with the next numbers; appends to one sandbox take turns on its row.
+    `source` defaults to `seeded` or `reported`; a turn's own `kind` (line turns) is kept.
 
-    An agent's turns (`seeded` False) go through the write gate (`sandboxes/gate.py`):
-    `SandboxClosed`, nothing stored, once the task run takes no writes. Seeding runs inside
-    `start`, before the task run is started, and only takes the row."""
-    if seeded:
+    An agent's turns (`seeded` False: reported ones and the line's alike) go through the write
+    gate (`sandboxes/gate.py`): `SandboxClosed`, nothing stored, once the task run takes no writes.
+    Seeding runs inside `start`, before the task run is started, and only takes the row; so does
+    the line's own hang-up when the task run ends (`gated` False: written by the sandbox, in the
+    transaction that ends the run)."""
+    if seeded or not gated:
         if conn.dialect.name != "sqlite":
             conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
         last = conn.execute(_LAST, {"sandbox_id": sandbox_id}).scalar()
@@ -86,6 +107,9 @@ def append_turns(
             "end_ms": turn.get("end_ms"),
             "seeded": seeded,
             "created_at": now,
+            "source": source or ("seeded" if seeded else "reported"),
+            "call_id": call_id,
+            "kind": turn.get("kind") or "speech",
         }
         for i, turn in enumerate(turns)
     ]
@@ -94,16 +118,17 @@ def append_turns(
     return rows
 
 
-def transcript(conn: Connection, sandbox_id: str) -> list[dict[str, Any]]:
-    rows = conn.execute(
-        select(VoiceTurnRow).where(VoiceTurnRow.sandbox_id == sandbox_id).order_by(VoiceTurnRow.seq)
-    ).all()
+def transcript(conn: Connection, sandbox_id: str, call_id: str | None = None) -> list[dict[str, Any]]:
+    statement = select(VoiceTurnRow).where(VoiceTurnRow.sandbox_id == sandbox_id)
+    if call_id is not None:
+        statement = statement.where(VoiceTurnRow.call_id == call_id)
+    rows = conn.execute(statement.order_by(VoiceTurnRow.seq)).all()
     return [_json(row) for row in rows]
 
 
 def _json(row: Any) -> dict[str, Any]:
     body = {"seq": row.seq, "speaker": row.speaker, "text": row.text, "seeded": row.seeded}
-    for key in ("start_ms", "end_ms"):
+    for key in ("source", "call_id", "kind", "start_ms", "end_ms"):
         if getattr(row, key) is not None:
             body[key] = getattr(row, key)
     return body
@@ -116,8 +141,21 @@ def last_turn(sandbox_id: str) -> Select[int]:
 
 def turns_until(session: Session, sandbox_id: str, seq: int) -> list[VoiceTurn]:
     rows = session.execute(
-        select(VoiceTurnRow.speaker, VoiceTurnRow.text, VoiceTurnRow.start_ms, VoiceTurnRow.end_ms)
+        select(
+            VoiceTurnRow.speaker,
+            VoiceTurnRow.text,
+            VoiceTurnRow.start_ms,
+            VoiceTurnRow.end_ms,
+            VoiceTurnRow.source,
+            VoiceTurnRow.call_id,
+            VoiceTurnRow.kind,
+        )
         .where(VoiceTurnRow.sandbox_id == sandbox_id, VoiceTurnRow.seq <= seq)
         .order_by(VoiceTurnRow.seq)
     ).all()
-    return [VoiceTurn(row.speaker, row.text, row.start_ms, row.end_ms) for row in rows]
+    return [
+        VoiceTurn(
+            row.speaker, row.text, row.start_ms, row.end_ms, row.source, row.call_id, row.kind or "speech"
+        )
+        for row in rows
+    ]

@@ -1,8 +1,10 @@
 """The voice sandbox on the `Surface` seam (SPEC §2, §3.6, §5.2, §5.3, §6).
 
-Dataset type `voice` seeds the opening of the call (an IVR greeting): `{"turns": [{speaker, text,
-start_ms?, end_ms?}]}`, speaker `agent`, `caller` or `ivr`. The agent posts its turns (and, in a
-scripted call, the caller's) to `voice/turns`; `voice-transcript` reads the whole transcript.
+Dataset type `voice`: `{"turns"?: [{speaker, text, start_ms?, end_ms?}], "line"?: {ivr?, rep?,
+clock_start?}}` — seeded turns (an opening), and the phone line the agent calls
+(`line/config.py`; the default payer IVR when no dataset gives one). The line writes both sides
+of each call to the transcript (`source: line`); turns of calls made elsewhere are posted to
+`voice/turns` (`source: reported`); `voice-transcript` and `voice-call` read the transcript.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter
-from sqlalchemy import Select, delete
+from sqlalchemy import Select, delete, select
 from sqlalchemy.orm import Session
 
 from assay.core.state import VoiceTurn
@@ -24,13 +26,20 @@ from assay.sandboxes.surface import (
     StateView,
     SurfaceTarget,
 )
+from assay.sandboxes.voice.calls import LINE_KEY, end_calls, phone_number, ring
+from assay.sandboxes.voice.line.config import line_problems, parse_line
 from assay.sandboxes.voice.routes import voice_router
+from assay.sandboxes.voice.sim import close_sim, open_sim
 from assay.sandboxes.voice.store import append_turns, last_turn, turn_problems, turns_until
-from assay.sandboxes.voice.tables import VoiceTurnRow
+from assay.sandboxes.voice.tables import VoiceCallRow, VoiceTurnRow
 from assay.snapshot import SnapshotWriter
-from assay.store.models import Sandbox
+from assay.store import utcnow
+from assay.store.models import Playground, Sandbox, TaskRun
 
 __all__ = ["VoiceSandbox", "VoiceView"]
+
+
+_OPEN = ("active", "ringing")
 
 
 class VoiceView(StateView):
@@ -59,6 +68,12 @@ class VoiceSandbox(LogSurface):
     state_fields = frozenset({"voice_turns"})
     scenario_steps: Mapping[str, ScenarioStep] = {"add_voice_turns": _add_turns}
 
+    def open(self, deployment: Deployment) -> None:
+        open_sim(deployment)
+
+    def close(self, deployment: Deployment) -> None:
+        close_sim(deployment)
+
     def purge(
         self,
         session: Session,
@@ -67,17 +82,73 @@ class VoiceSandbox(LogSurface):
         deployment: Deployment,
     ) -> None:
         session.execute(delete(VoiceTurnRow).where(VoiceTurnRow.sandbox_id.in_(sandbox_ids)))
+        session.execute(delete(VoiceCallRow).where(VoiceCallRow.sandbox_id.in_(sandbox_ids)))
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
-        turns = data.get("turns") if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            return {"data": ["must be an object {turns?, line?}"]}
+        errors: dict[str, list[str]] = {}
+        for key in sorted(set(data) - {"turns", "line"}):
+            errors[f"data.{key}"] = ["unknown key"]
+        turns = data.get("turns")
+        if "line" in data:
+            errors.update(line_problems(data["line"], "data.line."))
+        if turns is None and "line" in data:
+            return errors
         if not isinstance(turns, list):
-            return {"data.turns": ["must be an array of turn objects {speaker, text, start_ms?, end_ms?}"]}
-        return turn_problems(turns, "data.turns.")
+            errors["data.turns"] = ["must be an array of turn objects {speaker, text, start_ms?, end_ms?}"]
+            return errors
+        return {**errors, **turn_problems(turns, "data.turns.")}
 
     def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None:
         connection = run.session.connection()
+        line = None
         for dataset in datasets:
-            append_turns(connection, sandbox.id, (dataset.get("data") or {}).get("turns") or [], seeded=True)
+            data = dataset.get("data") or {}
+            append_turns(connection, sandbox.id, data.get("turns") or [], seeded=True)
+            line = data.get("line", line)  # the task's dataset (last) wins over the environment's
+        if line is not None:
+            sandbox.credentials = {**(sandbox.credentials or {}), LINE_KEY: line}
+            ring(connection, sandbox.id, parse_line(line))
+
+    def credentials(self, sandbox: Sandbox, host: str, deployment: Deployment) -> dict[str, Any]:
+        return {"voice": {"phone_number": phone_number(sandbox.credentials or {})}}
+
+    def capture(
+        self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment, read: Any = None
+    ) -> Any:
+        """Calls still open are hung up first, so the graded transcript ends with the hang-up."""
+        active = session.execute(
+            select(VoiceCallRow.id).where(
+                VoiceCallRow.sandbox_id == sandbox_id, VoiceCallRow.status.in_(_OPEN)
+            )
+        ).first()
+        if active is not None:
+            end_calls(session.connection(), [sandbox_id], "the task run completed")
+            read = session.execute(last_turn(sandbox_id)).scalar()
+        return super().capture(session, sandbox_id, playground_id, deployment, read)
+
+    def teardown(self, session: Session, playground_id: str, deployment: Deployment) -> None:
+        """A call that outlives its task run (cancelled, past its deadline) is hung up."""
+        sandboxes = sorted(
+            set(
+                session.execute(
+                    select(VoiceCallRow.sandbox_id)
+                    .join(Sandbox, Sandbox.id == VoiceCallRow.sandbox_id)
+                    .where(Sandbox.playground_id == playground_id, VoiceCallRow.status.in_(_OPEN))
+                ).scalars()
+            )
+        )
+        if not sandboxes:  # one read, no call open: every `complete` pays only this
+            return
+        deadline = session.execute(
+            select(TaskRun.deadline_at)
+            .join(Playground, Playground.task_run_id == TaskRun.id)
+            .where(Playground.id == playground_id)
+        ).scalar()
+        past = deadline is not None and deadline <= utcnow()
+        reason = "the task deadline passed" if past else "the task run ended"
+        end_calls(session.connection(), sandboxes, reason)
 
     def router(self, target: SurfaceTarget) -> APIRouter:
         return voice_router(target)
