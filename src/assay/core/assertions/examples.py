@@ -146,6 +146,14 @@ EXAMPLES: dict[str, tuple[dict[str, Any], ...]] = {
             "contains": ["low back pain for about ten years"],
         },
     ),
+    "voice-call": (
+        {
+            "assert": "voice-call",
+            "reached": "rep",
+            "verified_before_asking": True,
+            "reference_captured_in": [{"surface": "portal", "resource": "call_notes"}],
+        },
+    ),
     "no-unexpected-changes": (
         {
             "assert": "no-unexpected-changes",
