@@ -36,6 +36,7 @@ from assay.service.runs.sweeper import Sweeper
 from assay.service.runs.v1_routes import router as v1_router
 from assay.service.sandboxes.routes import sandbox_routers
 from assay.service.settings import Settings
+from assay.service.tools import install_tools
 from assay.service.ui import router as ui_router
 from assay.store import Database
 from assay.store.epoch import epoch_of
@@ -126,5 +127,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(task_router, dependencies=body_checks)
     app.include_router(runs_router, dependencies=body_checks)
     app.include_router(v1_router, prefix="/v1", dependencies=body_checks)
+    install_tools(app)  # the agent tools, their MCP endpoint and the trajectory (service/tools)
     app.include_router(ui_router)
     return app
