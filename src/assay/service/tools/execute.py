@@ -208,6 +208,10 @@ class Tools:
             request = tool.build(arguments)
         except ToolInputError as bad:
             return ToolOutcome(422, error=_input_error(tool, bad))
+        if any(segment in {".", ".."} for segment in request.path.split("/")):
+            # A client would have these resolved before sending (httpx does): out of the surface.
+            message = f"{tool.name}: a path may not contain '.' or '..' segments"
+            return ToolOutcome(400, error=error_envelope("BAD_REQUEST", message, {"path": request.path}))
         base = f"/v1/task-runs/{task_run_id}" + (f"/{tool.surface}" if tool.surface else "")
         response = await self.client.request(
             request.method,
