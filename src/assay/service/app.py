@@ -122,11 +122,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # (their prefixes, `/v1/task-runs/{id}/<surface>`, overlap no other route).
     for router, prefix in sandbox_routers():
         app.include_router(router, prefix=prefix, responses=ERROR_RESPONSES)
+    install_tools(app)  # the agents' tools next: a tool call is as hot (service/tools)
     body_checks = [Depends(json_body_limit)]
     app.include_router(catalog_router, dependencies=body_checks)
     app.include_router(task_router, dependencies=body_checks)
     app.include_router(runs_router, dependencies=body_checks)
     app.include_router(v1_router, prefix="/v1", dependencies=body_checks)
-    install_tools(app)  # the agent tools, their MCP endpoint and the trajectory (service/tools)
     app.include_router(ui_router)
     return app

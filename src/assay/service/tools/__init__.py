@@ -4,6 +4,10 @@ trajectory they leave (`trajectory.py`). `install_tools(app)` mounts all of it."
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
 from fastapi import Depends, FastAPI
 
 from assay.service.limits import json_body_limit
@@ -13,8 +17,20 @@ __all__ = ["install_tools"]
 
 
 def install_tools(app: FastAPI) -> None:
+    from assay.service.tools.execute import tools_of_app
     from assay.service.tools.mcp import mount_mcp
 
+    opened = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(running: Any) -> AsyncIterator[Any]:
+        async with opened(running) as state:
+            try:
+                yield state
+            finally:  # before the app's lifespan disposes of the database
+                tools_of_app(running).trajectory.close()
+
+    app.router.lifespan_context = lifespan
     app.include_router(tool_router, prefix="/v1")
     app.include_router(trajectory_router, prefix="/v1", dependencies=[Depends(json_body_limit)])
     app.include_router(export_router)

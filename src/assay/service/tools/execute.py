@@ -6,7 +6,7 @@ grading. The surface routes are where all of that lives (dependencies, the fast 
 handlers, each route's own event), and they differ per surface; calling the routes' inner
 functions would have to repeat each of them and drift. So a tool builds the request a client
 would send (`AgentTool.build`) and the executor sends it to the app through
-`httpx.ASGITransport`: no socket, no second parse of the token's scope rules, and whatever a
+an ASGI call (`asgi_request`): no socket, no second parse of the token's scope rules, and whatever a
 surface changes in its routes the tool gets for free. The cost is one ASGI dispatch (bench:
 `bench/bench_tools.py`).
 
@@ -20,10 +20,12 @@ task run does not offer is a 404 naming the ones it does.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, urlencode
 
-import httpx
+import anyio
 from fastapi import FastAPI
 from jsonschema import Draft202012Validator
 from sqlalchemy import select
@@ -61,25 +63,79 @@ class ToolOutcome:
         return self.error is not None
 
 
-def _as_envelope(response: httpx.Response) -> dict[str, Any]:
+async def asgi_request(
+    app: Any,
+    method: str,
+    path: str,
+    *,
+    params: Sequence[tuple[str, str]] = (),
+    headers: Mapping[str, str],
+    content: bytes = b"",
+) -> ToolResponse:
+    """One request to `app` as an ASGI call (what `httpx.ASGITransport` does, without building
+    and parsing httpx's request and response models: a measurable share of a tool call)."""
+    raw_headers = [
+        (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()
+    ]
+    if content:
+        raw_headers.append((b"content-length", str(len(content)).encode()))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": quote(path).encode(),
+        "query_string": urlencode(list(params)).encode(),
+        "root_path": "",
+        "headers": raw_headers,
+        "client": ("127.0.0.1", 0),
+        "server": ("127.0.0.1", 80),
+        "state": {},
+    }
+    sent = False
+    status, answer_headers, body = 500, {}, bytearray()
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": content, "more_body": False}
+        await anyio.sleep_forever()  # nothing more to read: wait to be cancelled, as a server would
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status, answer_headers
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            answer_headers = {
+                k.decode("latin-1").lower(): v.decode("latin-1") for k, v in message.get("headers", [])
+            }
+        elif message["type"] == "http.response.body":
+            body.extend(message.get("body", b""))
+
+    await app(scope, receive, send)
+    return ToolResponse(status, answer_headers, bytes(body))
+
+
+def _as_envelope(response: ToolResponse) -> dict[str, Any]:
     try:
         body = response.json()
     except ValueError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         return body
-    code = _CODES.get(
-        response.status_code, "INTERNAL_ERROR" if response.status_code >= 500 else "BAD_REQUEST"
-    )
+    code = _CODES.get(response.status, "INTERNAL_ERROR" if response.status >= 500 else "BAD_REQUEST")
     if isinstance(body, dict) and body.get("resourceType") == "OperationOutcome":
         issues = body.get("issue") or [{}]
         message = "; ".join(
             str(i.get("diagnostics") or i.get("code") or "") for i in issues if isinstance(i, dict)
         )
         return error_envelope(
-            code, message or f"the FHIR server answered {response.status_code}", {"operation_outcome": body}
+            code, message or f"the FHIR server answered {response.status}", {"operation_outcome": body}
         )
-    return error_envelope(code, response.text[:2000] or f"the route answered {response.status_code}")
+    return error_envelope(code, response.text[:2000] or f"the route answered {response.status}")
 
 
 def _validation(tool: AgentTool, arguments: Any) -> dict[str, Any] | None:
@@ -102,9 +158,6 @@ class Tools:
 
     def __init__(self, app: FastAPI):
         self.app = app
-        self.client = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app, client=("127.0.0.1", 0)), base_url="http://127.0.0.1"
-        )
         self._surfaces: dict[str, dict[str, dict[str, Any]]] = {}
         """Task run → its sandboxes' types → the facts its tools name (`AgentTool.facts`)."""
         self._trajectory: TrajectoryLog | None = None
@@ -213,23 +266,24 @@ class Tools:
             message = f"{tool.name}: a path may not contain '.' or '..' segments"
             return ToolOutcome(400, error=error_envelope("BAD_REQUEST", message, {"path": request.path}))
         base = f"/v1/task-runs/{task_run_id}" + (f"/{tool.surface}" if tool.surface else "")
-        response = await self.client.request(
+        response = await asgi_request(
+            self.app,
             request.method,
             base + request.path,
-            params=list(request.params) or None,
+            params=request.params,
             headers={**request.headers, "Authorization": authorization},
-            content=request.content,
+            content=request.content or b"",
         )
-        if response.status_code >= 400:
-            return ToolOutcome(response.status_code, error=_as_envelope(response))
+        if response.status >= 400:
+            return ToolOutcome(response.status, error=_as_envelope(response))
         try:
-            result = tool.read(ToolResponse(response.status_code, response.headers, response.content))
+            result = tool.read(response)
         except ToolInputError as bad:
             return ToolOutcome(422, error=_input_error(tool, bad))
         except (ValueError, KeyError, TypeError) as unreadable:
             message = f"the answer of {tool.name} could not be read: {unreadable}"
             return ToolOutcome(502, error=error_envelope("INTERNAL_ERROR", message))
-        return ToolOutcome(response.status_code, result=result)
+        return ToolOutcome(response.status, result=result)
 
 
 def _input_error(tool: AgentTool, bad: ToolInputError) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,6 +48,8 @@ MAX_STEP_BYTES = 64 * 1024
 MAX_STEPS_PER_POST = 200
 MAX_STEPS = 5000
 ROLES = ("system", "user", "assistant", "tool")
+LINGER = 0.05
+"""Seconds the writer waits after the first queued tool step, gathering others into its commit."""
 
 
 def _size(value: Any) -> int:
@@ -151,6 +154,7 @@ class TrajectoryLog:
         self._writing = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._closed = False
 
     def add(self, org_id: str, task_run_id: str, step: dict[str, Any]) -> None:
         row = {
@@ -163,10 +167,19 @@ class TrajectoryLog:
         }
         with self._lock:
             self._pending.append(row)
-            if self._thread is None:
+            if self._thread is None and not self._closed:
                 self._thread = threading.Thread(target=self._run, name="assay-trajectory", daemon=True)
                 self._thread.start()
+        if self._closed:  # a call finishing during shutdown: written on its own thread
+            self.flush()
+        else:
+            self._wake.set()
+
+    def close(self) -> None:
+        """Write what is queued and stop the writer (the app is shutting down)."""
+        self._closed = True
         self._wake.set()
+        self.flush()
 
     def flush(self) -> None:
         """Write what is queued now, on the caller's thread."""
@@ -182,10 +195,12 @@ class TrajectoryLog:
                 log.exception("%d trajectory steps could not be written", len(batch))
 
     def _run(self) -> None:
-        while True:
+        while not self._closed:
             self._wake.wait()
+            time.sleep(LINGER)  # let a burst of calls queue up: one commit for all of them
             self._wake.clear()
-            self.flush()
+            if not self._closed:
+                self.flush()
 
 
 def export(session: Session, task_run_id: str) -> dict[str, Any]:
