@@ -126,8 +126,11 @@ def test_inspect_runs_the_benchmark_offline(server: Server, front_office: str, o
     )
     for sample in log.samples or []:  # the run token is not written to Inspect's log
         assert not any("rt_" in str(value) for value in (sample.metadata or {}).values())
-    reducers = {score.name: score for score in log.results.scores} if log.results else {}
-    assert reducers
+    assert log.results is not None
+    reducers = {score.reducer: score for score in log.results.scores}
+    assert set(reducers) == {"mean", "pass_at_1", "assay/pass_k_1"}
+    assert abs(reducers["mean"].metrics["mean"].value - 5 / 7) < 1e-9  # five of seven tasks passed
+    assert abs(reducers["assay/pass_k_1"].metrics["mean"].value - 5 / 7) < 1e-9
 
 
 def test_pass_k_is_every_trial_passing() -> None:

@@ -29,7 +29,17 @@ import httpx
 from inspect_ai import Epochs, Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageTool, ChatMessageUser
-from inspect_ai.scorer import Score, Scorer, ScoreReducer, Target, mean, score_reducer, scorer
+from inspect_ai.scorer import (
+    Score,
+    Scorer,
+    ScoreReducer,
+    Target,
+    mean,
+    mean_score,
+    pass_at,
+    score_reducer,
+    scorer,
+)
 from inspect_ai.scorer._reducer.registry import REDUCER_NAME
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.tool import ToolDef, ToolParam, ToolParams
@@ -247,7 +257,7 @@ def benchmark(
         dataset=MemoryDataset(samples, name=benchmark),
         solver=assay_agent(url),
         scorer=assay_scorer(url),
-        epochs=Epochs(trials, ["mean", f"pass_at_{trials}", pass_k(trials)]),
+        epochs=Epochs(trials, [mean_score(), pass_at(trials), pass_k(trials)]),
         message_limit=message_limit,
         metadata={
             "assay_benchmark_run": run["benchmark_run_id"],

@@ -211,7 +211,8 @@ def export(session: Session, task_run_id: str) -> dict[str, Any]:
         .where(TrajectoryStep.task_run_id == task_run_id)
         .order_by(TrajectoryStep.id)
     ).all()
-    messages, tool_calls = [], []
+    messages: list[dict[str, Any]] = []
+    tool_calls: list[dict[str, Any]] = []
     for seq, row in enumerate(rows, start=1):
         entry = {"seq": seq, "at": row.created_at.isoformat().replace("+00:00", "Z"), **(row.step or {})}
         (messages if row.source == "agent" else tool_calls).append(entry)
