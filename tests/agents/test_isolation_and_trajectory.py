@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import anyio
+import httpx
 import httpx2
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -139,3 +140,28 @@ def test_trajectory_keeps_messages_and_tool_calls_in_order(server: Server, front
     seqs = [entry["seq"] for entry in [*exported["messages"], *tools]]
     assert sorted(seqs) == list(range(1, 7))
     assert exported["messages"][2]["seq"] < tools[0]["seq"] < exported["messages"][3]["seq"]
+
+
+def test_viewer_shows_the_models_messages_among_the_events(server: Server, front_office: str) -> None:
+    token, task_runs = create_run(server, front_office)
+    task_run_id = task_runs[LAB]
+    base = f"/v1/task-runs/{task_run_id}"
+    call = {"id": "call_9", "type": "function", "function": {"name": "hl7_inbox", "arguments": "{}"}}
+    with server.client(token) as http:
+        http.post(f"{base}/start").raise_for_status()
+        http.post(f"{base}/tools/hl7_inbox", json={}, headers={"X-Tool-Call-Id": "call_9"}).raise_for_status()
+        steps = [  # posted after the fact, as harnesses do: placed by the call they name
+            {"role": "user", "content": "Send the ADT^A08 for John Smith."},
+            {"role": "assistant", "content": "Checking the inbox first.", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_9", "content": '{"messages": []}'},
+            {"role": "assistant", "content": "Nothing waiting; done."},
+        ]
+        http.post(f"{base}/trajectory", json={"steps": steps}).raise_for_status()
+    with httpx.Client(base_url=server.url, follow_redirects=False, timeout=60) as viewer:
+        assert viewer.post("/ui/login", data={"api_key": server.org_key}).status_code == 303
+        page = viewer.get(f"/ui/task-runs/{task_run_id}").text
+    asked = page.index("Checking the inbox first. → hl7_inbox")
+    event = page.index("/hl7/inbox</code>")
+    answered = page.index("Nothing waiting; done.")
+    assert page.index("Send the ADT^A08 for John Smith.") < asked < event < answered
+    assert "model assistant" in page

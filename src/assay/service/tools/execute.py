@@ -20,6 +20,7 @@ task run does not offer is a 404 naming the ones it does.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +36,7 @@ from assay.sandboxes.tools import AgentTool, ToolInputError, ToolResponse
 from assay.service.auth.cache import TokenCache
 from assay.service.tools.catalog import TASK_READ, tools_for
 from assay.service.tools.trajectory import TrajectoryLog, tool_step
-from assay.store import Caller, Forbidden, NotFound
+from assay.store import Caller, Forbidden, NotFound, utcnow
 from assay.store.errors import Busy, DomainError
 from assay.store.models import Sandbox, TaskRun
 
@@ -233,7 +234,9 @@ class Tools:
             return ToolOutcome(
                 status, error=error_envelope(code, refused.message, getattr(refused, "details", None))
             )
+        began, clock = utcnow(), time.perf_counter()
         outcome = await self._run(authorization or "", task_run_id, offered, name, arguments)
+        spent = (time.perf_counter() - clock) * 1000
         if name == TASK_READ.name and outcome.result is not None:
             facts = {kind: known for kind, known in surfaces.items() if known}
             outcome = ToolOutcome(outcome.status, result={**outcome.result, "facts": facts})
@@ -241,7 +244,8 @@ class Tools:
             self.trajectory.add(
                 caller.org_id,
                 task_run_id,
-                tool_step(name, arguments, outcome.status, outcome.result, outcome.error, call_id),
+                tool_step(name, arguments, outcome.status, outcome.result, outcome.error, call_id, spent),
+                began,
             )
         return outcome
 

@@ -23,6 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, insert, select
@@ -132,9 +133,20 @@ def append_steps(session: Session, org_id: str, task_run_id: str, steps: Sequenc
 
 
 def tool_step(
-    name: str, arguments: Any, status: int, result: Any = None, error: Any = None, call_id: str | None = None
+    name: str,
+    arguments: Any,
+    status: int,
+    result: Any = None,
+    error: Any = None,
+    call_id: str | None = None,
+    ms: float = 0.0,
 ) -> dict[str, Any]:
-    step: dict[str, Any] = {"name": name, "arguments": _capped(arguments), "status": status}
+    step: dict[str, Any] = {
+        "name": name,
+        "arguments": _capped(arguments),
+        "status": status,
+        "ms": round(ms, 3),
+    }
     if call_id:
         step["tool_call_id"] = call_id
     if error is not None:
@@ -156,14 +168,15 @@ class TrajectoryLog:
         self._thread: threading.Thread | None = None
         self._closed = False
 
-    def add(self, org_id: str, task_run_id: str, step: dict[str, Any]) -> None:
+    def add(self, org_id: str, task_run_id: str, step: dict[str, Any], at: datetime | None = None) -> None:
+        """Queue one executed tool call; `at` is when it began (before the events it caused)."""
         row = {
             "id": new_id("trj_"),
             "org_id": org_id,
             "task_run_id": task_run_id,
             "source": "tool",
             "step": step,
-            "created_at": utcnow(),
+            "created_at": at or utcnow(),
         }
         with self._lock:
             self._pending.append(row)
@@ -222,3 +235,46 @@ def export(session: Session, task_run_id: str) -> dict[str, Any]:
         "messages": messages,
         "tool_calls": tool_calls,
     }
+
+
+def placed_messages(session: Session, task_run_id: str) -> list[tuple[datetime, dict[str, Any]]]:
+    """The posted messages, each with the time it belongs at among the sandbox events (for the
+    viewer): a harness usually posts them after the fact, so a message is placed by the tool calls
+    it names — an assistant message just before the first call it asked for began, a tool message
+    just after its call ended — and any other right after the message before it."""
+    rows = session.execute(
+        select(TrajectoryStep.source, TrajectoryStep.step, TrajectoryStep.created_at)
+        .where(TrajectoryStep.task_run_id == task_run_id)
+        .order_by(TrajectoryStep.id)
+    ).all()
+    began: dict[str, tuple[datetime, float]] = {}
+    for row in rows:
+        call_id = (row.step or {}).get("tool_call_id") if row.source == "tool" else None
+        if call_id and call_id not in began:
+            began[call_id] = (row.created_at, float((row.step or {}).get("ms") or 0))
+    messages = [row for row in rows if row.source == "agent"]
+    tick = timedelta(microseconds=1)
+    anchors: list[datetime | None] = []
+    for row in messages:
+        message = row.step or {}
+        ids = [str(call.get("id")) for call in message.get("tool_calls") or [] if isinstance(call, dict)]
+        starts = [began[i][0] for i in ids if i in began]
+        anchor: datetime | None = None
+        if starts:
+            anchor = min(starts) - tick
+        elif message.get("role") == "tool" and message.get("tool_call_id") in began:
+            start, ms = began[message["tool_call_id"]]
+            anchor = start + timedelta(milliseconds=ms) + tick
+        anchors.append(anchor)
+    placed: list[tuple[datetime, dict[str, Any]]] = []
+    previous: datetime | None = None
+    for i, row in enumerate(messages):
+        at = anchors[i]
+        if at is None and previous is None:  # before the first placed message: just before it
+            later = next(((j, a) for j, a in enumerate(anchors[i:], start=i) if a is not None), None)
+            at = later[1] - (later[0] - i) * tick if later else row.created_at
+        if at is None or (previous is not None and at <= previous):
+            at = (previous or row.created_at) + tick
+        placed.append((at, row.step or {}))
+        previous = at
+    return placed
