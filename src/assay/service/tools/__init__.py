@@ -26,6 +26,7 @@ def install_tools(app: FastAPI) -> None:
     @asynccontextmanager
     async def lifespan(running: Any) -> AsyncIterator[Any]:
         async with opened(running) as state:
+            tools_of_app(running).open_trajectory(running.state.database)  # this lifespan's database
             try:
                 yield state
             finally:  # before the app's lifespan disposes of the database

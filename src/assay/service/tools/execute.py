@@ -163,6 +163,10 @@ class Tools:
         """Task run → its sandboxes' types → the facts its tools name (`AgentTool.facts`)."""
         self._trajectory: TrajectoryLog | None = None
 
+    def open_trajectory(self, database: Any) -> None:
+        """A new queue for an app (re)started on `database`: one closed at a shutdown takes nothing."""
+        self._trajectory = TrajectoryLog(database)
+
     @property
     def trajectory(self) -> TrajectoryLog:
         if self._trajectory is None:

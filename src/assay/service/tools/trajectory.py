@@ -179,13 +179,14 @@ class TrajectoryLog:
             "created_at": at or utcnow(),
         }
         with self._lock:
+            first = not self._pending  # the writer is woken once per batch, not once per call
             self._pending.append(row)
             if self._thread is None and not self._closed:
                 self._thread = threading.Thread(target=self._run, name="assay-trajectory", daemon=True)
                 self._thread.start()
         if self._closed:  # a call finishing during shutdown: written on its own thread
             self.flush()
-        else:
+        elif first:
             self._wake.set()
 
     def close(self) -> None:
@@ -195,7 +196,9 @@ class TrajectoryLog:
         self.flush()
 
     def flush(self) -> None:
-        """Write what is queued now, on the caller's thread."""
+        """Write what is queued now, on the caller's thread; a batch the database refuses (busy,
+        locked) goes back to the front of the queue, and is dropped, logged, at its third refusal
+        (a task run deleted meanwhile: its steps go with it)."""
         with self._writing:
             with self._lock:
                 batch, self._pending = self._pending, []
@@ -203,9 +206,19 @@ class TrajectoryLog:
                 return
             try:
                 with self.database.transaction() as session:
-                    session.execute(insert(TrajectoryStep), batch)
-            except Exception:  # a task run deleted meanwhile: its steps go with it
-                log.exception("%d trajectory steps could not be written", len(batch))
+                    session.execute(
+                        insert(TrajectoryStep),
+                        [{k: v for k, v in row.items() if k != "tries"} for row in batch],
+                    )
+            except Exception:
+                again = [{**row, "tries": row.get("tries", 0) + 1} for row in batch]
+                kept = [row for row in again if row["tries"] < 3]
+                if len(kept) < len(again):
+                    log.exception("%d trajectory steps could not be written", len(again) - len(kept))
+                with self._lock:
+                    self._pending[:0] = kept
+                if kept and not self._closed:
+                    self._wake.set()
 
     def _run(self) -> None:
         while not self._closed:
@@ -264,7 +277,9 @@ def placed_messages(session: Session, task_run_id: str) -> list[tuple[datetime, 
             anchor = min(starts) - tick
         elif message.get("role") == "tool" and message.get("tool_call_id") in began:
             start, ms = began[message["tool_call_id"]]
-            anchor = start + timedelta(milliseconds=ms) + tick
+            # Events are kept to the millisecond and may be moved on by one (`events._listed_after`):
+            # the answer goes two past the call's end, after any event the call caused.
+            anchor = start + timedelta(milliseconds=ms + 2)
         anchors.append(anchor)
     placed: list[tuple[datetime, dict[str, Any]]] = []
     previous: datetime | None = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
@@ -173,6 +173,7 @@ def with_messages(
         if calls:
             text = f"{text} → {', '.join(calls)}".strip(" →") if text else f"→ {', '.join(calls)}"
         role = str(message.get("role", "?"))
+        when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)  # as events show it
         at = when.isoformat(timespec="milliseconds")
         placed.append(
             TimelineItem(
