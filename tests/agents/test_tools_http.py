@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.agents.support import TOOL_ACTIONS, create_run, scripted_scores
-from tests.service.conftest import Server
+from tests.service.conftest import Server, serving
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -129,3 +129,17 @@ def test_hl7_send_routes_as_mllp(server: Server, front_office: str) -> None:
         assert ack["code"] == "AR" and not ack["accepted"] and "SOMEONE-ELSE" in ack["ack"]
         garbage = http.post(f"{base}/tools/hl7_send", json={"message": "hello"}).json()
         assert garbage["code"] in {"AR", "AE"} and not garbage["accepted"]
+
+
+def test_a_tool_call_takes_one_request_from_the_rate_limit(server: Server, front_office: str) -> None:
+    token, task_runs = create_run(server, front_office)
+    task_run_id = task_runs["Book a follow-up with Dr. Rivera"]
+    with server.client(token) as http:
+        http.post(f"/v1/task-runs/{task_run_id}/start").raise_for_status()
+    with serving(server, rate_limit=0.001, rate_limit_burst=3) as limited, limited.client(token) as http:
+        arguments = {"resource_type": "Patient", "id": "john-smith"}
+        answers = [
+            http.post(f"/v1/task-runs/{task_run_id}/tools/fhir_read", json=arguments) for _ in range(4)
+        ]
+    assert [a.status_code for a in answers] == [200, 200, 200, 429]
+    assert answers[3].json()["error"]["code"] == "RATE_LIMITED"
