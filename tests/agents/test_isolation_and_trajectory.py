@@ -157,6 +157,8 @@ def test_viewer_shows_the_models_messages_among_the_events(server: Server, front
             {"role": "assistant", "content": "Nothing waiting; done."},
         ]
         http.post(f"{base}/trajectory", json={"steps": steps}).raise_for_status()
+    with server.client() as org:  # the event list writes the events still queued (PostgreSQL lingers)
+        assert org.get(f"/task-runs/{task_run_id}/events").json()["data"]
     with httpx.Client(base_url=server.url, follow_redirects=False, timeout=60) as viewer:
         assert viewer.post("/ui/login", data={"api_key": server.org_key}).status_code == 303
         page = viewer.get(f"/ui/task-runs/{task_run_id}").text
