@@ -133,6 +133,7 @@ def targets(server: Server) -> Iterator[tuple[Json, str]]:
         "compartment": "Patient",  # {compartment}/{owner_id}/{resource_type}
         "owner_id": "p1",
         "path": "inbox/fuzz.txt",
+        "name": "task_read",  # /v1/task-runs/{id}/tools/{name}
         "fhir:benchmark_run_id": fhir_run.id,
         "fhir:task_run_id": fhir_run.task_runs[0]["id"],
         "token": other_run.token,

@@ -23,6 +23,7 @@ never names a surface; it loops over the registry:
     end              teardown(session, playground_id, deployment)
     deleted          purge(session, playground_ids, sandbox_ids, deployment)   the rows (and files) it
                                                        keeps for torn-down playgrounds whose runs go
+    agents           tools                             the typed tools it offers a model (`sandboxes/tools.py`)
 
 `BaseSurface` implements every hook as "nothing to do", so a surface overrides only what it has.
 Anything a hook cannot do for a reason the task author should read (a bad scenario step, a dataset
@@ -48,6 +49,7 @@ from assay.store.models import Sandbox
 if TYPE_CHECKING:
     from fastapi import APIRouter, Request, Response
 
+    from assay.sandboxes.tools import AgentTool
     from assay.snapshot import SnapshotWriter
 
 __all__ = [
@@ -235,6 +237,11 @@ class Surface(Protocol):
         """The `SandboxState` methods its view fills (`hl7_outbound`)."""
         ...
 
+    @property
+    def tools(self) -> Sequence[AgentTool]:
+        """The agent tools it offers (`sandboxes/<surface>/tools.py`), each one request to its routes."""
+        ...
+
     def open(self, deployment: Deployment) -> None:
         """Open what the surface keeps for the deployment's lifetime (from `deployment.options`)
         into `deployment.runtime`; the app's lifespan calls it once at start-up."""
@@ -325,6 +332,7 @@ class BaseSurface:
     dataset_type: str | None = None
     scenario_steps: Mapping[str, ScenarioStep] = MappingProxyType({})
     state_fields: frozenset[str] = frozenset()
+    tools: Sequence[AgentTool] = ()
 
     def open(self, deployment: Deployment) -> None:
         return None

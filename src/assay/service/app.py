@@ -36,6 +36,7 @@ from assay.service.runs.sweeper import Sweeper
 from assay.service.runs.v1_routes import router as v1_router
 from assay.service.sandboxes.routes import sandbox_routers
 from assay.service.settings import Settings
+from assay.service.tools import install_tools
 from assay.service.ui import router as ui_router
 from assay.store import Database
 from assay.store.epoch import epoch_of
@@ -121,6 +122,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # (their prefixes, `/v1/task-runs/{id}/<surface>`, overlap no other route).
     for router, prefix in sandbox_routers():
         app.include_router(router, prefix=prefix, responses=ERROR_RESPONSES)
+    install_tools(app)  # the agents' tools next: a tool call is as hot (service/tools)
     body_checks = [Depends(json_body_limit)]
     app.include_router(catalog_router, dependencies=body_checks)
     app.include_router(task_router, dependencies=body_checks)

@@ -379,3 +379,17 @@ class Lease(Base):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     holder: Mapped[str] = mapped_column(String(64))
     expires_at: Mapped[datetime]
+
+
+class TrajectoryStep(Base):
+    """One step of a task run's trajectory: a message the agent's harness posted (`source`
+    `agent`: role, content, tool calls) or a tool call the service executed for it (`tool`: the
+    tool's name, arguments and result or error envelope). Ordered by `id` (time-ordered)."""
+
+    __tablename__ = "trajectory_steps"
+    id: Mapped[str] = mapped_column(_ID, primary_key=True)
+    org_id: Mapped[str] = _org()
+    task_run_id: Mapped[str] = mapped_column(_ID, ForeignKey("task_runs.id", ondelete="CASCADE"), index=True)
+    source: Mapped[str] = mapped_column(String(16))
+    step: Mapped[Any]
+    created_at: Mapped[datetime]

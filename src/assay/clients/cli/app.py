@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from assay import __version__
+from assay.clients.cli.agent import agent_app
 from assay.clients.cli.auth import auth_app
 from assay.clients.cli.criteria import criteria_app
 from assay.clients.cli.demo import demo
@@ -197,6 +198,7 @@ def _score(value: Fraction) -> str:
 app.command()(serve)
 app.command("fhir-server")(fhir_server)
 app.command()(mcp)
+app.add_typer(agent_app, name="agent")
 app.command()(demo)
 app.command("push")(push_command)
 app.command("pull")(pull_command)

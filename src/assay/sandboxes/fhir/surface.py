@@ -33,6 +33,7 @@ from assay.sandboxes.fhir.layers import LayerNotLoadable, LayerSource, layer_key
 from assay.sandboxes.fhir.routes import FhirSurface, SurfaceEvent, base_url_of, fhir_router, serve_cached
 from assay.sandboxes.fhir.store import capture_read, embedded_fhir
 from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
+from assay.sandboxes.fhir.tools import TOOLS
 from assay.sandboxes.fhir.validation import strict_available
 from assay.sandboxes.read_ahead import contents
 from assay.sandboxes.surface import (
@@ -141,6 +142,7 @@ class FhirView(StateView):
 
 
 class FhirSandbox(BaseSurface):
+    tools = TOOLS
     name = "fhir"
     dataset_type = "fhir"
     state_fields = frozenset({"fhir_search"})

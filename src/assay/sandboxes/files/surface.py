@@ -45,6 +45,7 @@ from assay.sandboxes.files.storage import (
     open_storage,
     storage_settings,
 )
+from assay.sandboxes.files.tools import TOOLS
 from assay.sandboxes.files.tree import PlaygroundFiles
 from assay.sandboxes.surface import (
     BaseSurface,
@@ -273,6 +274,7 @@ def _remove_trees(storage: FileStorage, prefixes: Sequence[str]) -> None:
 
 
 class FilesSandbox(BaseSurface):
+    tools = TOOLS
     name = "files"
     dataset_type = "files"
     state_fields = frozenset({"files", "read_file"})

@@ -6,6 +6,10 @@ type) and answers 200 with the ACK (`x-application/hl7-v2+er7`), whatever its co
 `payload` is a 422 (or 400 when it is not JSON), and a message that would be stored after its task
 run stopped taking writes a 409 (`sandboxes/gate.py`). Each POST is an `hl7_outbound` event, each GET of
 the inbox an `hl7_inbound` event (what the agent was delivered).
+
+With `X-Assay-Route: mllp` (what the `hl7_send` tool sends) the message is also routed as the
+MLLP listener routes it: one whose MSH-6.1 does not name this run's receiving facility is refused
+with the listener's own `AR`, so a tool call is answered exactly as the same bytes over MLLP.
 """
 
 from __future__ import annotations
@@ -18,14 +22,15 @@ from starlette.concurrency import run_in_threadpool
 
 from assay.sandboxes.gate import SandboxClosed
 from assay.sandboxes.hl7.ack import inspect
-from assay.sandboxes.hl7.store import accept, inbox
+from assay.sandboxes.hl7.store import accept, inbox, unroutable
 from assay.sandboxes.openapi import json_answer, listed, raw_answer
 from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
 from assay.store import BadRequest, Invalid
 
-__all__ = ["HL7_MEDIA_TYPE", "hl7_router"]
+__all__ = ["HL7_MEDIA_TYPE", "MLLP_ROUTE_HEADER", "hl7_router"]
 
 HL7_MEDIA_TYPE = "x-application/hl7-v2+er7"
+MLLP_ROUTE_HEADER = "x-assay-route"
 
 
 def _payload(body: bytes, content_type: str) -> bytes:
@@ -79,11 +84,21 @@ def hl7_router(target: SurfaceTarget) -> APIRouter:
         """Send one message (or a batch); the answer is its ACK (MSA `AA`, `AE` or `AR`)."""
         raw = await request.body()
         payload = _payload(raw, request.headers.get("content-type", ""))
+        as_mllp = request.headers.get(MLLP_ROUTE_HEADER, "").lower() == "mllp"
 
         def work() -> bytes:
+            inspection = inspect(payload)
+            facility = inspection.facility
             try:
                 with handle.deployment.engine.begin() as conn:
-                    ack = accept(conn, handle.sandbox_id, inspect(payload))
+                    if as_mllp and facility != handle.credentials.get("receiving_facility"):
+                        ack = (
+                            unroutable(inspection, facility)
+                            if inspection.message is not None
+                            else accept(conn, handle.sandbox_id, inspection)
+                        )
+                    else:
+                        ack = accept(conn, handle.sandbox_id, inspection)
             except SandboxClosed as closed:  # 409 in the API's envelope, logged like every request
                 handle.record(
                     "hl7_outbound", method="POST", path=request.url.path, status=409, request=payload

@@ -30,6 +30,7 @@ from assay.sandboxes.hl7.mllp import (
 from assay.sandboxes.hl7.routes import hl7_router
 from assay.sandboxes.hl7.store import append, last_outbound, outbound_until, register_facility
 from assay.sandboxes.hl7.tables import Hl7Facility, Hl7MessageRow
+from assay.sandboxes.hl7.tools import TOOLS
 from assay.sandboxes.surface import (
     Deployment,
     LogSurface,
@@ -104,6 +105,7 @@ def _seed_inbox(run: RunContext, sandbox: Sandbox, step: Mapping[str, Any]) -> N
 
 
 class Hl7Sandbox(LogSurface):
+    tools = TOOLS
     name = "hl7"
     dataset_type = "hl7"
     state_fields = frozenset({"hl7_outbound"})

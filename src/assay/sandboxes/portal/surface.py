@@ -25,6 +25,7 @@ from assay.sandboxes.portal.routes import portal_router
 from assay.sandboxes.portal.store import capture_seq, rows_at
 from assay.sandboxes.portal.tables import PortalSessionRow, PortalStoreRow, PortalVersion
 from assay.sandboxes.portal.throttle import SignInThrottle, ThrottleSettings
+from assay.sandboxes.portal.tools import TOOLS
 from assay.sandboxes.portal.web import portal_web_router
 from assay.sandboxes.surface import (
     BaseSurface,
@@ -139,6 +140,7 @@ def _web_target(request: Request) -> PortalSurface:
 
 
 class PortalSandbox(BaseSurface):
+    tools = TOOLS
     name = "portal"
     dataset_type = "portal"
     scenario_steps = {"set_portal_row": _set_portal_row}

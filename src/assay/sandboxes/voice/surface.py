@@ -32,6 +32,7 @@ from assay.sandboxes.voice.routes import voice_router
 from assay.sandboxes.voice.sim import close_sim, open_sim
 from assay.sandboxes.voice.store import append_turns, last_turn, turn_problems, turns_until
 from assay.sandboxes.voice.tables import VoiceCallRow, VoiceTurnRow
+from assay.sandboxes.voice.tools import TOOLS
 from assay.snapshot import SnapshotWriter
 from assay.store import utcnow
 from assay.store.models import Playground, Sandbox, TaskRun
@@ -63,6 +64,7 @@ def _add_turns(run: RunContext, sandbox: Sandbox, step: Mapping[str, Any]) -> No
 
 
 class VoiceSandbox(LogSurface):
+    tools = TOOLS
     name = "voice"
     dataset_type = "voice"
     state_fields = frozenset({"voice_turns"})

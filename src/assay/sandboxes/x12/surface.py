@@ -27,6 +27,7 @@ from assay.sandboxes.surface import (
 )
 from assay.sandboxes.x12.routes import x12_router
 from assay.sandboxes.x12.store import last_seq, records, seed_payer
+from assay.sandboxes.x12.tools import TOOLS
 from assay.snapshot import SnapshotWriter
 from assay.store.models import Sandbox
 
@@ -61,6 +62,7 @@ class X12View(StateView):
 
 
 class X12Sandbox(LogSurface):
+    tools = TOOLS
     name = "x12"
     dataset_type = "x12"
     state_fields = frozenset({"x12_records"})

@@ -29,6 +29,8 @@ from assay.service.runs.overrides import OverrideCreate
 from assay.service.runs.routes import state_archive
 from assay.service.runs.schemas import trials_by_task
 from assay.service.runs.self_test import SELF_TEST_AGENT
+from assay.service.tools.execute import tools_of_app
+from assay.service.tools.trajectory import placed_messages
 from assay.service.ui import views
 from assay.service.ui.session import (
     COOKIE,
@@ -334,12 +336,14 @@ def _events(session: Session, playground_id: str | None) -> tuple[list[views.Eve
 
 @router.get("/task-runs/{task_run_id}", response_class=HTMLResponse)
 def task_run(request: Request, task_run_id: str) -> Response:
+    tools_of_app(request.app).trajectory.flush()  # the tool calls still queued in this process
     try:
         with _org(request) as (session, caller):
             row = repo.get_task_run(session, caller, task_run_id)
             settle_if_due(session, repo.get_benchmark_run(session, caller, row.benchmark_run_id), utcnow())
             criteria = repo.current_criterion_runs(session, row.id)
             events, surfaces = _events(session, row.playground_id)
+            messages = placed_messages(session, row.id)  # the model's, among the events
     except _SignedOut:
         return _to_sign_in(request)
     except NotFound as missing:
@@ -368,7 +372,7 @@ def task_run(request: Request, task_run_id: str) -> Response:
         task_run=row,
         score=_score(row.score),
         criteria=shown,
-        timeline=views.timeline(events, surfaces, judged_by),
+        timeline=views.with_messages(views.timeline(events, surfaces, judged_by), messages),
         matched_turns=views.matched_turns(criteria),
         task=row.snapshot.get("task", {}),
     )

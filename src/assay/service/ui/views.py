@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
@@ -169,6 +169,57 @@ class TimelineItem:
     judged_by: list[str] = field(default_factory=list)
     turn: int | None = None
     """A voice turn's 0-based place in the transcript (as voice evidence's `turn` counts it)."""
+
+
+def with_messages(
+    items: list[TimelineItem], messages: Iterable[tuple[datetime, dict[str, Any]]]
+) -> list[TimelineItem]:
+    """The timeline with the model's messages (`tools.trajectory.placed_messages`) among the
+    events, by time; a message is a chat line `model <role>`, its tool calls named."""
+    placed, leads = [], []
+    for number, (when, message) in enumerate(messages):
+        leads.append(bool(message.get("tool_calls")) or message.get("role") in ("system", "user"))
+        content = message.get("content")
+        text = (
+            content
+            if isinstance(content, str)
+            else json.dumps(content, ensure_ascii=False)
+            if content
+            else ""
+        )
+        calls = [str((call.get("function") or {}).get("name")) for call in message.get("tool_calls") or []]
+        if calls:
+            text = f"{text} → {', '.join(calls)}".strip(" →") if text else f"→ {', '.join(calls)}"
+        role = str(message.get("role", "?"))
+        when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)  # as events show it
+        at = when.isoformat(timespec="milliseconds")
+        placed.append(
+            TimelineItem(
+                f"message-{number}",
+                0,
+                at,
+                "agent_message",
+                "",
+                role,
+                None,
+                "",
+                "",
+                speaker=f"model {role}",
+                text=text[:BODY_PREVIEW],
+            )
+        )
+    if not placed:
+        return items
+    # A merge, not a sort: each list keeps its own order. Within one millisecond a message that
+    # asks (or comes before any call) goes before the events, an answer after them.
+    merged: list[TimelineItem] = []
+    waiting = list(zip(placed, leads, strict=True))
+    for item in items:
+        while waiting and (waiting[0][0].at < item.at or (waiting[0][0].at == item.at and waiting[0][1])):
+            merged.append(waiting.pop(0)[0])
+        merged.append(item)
+    merged.extend(message for message, _ in waiting)
+    return merged
 
 
 def _body_text(text: str | None) -> str:
