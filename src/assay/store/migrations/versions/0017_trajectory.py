@@ -1,7 +1,7 @@
 """Trajectory steps: the agent's messages and the tool calls executed for it, per task run.
 
 Revision ID: 0017_trajectory
-Revises: 0012_event_lz4
+Revises: 0016_voice_line
 """
 
 from __future__ import annotations
