@@ -124,6 +124,25 @@ async def call_member(call: Call) -> None:
     await call("voice_turns", {"turns": turns})
 
 
+async def call_payer(call: Call) -> None:
+    number = (await call("task_read", {}))["facts"]["voice"]["phone_number"]
+    call_id = (await call("call_dial", {"to": number}))["call_id"]
+    for digits in ("3", "1234567893", "1"):  # authorization; the NPI; confirm the read-back
+        await call("call_dtmf", {"call_id": call_id, "digits": digits})
+    await call("call_say", {"call_id": call_id, "text": "M 1 2 3 4 5 6"})
+    for digits in ("1", "04171962", "1"):  # confirm; the date of birth; confirm (then the hold)
+        await call("call_dtmf", {"call_id": call_id, "digits": digits})
+    for text in (
+        "Hi, this is Front Office Clinic.",
+        "What is the status of the prior authorization for procedure 70551?",
+        "May I have the call reference number? That's all, thank you, goodbye.",
+    ):
+        answer = await call("call_say", {"call_id": call_id, "text": text})
+    reference = next(turn["text"] for turn in answer["said"] if turn["kind"] == "reference")
+    note = {"note_id": "CALL-1", "member_id": "M123456", "reference": reference, "topic": "PA 70551"}
+    await call("portal_submit", {"resource": "call_notes", "record": note})
+
+
 TOOL_ACTIONS: dict[str, Callable[[Call], Awaitable[None]]] = {
     "Book a follow-up with Dr. Rivera": book_follow_up,
     "Record John Smith's new phone number": update_phone,
@@ -132,6 +151,7 @@ TOOL_ACTIONS: dict[str, Callable[[Call], Awaitable[None]]] = {
     "File the cardiology referral on the SFTP drop": file_referral,
     "Request prior authorization for the echocardiogram": prior_auth,
     "Call John Smith to confirm the visit": call_member,
+    "Ask ACME Health by phone about the MRI authorization": call_payer,
 }
 
 __all__ = ["ELIGIBILITY_270", "TOOL_ACTIONS", "Call", "create_run", "scripted_scores"]

@@ -84,6 +84,7 @@ def _outputs(server: Server) -> Iterator[ModelOutput]:
     yield _call("portal_submit", {"resource": "prior_auth_requests", "record": record})
     yield _say("Requested.")
     yield _say("I will call later.")  # no tool: the call never happens
+    yield _say("I will call the payer tomorrow.")  # nor this one
 
 
 @pytest.fixture
@@ -105,7 +106,7 @@ def test_inspect_runs_the_benchmark_offline(server: Server, front_office: str, o
     assert log.status == "success", log.error
     assert log.eval.metadata and "/ui/runs/" in log.eval.metadata["viewer"]
     scores = {sample.metadata["name"]: sample.scores["assay_scorer"] for sample in log.samples or []}
-    assert len(scores) == 7
+    assert len(scores) == 8
     for name in (
         "Book a follow-up",
         "Tell the lab",
@@ -129,8 +130,8 @@ def test_inspect_runs_the_benchmark_offline(server: Server, front_office: str, o
     assert log.results is not None
     reducers = {score.reducer: score for score in log.results.scores}
     assert set(reducers) == {"mean", "pass_at_1", "assay/pass_k_1"}
-    assert abs(reducers["mean"].metrics["mean"].value - 5 / 7) < 1e-9  # five of seven tasks passed
-    assert abs(reducers["assay/pass_k_1"].metrics["mean"].value - 5 / 7) < 1e-9
+    assert abs(reducers["mean"].metrics["mean"].value - 5 / 8) < 1e-9  # five of eight tasks passed
+    assert abs(reducers["assay/pass_k_1"].metrics["mean"].value - 5 / 8) < 1e-9
 
 
 def test_pass_k_is_every_trial_passing() -> None:

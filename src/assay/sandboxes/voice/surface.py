@@ -112,6 +112,12 @@ class VoiceSandbox(LogSurface):
         if line is not None:
             sandbox.credentials = {**(sandbox.credentials or {}), LINE_KEY: line}
             ring(connection, sandbox.id, parse_line(line))
+        # Stored too (not only shown by `start`), so an agent working through tools alone reads it
+        # from `task_read`'s facts.
+        sandbox.credentials = {
+            **(sandbox.credentials or {}),
+            "phone_number": phone_number(sandbox.credentials or {}),
+        }
 
     def credentials(self, sandbox: Sandbox, host: str, deployment: Deployment) -> dict[str, Any]:
         return {"voice": {"phone_number": phone_number(sandbox.credentials or {})}}
