@@ -134,6 +134,7 @@ def targets(server: Server) -> Iterator[tuple[Json, str]]:
         "owner_id": "p1",
         "path": "inbox/fuzz.txt",
         "name": "task_read",  # /v1/task-runs/{id}/tools/{name}
+        "call_id": "current",  # voice/calls/{call_id}: the run's latest call
         "fhir:benchmark_run_id": fhir_run.id,
         "fhir:task_run_id": fhir_run.task_runs[0]["id"],
         "token": other_run.token,
