@@ -289,8 +289,15 @@ class _Session(asyncssh.SFTPServer):
             await asyncio.to_thread(self._record, FileEvent("file_download", "SFTP", handle.path, 0, request))
             return
         assert handle.writer is not None and handle.aside is not None
-        handle.writer.close()
         storage = self.files.storage
+        try:
+            handle.writer.close()  # flushes what is still buffered: on a full disk, this write fails
+        except OSError as exc:
+            storage.discard(handle.aside)  # the set-aside upload never outlives its failure
+            if handle.refused is None:
+                handle.refused = f"/{handle.path} could not be written: {exc.strerror or exc}"
+            if no_space(exc):
+                raise asyncssh.SFTPNoSpaceOnFilesystem("no space left on the server: retry later") from None
         if self.channel.is_closing() or handle.refused is not None:
             # The connection went away before the client closed the file (asyncssh closes open
             # handles on its way out), or a write was refused: nothing of it reaches the tree.
