@@ -277,9 +277,9 @@ def settle_if_due(session: Session, benchmark_run: BenchmarkRun, now: datetime) 
     if is_due(benchmark_run, task_runs, now):
         settle_due(session, benchmark_run, now)
         # Ended here, or by the sweeper or another request while this one waited for the rows'
-        # locks (then the rows no longer match what is due and were not re-read): read them again.
-        for task_run in task_runs:
-            session.refresh(task_run)
+        # locks (then the rows no longer match what is due and were not re-read): read them again,
+        # in one statement.
+        task_runs = task_runs_of(session, benchmark_run.id, fresh=True)
         session.refresh(benchmark_run)
     elif sum(states.is_ended(task_run.status) for task_run in task_runs) != benchmark_run.task_runs_ended:
         # The run was read before an end committed (the sweeper's, another request's) and its task

@@ -83,10 +83,15 @@ def get_playground(session: Session, caller: Caller, ident: str) -> Playground:
     return get_owned(session, Playground, caller, ident, "playground")
 
 
-def task_runs_of(session: Session, benchmark_run_id: str, *, lock: bool = False) -> list[TaskRun]:
+def task_runs_of(
+    session: Session, benchmark_run_id: str, *, lock: bool = False, fresh: bool = False
+) -> list[TaskRun]:
+    """The run's task runs in order; `fresh` (implied by `lock`) overwrites rows already loaded."""
     statement = select(TaskRun).where(TaskRun.benchmark_run_id == benchmark_run_id).order_by(TaskRun.position)
     if lock:
-        statement = statement.with_for_update().execution_options(populate_existing=True)
+        statement = statement.with_for_update()
+    if lock or fresh:
+        statement = statement.execution_options(populate_existing=True)
     return list(session.scalars(statement))
 
 
