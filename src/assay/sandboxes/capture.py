@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from assay.core.state import FileRecord, Hl7Record, PortalRow, SearchParams, VoiceTurn, X12Record
 from assay.sandboxes.gate import lock_playground
-from assay.sandboxes.registry import SURFACES
+from assay.sandboxes.registry import FIELD_OWNERS, SURFACES
 from assay.sandboxes.surface import Deployment, StateView, deployment_of
 from assay.snapshot import SnapshotWriter
 from assay.store import iso, utcnow
@@ -99,7 +99,7 @@ class CapturedState:
         return found
 
     def _view(self, field: str) -> Any:
-        owner = _FIELD_OWNERS.get(field)
+        owner = FIELD_OWNERS.get(field)
         return None if owner is None else self.view(owner)
 
     def input_entity(self) -> Mapping[str, Any] | None:
@@ -151,9 +151,6 @@ class CapturedState:
     def digests(self, surface: str) -> Mapping[str, str]:
         found = getattr(self.view(surface), "digests", None)
         return {} if found is None else found()  # type: ignore[no-any-return]
-
-
-_FIELD_OWNERS = {field: name for name, surface in SURFACES.items() for field in surface.state_fields}
 
 
 def _views(pointer: Mapping[str, Any], session: Session | None) -> dict[str, StateView]:

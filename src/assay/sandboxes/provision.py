@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from assay.sandboxes.registry import SURFACES
+from assay.sandboxes.registry import LIFECYCLE, SURFACES
 from assay.sandboxes.surface import Access, Deployment, RunContext, deployment_of
 from assay.store import new_id, utcnow
 from assay.store.models import Playground, Sandbox
@@ -97,7 +97,7 @@ def teardown(session: Session, playground_id: str | None, deployment: Deployment
         .execution_options(**quiet)
     )
     deployment = deployment or deployment_of(session.connection().engine)
-    for surface in SURFACES.values():
+    for surface in LIFECYCLE.values():
         surface.teardown(session, playground_id, deployment)
 
 

@@ -55,10 +55,14 @@ if TYPE_CHECKING:
 __all__ = [
     "Access",
     "BaseSurface",
+    "Caching",
     "CatchUp",
     "Deployment",
+    "Lifecycle",
+    "LifecycleSurface",
     "Listener",
     "LogSurface",
+    "Preparing",
     "ProvisionFailed",
     "RunContext",
     "SandboxHandle",
@@ -216,6 +220,60 @@ class Listener(Protocol):
 
 
 @runtime_checkable
+class Lifecycle(Protocol):
+    """A surface that keeps something beyond its rows: for the deployment's lifetime (`open`,
+    `close`: an external server's client, a thread pool) or for a playground's (`teardown`)."""
+
+    def open(self, deployment: Deployment) -> None:
+        """Open what the surface keeps for the deployment's lifetime (from `deployment.options`)
+        into `deployment.runtime`; the app's lifespan calls it once at start-up."""
+        ...
+
+    def close(self, deployment: Deployment) -> None:
+        """Close what `open` opened; the app's lifespan calls it at shutdown."""
+        ...
+
+    def teardown(self, session: Session, playground_id: str, deployment: Deployment) -> None:
+        """Release what the playground holds when its task run ends, in the caller's transaction."""
+        ...
+
+
+@runtime_checkable
+class Preparing(Protocol):
+    """A surface whose start depends on more than its datasets: an environment setting it must
+    honour (`check_settings`), or a shared index it builds before the start's transaction."""
+
+    def check_settings(self, settings: Mapping[str, Any], deployment: Deployment) -> str | None:
+        """The reason `start` cannot honour the environment's settings, or None."""
+        ...
+
+    def prepare(self, datasets: Sequence[Mapping[str, Any]], deployment: Deployment) -> None:
+        """Before `start`'s transaction, holding no lock: build what `seed` will then find ready
+        (shared and content-addressed, never the playground's own state); a failure here is
+        left for `seed` to report."""
+        ...
+
+
+@runtime_checkable
+class Caching(Protocol):
+    """A surface that answers warm reads from what the worker holds, below FastAPI
+    (`service/fast_path.py`)."""
+
+    def serve_cached(self, request: Request, handle: SandboxHandle, relative: str) -> Response | None:
+        """The answer to a request at `relative` (the path under the surface's prefix) from what
+        this worker already holds, with no SQL and no thread hand-off, recorded like the router's
+        answer; None when the router must answer it. `CatchUp` when it would answer once what it
+        holds is brought current."""
+        ...
+
+    def catch_up(self, handle: SandboxHandle) -> None:
+        """On a worker thread, right after the fast path re-read the task run's rows (something
+        was committed since): bring current what `serve_cached` would otherwise raise `CatchUp`
+        for, in the same hand-off, so a worker makes one hand-off, not two."""
+        ...
+
+
+@runtime_checkable
 class Surface(Protocol):
     @property
     def name(self) -> str:
@@ -242,28 +300,11 @@ class Surface(Protocol):
         """The agent tools it offers (`sandboxes/<surface>/tools.py`), each one request to its routes."""
         ...
 
-    def open(self, deployment: Deployment) -> None:
-        """Open what the surface keeps for the deployment's lifetime (from `deployment.options`)
-        into `deployment.runtime`; the app's lifespan calls it once at start-up."""
-        ...
-
-    def close(self, deployment: Deployment) -> None:
-        """Close what `open` opened; the app's lifespan calls it at shutdown."""
-        ...
-
     def validate_dataset(self, data: Any) -> dict[str, list[str]]: ...
-
-    def check_settings(self, settings: Mapping[str, Any], deployment: Deployment) -> str | None: ...
 
     def provision(self, run: RunContext) -> dict[str, Any] | None: ...
 
     def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None: ...
-
-    def prepare(self, datasets: Sequence[Mapping[str, Any]], deployment: Deployment) -> None:
-        """Before `start`'s transaction, holding no lock: build what `seed` will then find ready
-        (shared and content-addressed, never the playground's own state); a failure here is
-        left for `seed` to report."""
-        ...
 
     def endpoints(self, base: str) -> dict[str, str]:
         """Endpoint key → URL path under a task-run or benchmark-run base (SPEC §5.2)."""
@@ -274,20 +315,6 @@ class Surface(Protocol):
         ...
 
     def router(self, target: SurfaceTarget) -> APIRouter | None: ...
-
-    def serve_cached(self, request: Request, handle: SandboxHandle, relative: str) -> Response | None:
-        """The answer to a request at `relative` (the path under the surface's prefix) from what
-        this worker already holds, with no SQL and no thread hand-off, recorded like the router's
-        answer; None when the router must answer it (issue 9: the agent path below FastAPI).
-        `CatchUp` when it would answer once what it holds is brought current."""
-        ...
-
-    def catch_up(self, handle: SandboxHandle) -> None:
-        """On a worker thread, right after the fast path re-read the task run's rows (something
-        was committed since): bring current what `serve_cached` would otherwise raise `CatchUp`
-        for, in the same hand-off (issue 9: after each `complete` every worker made two, one
-        after the other, while all its agent requests waited)."""
-        ...
 
     def listener(self, deployment: Deployment) -> Listener | None: ...
 
@@ -311,8 +338,6 @@ class Surface(Protocol):
 
     def snapshot(self, view: StateView, writer: SnapshotWriter) -> None: ...
 
-    def teardown(self, session: Session, playground_id: str, deployment: Deployment) -> None: ...
-
     def purge(
         self,
         session: Session,
@@ -326,7 +351,7 @@ class Surface(Protocol):
 
 
 class BaseSurface:
-    """Every hook as "nothing to do"; subclass it and override what the surface has."""
+    """Every `Surface` hook as "nothing to do"; subclass it and override what the surface has."""
 
     name: str
     dataset_type: str | None = None
@@ -334,25 +359,13 @@ class BaseSurface:
     state_fields: frozenset[str] = frozenset()
     tools: Sequence[AgentTool] = ()
 
-    def open(self, deployment: Deployment) -> None:
-        return None
-
-    def close(self, deployment: Deployment) -> None:
-        return None
-
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         return {}
-
-    def check_settings(self, settings: Mapping[str, Any], deployment: Deployment) -> str | None:
-        return None
 
     def provision(self, run: RunContext) -> dict[str, Any] | None:
         return None
 
     def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None:
-        return None
-
-    def prepare(self, datasets: Sequence[Mapping[str, Any]], deployment: Deployment) -> None:
         return None
 
     def endpoints(self, base: str) -> dict[str, str]:
@@ -362,12 +375,6 @@ class BaseSurface:
         return {}
 
     def router(self, target: SurfaceTarget) -> APIRouter | None:
-        return None
-
-    def serve_cached(self, request: Request, handle: SandboxHandle, relative: str) -> Response | None:
-        return None
-
-    def catch_up(self, handle: SandboxHandle) -> None:
         return None
 
     def listener(self, deployment: Deployment) -> Listener | None:
@@ -387,9 +394,6 @@ class BaseSurface:
     def snapshot(self, view: StateView, writer: SnapshotWriter) -> None:
         return None
 
-    def teardown(self, session: Session, playground_id: str, deployment: Deployment) -> None:
-        return None
-
     def purge(
         self,
         session: Session,
@@ -397,6 +401,19 @@ class BaseSurface:
         sandbox_ids: Sequence[str],
         deployment: Deployment,
     ) -> None:
+        return None
+
+
+class LifecycleSurface(BaseSurface):
+    """`BaseSurface` opted into `Lifecycle`, each hook "nothing to do"."""
+
+    def open(self, deployment: Deployment) -> None:
+        return None
+
+    def close(self, deployment: Deployment) -> None:
+        return None
+
+    def teardown(self, session: Session, playground_id: str, deployment: Deployment) -> None:
         return None
 
 

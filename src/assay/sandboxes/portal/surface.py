@@ -28,8 +28,8 @@ from assay.sandboxes.portal.throttle import SignInThrottle, ThrottleSettings
 from assay.sandboxes.portal.tools import TOOLS
 from assay.sandboxes.portal.web import portal_web_router
 from assay.sandboxes.surface import (
-    BaseSurface,
     Deployment,
+    LifecycleSurface,
     ProvisionFailed,
     RunContext,
     SandboxHandle,
@@ -139,7 +139,7 @@ def _web_target(request: Request) -> PortalSurface:
     )  # fmt: skip
 
 
-class PortalSandbox(BaseSurface):
+class PortalSandbox(LifecycleSurface):
     tools = TOOLS
     name = "portal"
     dataset_type = "portal"
