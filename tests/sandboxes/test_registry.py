@@ -97,7 +97,9 @@ def test_every_list_of_surface_names_is_the_registrys() -> None:
     for module in Path(assay.__file__).parent.rglob("*.py"):
         for literal in re.findall(r"Literal\[([^\]]*)\]", module.read_text()):
             spelled = {name for name in names if f'"{name}"' in literal}
-            assert len(spelled) <= len(names) // 2, f"{module}: Literal[{literal}] lists surfaces; use the registry"
+            assert len(spelled) <= len(names) // 2, (
+                f"{module}: Literal[{literal}] lists surfaces; use the registry"
+            )
 
 
 def test_the_optional_protocols_are_opted_into_not_inherited() -> None:

@@ -38,12 +38,12 @@ import weakref
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, runtime_checkable
 
 from sqlalchemy import Engine, Select
 from sqlalchemy.orm import Session
 
-from assay.sandboxes.events import record_event
+from assay.sandboxes.events import Interaction, record_event
 from assay.store.models import Sandbox
 
 if TYPE_CHECKING:
@@ -160,30 +160,15 @@ class SandboxHandle:
     sandbox_id: str
     credentials: Mapping[str, Any]
 
-    def record(
-        self,
-        type: str,
-        *,
-        method: str | None,
-        path: str | None,
-        status: int | None,
-        request: bytes = b"",
-        response: bytes = b"",
-        response_json: bool = False,
-    ) -> str:
+    def record(self, type: str, **interaction: Unpack[Interaction]) -> str:
         """Queue one sandbox event (SPEC §1.1) for the event log (`events.record_event`); its id."""
         return record_event(
             self.deployment.engine,
             org_id=self.org_id,
             sandbox_id=self.sandbox_id,
             type=type,
-            method=method,
-            path=path,
-            status=status,
-            request=request,
-            response=response,
-            response_json=response_json,
             task_run_id=self.task_run_id,
+            **interaction,
         )
 
 
