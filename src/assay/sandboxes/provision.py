@@ -13,7 +13,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from assay.sandboxes.registry import LIFECYCLE, SURFACES
-from assay.sandboxes.surface import Access, Deployment, RunContext, deployment_of
+from assay.sandboxes.surface import Access, Deployment, Purge, RunContext, deployment_of
 from assay.store import new_id, utcnow
 from assay.store.models import Playground, Sandbox
 
@@ -122,8 +122,9 @@ def purge_playgrounds(
             teardown(session, playground_id, deployment)
     playground_ids = [playground_id for playground_id, _ in found]
     sandbox_ids = list(session.scalars(select(Sandbox.id).where(Sandbox.playground_id.in_(playground_ids))))
+    gone = Purge(session, playground_ids, sandbox_ids, deployment)
     for surface in SURFACES.values():
-        surface.purge(session, playground_ids, sandbox_ids, deployment)
+        surface.purge(gone)
     session.execute(
         delete(Playground)
         .where(Playground.id.in_(playground_ids))

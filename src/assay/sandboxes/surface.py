@@ -64,6 +64,8 @@ __all__ = [
     "LogSurface",
     "Preparing",
     "ProvisionFailed",
+    "Purge",
+    "RecordsView",
     "RunContext",
     "SandboxHandle",
     "ScenarioStep",
@@ -189,9 +191,39 @@ class Access:
     credentials: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class Purge:
+    """Torn-down playgrounds whose runs are being deleted, and their sandboxes, for `Surface.purge`
+    in the deleting transaction (`session`)."""
+
+    session: Session
+    playground_ids: Sequence[str]
+    sandbox_ids: Sequence[str]
+    deployment: Deployment
+
+
 class StateView:
     """A surface's part of a captured `SandboxState`: it overrides the methods it owns
     (`Surface.state_fields`); `CapturedState` asks each field's owner."""
+
+
+class RecordsView(StateView):
+    """A surface's state as a list of records (HL7 messages, X12 exchanges, portal rows), each
+    written into the snapshot by `write`, with the seeded `baseline` (None: none recorded) that
+    `no-unexpected-changes` compares `digests` with. `BaseSurface.snapshot` writes it."""
+
+    def __init__(self, records: Sequence[Any] = (), baseline: Mapping[str, str] | None = None):
+        self.records = list(records)
+        self._baseline = None if baseline is None else dict(baseline)
+
+    def write(self, writer: SnapshotWriter, record: Any) -> None:
+        raise NotImplementedError
+
+    def baseline(self) -> dict[str, str] | None:
+        return self._baseline
+
+    def digests(self) -> dict[str, str]:
+        raise NotImplementedError
 
 
 @runtime_checkable
@@ -323,13 +355,7 @@ class Surface(Protocol):
 
     def snapshot(self, view: StateView, writer: SnapshotWriter) -> None: ...
 
-    def purge(
-        self,
-        session: Session,
-        playground_ids: Sequence[str],
-        sandbox_ids: Sequence[str],
-        deployment: Deployment,
-    ) -> None:
+    def purge(self, gone: Purge) -> None:
         """Delete what the surface keeps for these torn-down playgrounds, in the caller's
         transaction (files outside the database once it commits): their runs are being deleted."""
         ...
@@ -377,15 +403,14 @@ class BaseSurface:
         return StateView()
 
     def snapshot(self, view: StateView, writer: SnapshotWriter) -> None:
-        return None
+        if isinstance(view, RecordsView):
+            for record in view.records:
+                view.write(writer, record)
+            baseline = view.baseline()
+            if baseline is not None:
+                writer.add_baseline(self.name, baseline)
 
-    def purge(
-        self,
-        session: Session,
-        playground_ids: Sequence[str],
-        sandbox_ids: Sequence[str],
-        deployment: Deployment,
-    ) -> None:
+    def purge(self, gone: Purge) -> None:
         return None
 
 

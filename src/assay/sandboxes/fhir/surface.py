@@ -40,6 +40,7 @@ from assay.sandboxes.surface import (
     BaseSurface,
     Deployment,
     ProvisionFailed,
+    Purge,
     RunContext,
     SandboxHandle,
     StateView,
@@ -298,17 +299,11 @@ class FhirSandbox(BaseSurface):
         if isinstance(external, IsolatedFhir):
             _close_after_commit(session, external, playground_id)
 
-    def purge(
-        self,
-        session: Session,
-        playground_ids: Sequence[str],
-        sandbox_ids: Sequence[str],
-        deployment: Deployment,
-    ) -> None:
+    def purge(self, gone: Purge) -> None:
         """A playground's embedded store is named by its id; the dataset layers stay, shared by
         content hash. (An external server's space was closed when the playground was torn down.)"""
-        session.execute(delete(FhirStoreRow).where(FhirStoreRow.id.in_(playground_ids)))
-        session.execute(delete(FhirVersion).where(FhirVersion.store_id.in_(playground_ids)))
+        gone.session.execute(delete(FhirStoreRow).where(FhirStoreRow.id.in_(gone.playground_ids)))
+        gone.session.execute(delete(FhirVersion).where(FhirVersion.store_id.in_(gone.playground_ids)))
 
 
 def layer_source(datasets: Sequence[Mapping[str, Any]]) -> LayerSource | tuple[()]:
