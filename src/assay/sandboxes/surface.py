@@ -4,11 +4,8 @@ A surface (`fhir`, `hl7`, `voice`, …) is one package under `sandboxes/` plus o
 `registry.py`, the way a check is one module plus one line in `checks/__init__.py`. The lifecycle
 never names a surface; it loops over the registry:
 
-    deployment       open(deployment), close(deployment)   what it keeps while the app runs (an
-                                                       external server's client), in `runtime`
     dataset create   validate_dataset(data)            -> {"data.<key.path>": [message]} (422)
-    start            check_settings(settings)          -> reason the environment cannot be honoured
-                     provision(run)                    -> the sandbox row's `credentials` JSON
+    start            provision(run)                    -> the sandbox row's `credentials` JSON
                      seed(run, sandbox, datasets)      datasets of its `dataset_type`, in order
                      scenario_steps[step](run, sandbox, step)   SPEC §5.3, in task order
                      endpoints(base), credentials(sandbox, host, deployment)   what `start` shows
@@ -20,12 +17,17 @@ never names a surface; it loops over the registry:
                      capture(session, sandbox_id, playground_id, deployment, read) -> a JSON pointer
     score, rescore   read(pointer, session)            -> a view with the `SandboxState` fields it owns
     state tar.gz     snapshot(view, writer)            its part of the SPEC §6 layout
-    end              teardown(session, playground_id, deployment)
-    deleted          purge(session, playground_ids, sandbox_ids, deployment)   the rows (and files) it
-                                                       keeps for torn-down playgrounds whose runs go
+    deleted          purge(gone)                       the rows (and files) it keeps for torn-down
+                                                       playgrounds whose runs go
     agents           tools                             the typed tools it offers a model (`sandboxes/tools.py`)
 
-`BaseSurface` implements every hook as "nothing to do", so a surface overrides only what it has.
+What only some surfaces have is an optional protocol a surface opts into by implementing it (the
+registry indexes them): `Lifecycle` (open, close, teardown: what it keeps beyond its rows),
+`Preparing` (check_settings, prepare: environment settings, an index built before `start`'s
+transaction), `Caching` (serve_cached, catch_up: warm reads below FastAPI).
+
+`BaseSurface` implements every `Surface` hook as "nothing to do", so a surface overrides only what
+it has.
 Anything a hook cannot do for a reason the task author should read (a bad scenario step, a dataset
 that cannot be loaded) is `ProvisionFailed(reason)`: `start` answers 409 and the task run is
 `failed` with that reason (SPEC §1.1).
