@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from assay.clients.cli import app
 from assay.sandboxes import registry
+from assay.service.settings import Settings
 from tests.service.builders import error, ok, start_run, unique
 from tests.service.conftest import Server, serving
 
@@ -32,7 +33,9 @@ def notes_server(server: Server) -> Iterator[Server]:
     """A server built after the registry line, so it mounts the surface's routes."""
     registry.register(NotesSandbox())  # the registry line
     try:
-        with serving(server) as fresh:
+        # Its settings section, as `ASSAY_NOTES_MAX_LENGTH=20` gives it.
+        section = Settings.from_env({"ASSAY_NOTES_MAX_LENGTH": "20"}).surface_settings
+        with serving(server, surface_settings=section) as fresh:
             yield fresh
     finally:
         registry.unregister("notes")
@@ -60,6 +63,8 @@ def test_an_eighth_surface_runs_end_to_end(notes_server: Server, tmp_path: Path)
         with notes_server.client(run.token) as agent:
             started = ok(agent.post(task_run["start_url"]))
             base = started["endpoints"]["notes"]
+            too_long = agent.post(f"{base}/write", json={"text": "x" * 21})
+            assert error(too_long, 422, "VALIDATION_ERROR") == {"text": ["a note is at most 20 characters"]}
             assert ok(agent.post(f"{base}/write", json={"text": "the agent's note"}), 201) == {"note": 2}
             completed = ok(agent.post(task_run["complete_url"]))
             error(agent.post(f"{base}/write", json={"text": "too late"}), 409, "CONFLICT")

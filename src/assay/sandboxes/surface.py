@@ -319,6 +319,17 @@ class Surface(Protocol):
         """The agent tools it offers (`sandboxes/<surface>/tools.py`), each one request to its routes."""
         ...
 
+    @property
+    def options(self) -> Mapping[str, type]:
+        """Its settings section: option key → type (`int`, `float`, `str`, `bool`), each set by
+        `ASSAY_<NAME>_<KEY>` and read with `deployment.option(name, key, default)`."""
+        ...
+
+    @property
+    def openapi_schemas(self) -> Mapping[str, Any]:
+        """Component schemas its routes' answers refer to (`#/components/schemas/<name>`)."""
+        ...
+
     def validate_dataset(self, data: Any) -> dict[str, list[str]]: ...
 
     def provision(self, run: RunContext) -> dict[str, Any] | None: ...
@@ -371,6 +382,8 @@ class BaseSurface:
     scenario_steps: Mapping[str, ScenarioStep] = MappingProxyType({})
     state_fields: frozenset[str] = frozenset()
     tools: Sequence[AgentTool] = ()
+    options: Mapping[str, type] = MappingProxyType({})
+    openapi_schemas: Mapping[str, Any] = MappingProxyType({})
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         return {}

@@ -2,7 +2,8 @@
 
 Its state is its notes, kept in the sandbox event log (one `note` event each), so it needs no table
 of its own. A note is numbered by its place among the sandbox's notes; the snapshot holds
-`notes/<n>.txt`, and `<n>.txt` is its change key for `no-unexpected-changes`.
+`notes/<n>.txt`, and `<n>.txt` is its change key for `no-unexpected-changes`. Its one setting,
+`ASSAY_NOTES_MAX_LENGTH`, caps a note's length.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from assay.sandboxes.events import write_event
 from assay.sandboxes.gate import admit
 from assay.sandboxes.surface import BaseSurface, RunContext, SandboxHandle, StateView, SurfaceTarget
 from assay.snapshot import SnapshotWriter
+from assay.store.errors import Invalid
 from assay.store.models import Sandbox, SandboxEvent
 
 NOTE = "note"
@@ -54,6 +56,7 @@ def _note_body(text: str) -> bytes:
 class NotesSandbox(BaseSurface):
     name = "notes"
     dataset_type = "notes"
+    options = {"max_length": int}  # its settings section: ASSAY_NOTES_MAX_LENGTH
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         notes = data.get("notes") if isinstance(data, dict) else None
@@ -113,6 +116,9 @@ def _write(handle: SandboxHandle, body: bytes) -> int:
     """Store the note and its event in one transaction, admitted by the write gate (409 once the
     task run ended); the note's number."""
     text = json.loads(body)["text"]
+    longest = int(handle.deployment.option(NotesSandbox.name, "max_length", 1000))
+    if len(text) > longest:
+        raise Invalid({"text": [f"a note is at most {longest} characters"]})
     with handle.deployment.engine.begin() as conn:
         admit(conn, handle.sandbox_id)
         write_event(

@@ -30,6 +30,7 @@ from assay.sandboxes.fhir.external import (
     recorded_space,
 )
 from assay.sandboxes.fhir.layers import LayerNotLoadable, LayerSource, layer_key, seeded_resources
+from assay.sandboxes.fhir.openapi import FHIR_SCHEMAS
 from assay.sandboxes.fhir.routes import FhirSurface, SurfaceEvent, base_url_of, fhir_router, serve_cached
 from assay.sandboxes.fhir.store import capture_read, embedded_fhir
 from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
@@ -147,6 +148,7 @@ class FhirSandbox(BaseSurface):
     name = "fhir"
     dataset_type = "fhir"
     state_fields = frozenset({"fhir_search"})
+    openapi_schemas = FHIR_SCHEMAS
 
     def open(self, deployment: Deployment) -> None:
         configured = deployment.option("fhir", "external")
