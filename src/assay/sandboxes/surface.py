@@ -444,11 +444,24 @@ class LifecycleSurface(BaseSurface):
 
 class LogSurface(BaseSurface):
     """A surface whose state is its sandbox's append-only log (HL7 messages, X12 exchanges, voice
-    turns): captured as the log's last sequence number, `{"sandbox_id", "seq"}`, read back up to it."""
+    turns): captured as the log's last sequence number, `{"sandbox_id", "seq"}`, read back up to it
+    as a `view` of the records. Everything in the log is the agent's (nothing is logged before it
+    acts), so a captured sandbox's baseline is empty."""
+
+    view: type[RecordsView] = RecordsView
 
     def last_seq(self, sandbox_id: str) -> Select[Any]:
         """The log's last sequence number (NULL while it is empty)."""
         raise NotImplementedError
+
+    def records_until(self, session: Session, sandbox_id: str, seq: int) -> Sequence[Any]:
+        """The log's records at or below `seq`, in order."""
+        raise NotImplementedError
+
+    def read(self, pointer: Any, session: Session | None) -> StateView:
+        if session is None or not isinstance(pointer, dict):
+            return self.view()
+        return self.view(self.records_until(session, str(pointer["sandbox_id"]), int(pointer["seq"])), {})
 
     def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any] | None:
         return self.last_seq(sandbox_id)

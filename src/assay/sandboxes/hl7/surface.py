@@ -109,6 +109,7 @@ class Hl7Sandbox(LogSurface):
     name = "hl7"
     dataset_type = "hl7"
     state_fields = frozenset({"hl7_outbound"})
+    view = Hl7View
     scenario_steps: Mapping[str, ScenarioStep] = {"seed_hl7_inbox": _seed_inbox}
 
     def purge(self, gone: Purge) -> None:
@@ -170,7 +171,5 @@ class Hl7Sandbox(LogSurface):
     def last_seq(self, sandbox_id: str) -> Select[Any]:
         return last_outbound(sandbox_id)
 
-    def read(self, pointer: Any, session: Session | None) -> Hl7View:
-        if session is None or not isinstance(pointer, dict):
-            return Hl7View()
-        return Hl7View(outbound_until(session, str(pointer["sandbox_id"]), int(pointer["seq"])), {})
+    def records_until(self, session: Session, sandbox_id: str, seq: int) -> Sequence[Hl7Record]:
+        return outbound_until(session, sandbox_id, seq)

@@ -64,6 +64,7 @@ class X12Sandbox(LogSurface):
     name = "x12"
     dataset_type = "x12"
     state_fields = frozenset({"x12_records"})
+    view = X12View
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         return check_x12_dataset(data)
@@ -82,7 +83,5 @@ class X12Sandbox(LogSurface):
     def last_seq(self, sandbox_id: str) -> Select[Any]:
         return last_seq(sandbox_id)
 
-    def read(self, pointer: Any, session: Session | None) -> X12View:
-        if session is None or not isinstance(pointer, dict):
-            return X12View()
-        return X12View(records(session, str(pointer["sandbox_id"]), int(pointer["seq"])), {})
+    def records_until(self, session: Session, sandbox_id: str, seq: int) -> Sequence[X12Record]:
+        return records(session, sandbox_id, seq)
