@@ -23,7 +23,9 @@ LINKED: list[tuple[str, str]] = [("docs", "**/*.md"), (".", "README.md")]
 
 FORBIDDEN: dict[str, re.Pattern[str]] = {
     "a work item (issue N)": re.compile(r"\bissues? #?\d", re.I),
-    "a diary entry (session N)": re.compile(r"\bsessions? \d", re.I),
+    "a diary entry (session N)": re.compile(
+        r"(?<![-\w])session \d|(?<![-\w])sessions \d+\s*(?:[–-]|and)\s*\d", re.I
+    ),
     "the external spec by section": re.compile(r"SPEC\s*§"),
     "the external spec file": re.compile(r"SPEC\.md"),
     "a style guide not in the repository": re.compile(r"\bstyle\.md"),
@@ -101,9 +103,17 @@ def test_every_relative_link_resolves(path: Path) -> None:
 def test_the_rules_catch_what_they_name(tmp_path: Path) -> None:
     """The patterns and the link check themselves: each forbidden phrase is caught, and a link to a
     missing file or heading is reported."""
-    for sample in ["(issue 9)", "Session 7 (lead)", "SPEC §5.1", "see SPEC.md", "style.md", "../shared/x"]:
+    for sample in [
+        "(issue 9)",
+        "Session 7 (lead)",
+        "sessions 6–7",
+        "SPEC §5.1",
+        "see SPEC.md",
+        "style.md",
+        "../shared/x",
+    ]:
         assert any(p.search(sample) for p in FORBIDDEN.values()), sample
-    for fine in ["an OperationOutcome issue per element", "a portal session cookie", "the spec's"]:
+    for fine in ["an OperationOutcome issue per element", "20 sessions 0.44×", "--sessions 20", "the spec's"]:
         assert not any(p.search(fine) for p in FORBIDDEN.values()), fine
     page = tmp_path / "page.md"
     page.write_text("# A `Title`, here\n[ok](#a-title-here) [bad](#nope) [gone](missing.md) `[code](x.md)`\n")
