@@ -27,6 +27,8 @@ FORBIDDEN: dict[str, re.Pattern[str]] = {
         r"(?<![-\w])session \d|(?<![-\w])sessions \d+\s*(?:[–-]|and)\s*\d", re.I
     ),
     "the external spec by section": re.compile(r"SPEC\s*§"),
+    "the external spec": re.compile(r"\bSPEC\b"),
+    "engineer talk": re.compile(r"\bengineers? [a-z]+\d*\)|\(engineer\b|\bthe lead's\b|\(lead\)", re.I),
     "the external spec file": re.compile(r"SPEC\.md"),
     "a style guide not in the repository": re.compile(r"\bstyle\.md"),
     "a path outside the repository": re.compile(r"\.\./shared\b"),
