@@ -172,6 +172,15 @@ def test_an_amount_with_zero_cents_is_the_same_number(tmp_path: Path) -> None:
     assert result["evidence"]["phraseResults"][0]["text"] == "copay is $25.00"
 
 
+def test_a_negation_without_its_apostrophe_is_still_a_negation(tmp_path: Path) -> None:
+    """ASR drops apostrophes ("wasnt"); read as "was not", the guard sees the negation that a
+    near-spelling of "was" would otherwise hide from it."""
+    turns = [VoiceTurn("agent", "the claim wasnt denied yet, its still pending")]
+    result = run(tmp_path, turns, contains=["the claim was denied", "the claim was not denied"])
+    found = [(entry["found"], entry["method"]) for entry in result["evidence"]["phraseResults"]]
+    assert found == [(False, None), (True, "exact")]
+
+
 def test_an_amount_said_in_words_is_the_amount_written(tmp_path: Path) -> None:
     """ASR writes "$142.60" as "142 dollars and 60 cents"; the number guard still compares the
     amounts, so a near amount never matches."""
@@ -288,6 +297,7 @@ def test_unknown_speaker_and_empty_phrase_are_unsupported(tmp_path: Path) -> Non
             "i am sure you are right she is covered and i would call",
         ),
         ("we'll see, they've paid", "we will see they have paid"),
+        ("im sure you dont, its fine, whats ill", "i am sure you do not its fine what is ill"),
         ("one hundred and five", "105"),
         ("two thousand five hundred and six", "2506"),
         ("nineteen hundred", "1900"),

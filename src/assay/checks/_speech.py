@@ -120,6 +120,11 @@ def normalise(text: str) -> Speech:
         if word == "cannot":
             raw += [Token("can", start, start + 3, sentence), Token("not", start + 3, end, sentence)]
             continue
+        unmarked = _UNMARKED_CONTRACTIONS.get(word)
+        if unmarked is not None:  # ASR often drops the apostrophe: "dont", "im"
+            cut = start + len(word) - unmarked[2]
+            raw += [Token(unmarked[0], start, cut, sentence), Token(unmarked[1], cut, end, sentence)]
+            continue
         if raw and raw[-1].end == start - 1 and source[start - 1] in _APOSTROPHES:
             expanded = _contraction(raw[-1].text, word)
             if expanded is not None:
@@ -136,6 +141,43 @@ def normalise(text: str) -> Speech:
 
 _CONTRACTIONS = {"m": "am", "re": "are", "ve": "have", "ll": "will", "d": "would"}
 _ABBREVIATION_GAP = re.compile(r"\.?[ \t-]*")
+_UNMARKED_CONTRACTIONS = {
+    **{
+        f"{stem}nt": (_NT_STEMS.get(stem, stem), "not", 2)
+        for stem in [
+            "do",
+            "does",
+            "did",
+            "is",
+            "are",
+            "was",
+            "were",
+            "have",
+            "has",
+            "had",
+            "could",
+            "would",
+            "should",
+            "ca",
+            "wo",
+        ]
+    },
+    "im": ("i", "am", 1),
+    "youre": ("you", "are", 2),
+    "theyre": ("they", "are", 2),
+    "ive": ("i", "have", 2),
+    "youve": ("you", "have", 2),
+    "weve": ("we", "have", 2),
+    "theyve": ("they", "have", 2),
+    "youll": ("you", "will", 2),
+    "theyll": ("they", "will", 2),
+    "whats": ("what", "is", 1),
+    "thats": ("that", "is", 1),
+    "theres": ("there", "is", 1),
+    "shes": ("she", "is", 1),
+}
+"""Contractions written without their apostrophe, read as with it; a spelling that is also a word
+("its", "id", "ill", "were", "well", "wed", "hell") is left as it is."""
 _IS_AFTER = frozenset({"it", "that", "he", "she", "there", "here", "what", "who", "where", "how"})
 
 
