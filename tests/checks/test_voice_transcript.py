@@ -298,6 +298,7 @@ def test_unknown_speaker_and_empty_phrase_are_unsupported(tmp_path: Path) -> Non
         ),
         ("we'll see, they've paid", "we will see they have paid"),
         ("im sure you dont, its fine, whats ill", "i am sure you do not its fine what is ill"),
+        ("the claim was deny'd, they'd call", "the claim was deny d they would call"),
         ("one hundred and five", "105"),
         ("two thousand five hundred and six", "2506"),
         ("nineteen hundred", "1900"),

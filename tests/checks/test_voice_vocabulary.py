@@ -117,6 +117,11 @@ def test_ambiguous_and_bare_number_terms_are_read_but_never_searched_for() -> No
     # "take back" (also a recoupment) and "modified" (any change) are read, never searched for.
     assert "take back consent" not in {v.text for v in lexicon.variants(normalise("revoke consent"))}
     assert "modified" not in {v.text for v in lexicon.variants(normalise("partially approved"))}
+    # "authorized" beside "authorization" would say the phrase's own word back to it.
+    approved = {v.text for v in lexicon.variants(normalise("the authorization was approved"))}
+    assert (
+        "the authorization was authorized" not in approved and "the authorization was certified" in approved
+    )
     entries = parse_entries([{"terms": ["Sunrise plan", "270"], "source": "handbook"}])
     assert entries[0].terms == ("Sunrise plan",) and entries[0].ambiguous == ("270",)
 

@@ -178,15 +178,20 @@ _UNMARKED_CONTRACTIONS = {
 }
 """Contractions written without their apostrophe, read as with it; a spelling that is also a word
 ("its", "id", "ill", "were", "well", "wed", "hell") is left as it is."""
+_PRONOUNS = frozenset({"i", "you", "he", "she", "it", "we", "they", "that", "there", "who", "what"})
+_MODALS = frozenset({"could", "would", "should", "might", "must"})
 _IS_AFTER = frozenset({"it", "that", "he", "she", "there", "here", "what", "who", "where", "how"})
 
 
 def _contraction(before: str, word: str) -> str | None:
-    """The word a contraction stands for ("I'm" → am), or None; "'s" is "is" only after a
-    pronoun, as after a noun it is the possessive ("the patient's ID")."""
+    """The word a contraction stands for ("I'm" → am), or None. Only after a pronoun: after a
+    noun "'s" is the possessive ("the patient's ID"), and elsewhere an apostrophe is spelling,
+    not a contraction ("deny'd" is not "deny would")."""
     if word == "s":
         return "is" if before in _IS_AFTER else None
-    return _CONTRACTIONS.get(word)
+    if before in _PRONOUNS or (word == "ve" and before in _MODALS):
+        return _CONTRACTIONS.get(word)
+    return None
 
 
 def _spelled_letters(source: str, tokens: list[Token]) -> list[Token]:
