@@ -121,7 +121,7 @@ _IDLE = 5.0
 
 
 class Interaction(TypedDict):
-    """One request to a surface as its event records it (SPEC §1.1): the keywords of `record_event`,
+    """One request to a surface as its event records it: the keywords of `record_event`,
     `write_event` and `SandboxHandle.record`."""
 
     method: str | None

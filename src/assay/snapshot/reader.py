@@ -329,7 +329,7 @@ _DIGESTS: dict[str, Callable[[SnapshotState], Mapping[str, str]]] = {
     "x12": lambda state: x12_digests(state._x12),
     "voice": lambda state: {},
 }
-"""The surfaces whose layout (SPEC §6) has its own change keys; voice records no change."""
+"""The surfaces whose snapshot layout has its own change keys; voice records no change."""
 
 _NO_INSTANT = datetime.min.replace(tzinfo=UTC)
 

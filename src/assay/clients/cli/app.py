@@ -61,7 +61,7 @@ def _root(
 
 
 def _snapshot_parts() -> list[str]:
-    """The SPEC §6 entries: the manifest, each surface's folder, the files sidecar, `snapshot/`."""
+    """A snapshot's top-level entries: the manifest, each surface's folder, the files sidecar, `snapshot/`."""
     return ["manifest.json", *sorted(surface_names()), "files.meta.json", "snapshot"]
 
 

@@ -50,7 +50,7 @@ def web_path(task_run_id: str) -> str:
 
 
 class PortalView(RecordsView):
-    """The captured rows, in insertion order (SPEC §2); the baseline is the digests of the rows
+    """The captured rows, in insertion order; the baseline is the digests of the rows
     `start` seeded, None for a capture made before they were kept."""
 
     records: list[PortalRow]
