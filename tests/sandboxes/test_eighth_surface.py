@@ -29,16 +29,21 @@ UNCHANGED = {"assert": "no-unexpected-changes", "surfaces": ["notes"]}
 
 
 @pytest.fixture
-def notes_server(server: Server) -> Iterator[Server]:
-    """A server built after the registry line, so it mounts the surface's routes."""
+def notes_surface() -> Iterator[None]:
     registry.register(NotesSandbox())  # the registry line
     try:
-        # Its settings section, as `ASSAY_NOTES_MAX_LENGTH=20` gives it.
-        section = Settings.from_env({"ASSAY_NOTES_MAX_LENGTH": "20"}).surface_settings
-        with serving(server, surface_settings=section) as fresh:
-            yield fresh
+        yield
     finally:
         registry.unregister("notes")
+
+
+@pytest.fixture
+def notes_server(server: Server, notes_surface: None) -> Iterator[Server]:
+    """A server built after the registry line, so it mounts the surface's routes."""
+    # Its settings section, as `ASSAY_NOTES_MAX_LENGTH=20` gives it.
+    section = Settings.from_env({"ASSAY_NOTES_MAX_LENGTH": "20"}).surface_settings
+    with serving(server, surface_settings=section) as fresh:
+        yield fresh
 
 
 def test_an_eighth_surface_runs_end_to_end(notes_server: Server, tmp_path: Path) -> None:
@@ -106,3 +111,9 @@ def test_a_surface_name_no_surface_has_is_refused_at_create(notes_server: Server
             "type": ["dataset type 'notes' is not one of fhir, files, hl7, portal, voice, x12"]
         }
     registry.register(NotesSandbox())
+
+
+def test_a_surface_setting_of_the_wrong_type_is_refused_naming_its_variable(notes_surface: None) -> None:
+    with pytest.raises(ValueError, match="ASSAY_NOTES_MAX_LENGTH must be an integer, got 'long'"):
+        Settings.from_env({"ASSAY_NOTES_MAX_LENGTH": "long"})
+    assert Settings.from_env({}).surface_settings == {}
