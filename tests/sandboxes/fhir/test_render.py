@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from assay.sandboxes.fhir.actions import FhirResult
+from assay.sandboxes.fhir.results import FhirResult
 from assay.sandboxes.fhir.routes import FHIR_JSON, _render
 
 

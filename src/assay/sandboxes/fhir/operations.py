@@ -27,18 +27,18 @@ from typing import Any
 from assay.formats.fhir.compartments import COMPARTMENTS, PATIENT_CARE_DATES, PATIENT_COMPARTMENT
 from assay.formats.fhir.dates import NEG_INF, POS_INF, date_range
 from assay.formats.fhir.parameters import is_resource_type, resource_types
-from assay.sandboxes.fhir.actions import (
+from assay.sandboxes.fhir.history import to_instant
+from assay.sandboxes.fhir.outcomes import FhirError, operation_outcome
+from assay.sandboxes.fhir.resources import check_resource, check_type
+from assay.sandboxes.fhir.results import FhirResult
+from assay.sandboxes.fhir.searching import (
     DEFAULT_COUNT,
     MAX_COUNT,
-    FhirResult,
     entries_bundle,
     nonnegative,
     run_search,
     search,
-    to_instant,
 )
-from assay.sandboxes.fhir.outcomes import FhirError, operation_outcome
-from assay.sandboxes.fhir.resources import check_resource, check_type
 from assay.sandboxes.fhir.store import EmbeddedFhir
 from assay.sandboxes.fhir.validation import validation_issues
 

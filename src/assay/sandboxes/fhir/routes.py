@@ -28,15 +28,18 @@ from starlette.routing import BaseRoute
 
 from assay.formats.fhir import is_resource_type
 from assay.sandboxes.events import has_room
-from assay.sandboxes.fhir import actions, operations
-from assay.sandboxes.fhir.actions import FhirResult, parse_json
+from assay.sandboxes.fhir import actions, operations, searching
+from assay.sandboxes.fhir.actions import parse_json
 from assay.sandboxes.fhir.bundles import post_bundle
 from assay.sandboxes.fhir.capability import capability_statement
 from assay.sandboxes.fhir.external import SEED_HEADER, FhirForwarder, ForwardedRequest
+from assay.sandboxes.fhir.history import history as resource_history
+from assay.sandboxes.fhir.history import store_history
 from assay.sandboxes.fhir.openapi import FHIR_ERRORS, answers
 from assay.sandboxes.fhir.outcomes import FhirError, operation_outcome
 from assay.sandboxes.fhir.preferences import parse_prefer, shape_write
 from assay.sandboxes.fhir.rendering import render_json
+from assay.sandboxes.fhir.results import FhirResult
 from assay.sandboxes.fhir.store import CACHED_ONLY, SEEDING, EmbeddedFhir, NeedsDatabase
 from assay.sandboxes.fhir.subsetting import parse_subset
 from assay.sandboxes.surface import CatchUp
@@ -354,7 +357,7 @@ def serve_cached(request: Request, surface: FhirSurface, relative: str) -> Respo
         lenient = parse_prefer(headers.get("prefer")).lenient
 
         def work() -> FhirResult:
-            return actions.search(
+            return searching.search(
                 surface.fhir,
                 surface.store_id,
                 surface.base_url,
@@ -471,15 +474,13 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
     @router.get("/_history", responses=answers("FhirBundle"))
     async def system_history(request: Request, s: FhirSurface = resolved) -> Response:
         pairs = list(request.query_params.multi_items())
-        return await _run(
-            request, s, lambda _: actions.store_history(s.fhir, s.store_id, s.base_url, None, pairs)
-        )
+        return await _run(request, s, lambda _: store_history(s.fhir, s.store_id, s.base_url, None, pairs))
 
     @router.get("/{resource_type}/_history", responses=answers("FhirBundle"))
     async def type_history(request: Request, resource_type: str, s: FhirSurface = resolved) -> Response:
         pairs = list(request.query_params.multi_items())
         return await _run(
-            request, s, lambda _: actions.store_history(s.fhir, s.store_id, s.base_url, resource_type, pairs)
+            request, s, lambda _: store_history(s.fhir, s.store_id, s.base_url, resource_type, pairs)
         )
 
     @router.put("/{resource_type}", responses=answers("FhirResource", 200, 201))
@@ -509,7 +510,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
         return await _run(
             request,
             s,
-            lambda _: actions.search(
+            lambda _: searching.search(
                 s.fhir, s.store_id, s.base_url, resource_type, pairs, lenient=lenient, answers=s.fhir.answers
             ),
             inline=True,
@@ -522,7 +523,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
         def work(raw: bytes) -> FhirResult:
             form = parse_qsl(raw.decode("utf-8", errors="replace"), keep_blank_values=True)
             pairs = list(request.query_params.multi_items()) + form
-            return actions.search(
+            return searching.search(
                 s.fhir, s.store_id, s.base_url, resource_type, pairs, lenient=lenient, answers=s.fhir.answers
             )
 
@@ -578,7 +579,7 @@ def fhir_router(surface: Callable[..., Any]) -> APIRouter:
         return await _run(
             request,
             s,
-            lambda _: actions.history(s.fhir, s.store_id, s.base_url, resource_type, resource_id, pairs),
+            lambda _: resource_history(s.fhir, s.store_id, s.base_url, resource_type, resource_id, pairs),
         )
 
     @router.get("/Patient/{patient_id}/$everything", responses=answers("FhirBundle"))
