@@ -27,8 +27,8 @@ __all__ = [
     "echo",
     "echo_segment",
     "echoed",
+    "hl_answer",
     "hl_tree",
-    "information_source",
     "member_named",
     "payer_name",
     "rejection_rows",
@@ -200,16 +200,18 @@ def dependent_named(
     )
 
 
-def information_source(
-    node: HlNode, payer: PayerDefinition, entity: str, subscriber: Callable[[HlNode], Reply]
-) -> Reply:
-    """The two levels every answer opens with: the information source (2000A, the payer named as
-    `entity`) and under it each receiver (2000B, its NM1 echoed), whose subscribers `subscriber`
-    answers."""
-    receivers = [
-        Reply(
-            receiver.level, echoed(receiver.first("NM1")), [subscriber(child) for child in receiver.children]
-        )
-        for receiver in node.children
+def hl_answer(
+    transaction: X12TransactionSet, payer: PayerDefinition, entity: str, subscriber: Callable[[HlNode], Reply]
+) -> list[Row]:
+    """The HL loops answering a request: the levels every answer opens with, the information
+    source (2000A, the payer named as `entity`) and under it each receiver (2000B, its NM1 echoed),
+    then each subscriber as `subscriber` answers it."""
+
+    def receiver(node: HlNode) -> Reply:
+        return Reply(node.level, echoed(node.first("NM1")), [subscriber(child) for child in node.children])
+
+    sources = [
+        Reply(node.level, [payer_name(payer, entity)], [receiver(child) for child in node.children])
+        for node in hl_tree(transaction)
     ]
-    return Reply(node.level, [payer_name(payer, entity)], receivers)
+    return write_hl(sources)

@@ -24,12 +24,10 @@ from assay.sandboxes.x12._hl import (
     Row,
     answering_bht,
     dependent_named,
-    hl_tree,
-    information_source,
+    hl_answer,
     member_named,
     rejection_rows,
     trn_echo,
-    write_hl,
 )
 from assay.sandboxes.x12._values import amount, d8, period_rows
 
@@ -42,12 +40,7 @@ def answer_270(transaction: X12TransactionSet, payer: PayerDefinition, *, now: d
     asked_on = _date(bht.element(4) if bht is not None else "") or now.date()
     header = answering_bht(transaction, "0022", "11", now)
     context = _Context(payer, asked_on)
-    return [
-        header,
-        *write_hl(
-            [information_source(node, payer, "PR", context.subscriber) for node in hl_tree(transaction)]
-        ),
-    ]
+    return [header, *hl_answer(transaction, payer, "PR", context.subscriber)]
 
 
 class _Context:

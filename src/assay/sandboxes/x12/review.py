@@ -25,12 +25,10 @@ from assay.sandboxes.x12._hl import (
     answering_bht,
     dependent_named,
     echoed,
-    hl_tree,
-    information_source,
+    hl_answer,
     member_named,
     rejection_rows,
     trn_echo,
-    write_hl,
 )
 
 __all__ = ["answer_278"]
@@ -42,12 +40,7 @@ def answer_278(
     """The 278 response body (BHT and the HL loops) answering one 278 request."""
     header = answering_bht(transaction, "0007", "11", now)
     review = _Review(payer, number)
-    return [
-        header,
-        *write_hl(
-            [information_source(node, payer, "X3", review.subscriber) for node in hl_tree(transaction)]
-        ),
-    ]
+    return [header, *hl_answer(transaction, payer, "X3", review.subscriber)]
 
 
 class _Review:
