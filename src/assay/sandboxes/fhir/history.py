@@ -4,7 +4,7 @@ store's, newest first, as a history Bundle paged like a search."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,7 +24,7 @@ from assay.sandboxes.fhir.searching import (
 from assay.sandboxes.fhir.store import EmbeddedFhir
 from assay.store import iso
 
-__all__ = ["history", "store_history", "to_instant"]
+__all__ = ["Paging", "history", "store_history", "to_instant"]
 
 
 def _history_entry(base: str, row: VersionRow, first: bool) -> dict[str, Any]:
@@ -90,33 +90,42 @@ def _written_since(row: VersionRow, since: datetime) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class _HistoryRequest:
-    """The parameters every history interaction takes (instance, type and system)."""
+class Paging:
+    """The paging parameters every history interaction takes (instance, type and system), and
+    `$everything` too."""
 
     count: int = DEFAULT_COUNT
     offset: int = 0
     since: datetime | None = None
 
-
-def _history_request(pairs: Sequence[tuple[str, str]]) -> _HistoryRequest:
-    """`_count` (default 50, max 1000), `_offset` and `_since`; 400 for any other parameter."""
-    count, offset, since = DEFAULT_COUNT, 0, None
-    for name, value in pairs:
+    def taking(self, name: str, value: str) -> Paging | None:
+        """These parameters with `_count` (max 1000), `_offset` (or a paging link's
+        `_getpagesoffset`) or `_since` set from one query parameter; None for any other name."""
         if name == "_count":
-            count = min(nonnegative(name, value), MAX_COUNT)
-        elif name in ("_offset", "_getpagesoffset"):
-            offset = nonnegative(name, value)
-        elif name == "_since":
-            since = to_instant(name, value)
+            return replace(self, count=min(nonnegative(name, value), MAX_COUNT))
+        if name in ("_offset", "_getpagesoffset"):
+            return replace(self, offset=nonnegative(name, value))
+        if name == "_since":
+            return replace(self, since=to_instant(name, value))
+        return None
+
+
+def _history_request(pairs: Sequence[tuple[str, str]]) -> Paging:
+    """`_count` (default 50, max 1000), `_offset` and `_since`; 400 for any other parameter."""
+    paging = Paging()
+    for name, value in pairs:
+        taken = paging.taking(name, value)
+        if taken is not None:
+            paging = taken
         elif name not in IGNORED_PARAMETERS:
             raise FhirError(400, f"_history takes _count, _offset and _since, not {name!r}")
-    return _HistoryRequest(count, offset, since)
+    return paging
 
 
 def _history_bundle(
     path: str,
     pairs: Sequence[tuple[str, str]],
-    request: _HistoryRequest,
+    request: Paging,
     total: int,
     entries: list[dict[str, Any]],
 ) -> FhirResult:
