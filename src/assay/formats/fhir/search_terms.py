@@ -1,4 +1,4 @@
-"""The typed form of a parsed FHIR search (SPEC §3.2): one value class per parameter type, each
+"""The typed form of a parsed FHIR search: one value class per parameter type, each
 with how it matches, and the `ParsedSearch` of criteria, sort, chains and `_has` links that
 `query.parse_search` builds."""
 
