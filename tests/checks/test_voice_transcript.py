@@ -149,11 +149,12 @@ def test_spec_examples_for_the_guards(tmp_path: Path) -> None:
             "member ID",
             "prior authorization is required",
             "the copay is $25",
+            "the copay is twenty five dollars",
             "the copay is thirty five dollars",
         ],
     )
     found = [entry["found"] for entry in result["evidence"]["phraseResults"]]
-    assert found == [True, False, False, False]
+    assert found == [True, False, False, False, True]
     assert phrase(result)["speaker"] == "ivr"
 
 
@@ -169,6 +170,38 @@ def test_an_amount_with_zero_cents_is_the_same_number(tmp_path: Path) -> None:
     found = [(entry["found"], entry["method"]) for entry in result["evidence"]["phraseResults"]]
     assert found == [(True, "exact"), (True, "exact"), (True, "exact"), (False, None)]
     assert result["evidence"]["phraseResults"][0]["text"] == "copay is $25.00"
+
+
+def test_a_negation_without_its_apostrophe_is_still_a_negation(tmp_path: Path) -> None:
+    """ASR drops apostrophes ("wasnt"); read as "was not", the guard sees the negation that a
+    near-spelling of "was" would otherwise hide from it."""
+    turns = [VoiceTurn("agent", "the claim wasnt denied yet, its still pending")]
+    result = run(tmp_path, turns, contains=["the claim was denied", "the claim was not denied"])
+    found = [(entry["found"], entry["method"]) for entry in result["evidence"]["phraseResults"]]
+    assert found == [(False, None), (True, "exact")]
+
+
+def test_an_amount_said_in_words_is_the_amount_written(tmp_path: Path) -> None:
+    """ASR writes "$142.60" as "142 dollars and 60 cents"; the number guard still compares the
+    amounts, so a near amount never matches."""
+    turns = [VoiceTurn("agent", "The paid amount was one hundred forty two dollars and sixty cents.")]
+    result = run(
+        tmp_path,
+        turns,
+        contains=[
+            "the paid amount was $142.60",
+            "paid amount was $142.06",
+            "paid amount was $142",
+            "was $1,426",
+        ],
+    )
+    found = [entry["found"] for entry in result["evidence"]["phraseResults"]]
+    assert found == [True, False, False, False]
+    assert result["evidence"]["phraseResults"][0]["method"] == "exact"
+    assert result["evidence"]["phraseResults"][0]["text"].endswith("sixty cents")
+    spelled = run(tmp_path, [VoiceTurn("agent", "Can I get your member I D please?")], contains=["member ID"])
+    assert spelled["evidence"]["phraseResults"][0]["method"] == "exact"
+    assert spelled["evidence"]["phraseResults"][0]["text"] == "member I D"
 
 
 def test_number_guard_sees_digits_inside_ids(tmp_path: Path) -> None:
@@ -251,7 +284,21 @@ def test_unknown_speaker_and_empty_phrase_are_unsupported(tmp_path: Path) -> Non
     ("text", "normalised"),
     [
         ("member-ID", "member id"),
-        ("twenty-five dollars", "25 dollars"),
+        ("twenty-five dollars", "25"),
+        ("142 dollars and 60 cents", "142.6"),
+        ("one hundred forty two dollars and sixty cents", "142.6"),
+        ("25 dollars 5 cents, $25.05", "25.05 25.05"),
+        ("20% or 20 percent", "20 percent or 20 percent"),
+        ("can i get your member i d", "can i get your member id"),
+        ("the N.P.I. and the I. D.", "the npi and the id"),
+        ("the patient's i d", "the patient s id"),
+        (
+            "I'm sure you're right, she's covered and I'd call",
+            "i am sure you are right she is covered and i would call",
+        ),
+        ("we'll see, they've paid", "we will see they have paid"),
+        ("im sure you dont, its fine, whats ill", "i am sure you do not its fine what is ill"),
+        ("the claim was deny'd, they'd call", "the claim was deny d they would call"),
         ("one hundred and five", "105"),
         ("two thousand five hundred and six", "2506"),
         ("nineteen hundred", "1900"),

@@ -81,6 +81,14 @@ def test_opposites_never_share_an_entry() -> None:
         ("service type code 30", "health benefit plan coverage"),
         ("place of service 11", "physician office"),
         ("CPT 80053", "comprehensive metabolic panel"),
+        ("the coverage terminated", "the policy ended"),
+        ("the request is pended", "the request is pending clinical review"),
+        ("the request was approved", "the request was certified in total"),
+        ("you can appeal", "you can request a reconsideration"),
+        ("you can revoke consent", "you can withdraw permission"),
+        ("the patient gave verbal consent", "the patient gave oral agreement"),
+        ("I will transfer you to a representative", "i will transfer you to a live agent"),
+        ("I am an AI assistant", "i am an artificial intelligence assistant"),
     ],
 )
 def test_a_phrase_expands_to_the_trades_other_words(said: str, expected: str) -> None:
@@ -106,6 +114,14 @@ def test_ambiguous_and_bare_number_terms_are_read_but_never_searched_for() -> No
     # "835" names the remittance transaction in a phrase; "ERA" never becomes a bare "835".
     assert "era" in {v.text for v in lexicon.variants(normalise("835"))}
     assert "835" not in {v.text for v in lexicon.variants(normalise("ERA"))}
+    # "take back" (also a recoupment) and "modified" (any change) are read, never searched for.
+    assert "take back consent" not in {v.text for v in lexicon.variants(normalise("revoke consent"))}
+    assert "modified" not in {v.text for v in lexicon.variants(normalise("partially approved"))}
+    # "authorized" beside "authorization" would say the phrase's own word back to it.
+    approved = {v.text for v in lexicon.variants(normalise("the authorization was approved"))}
+    assert (
+        "the authorization was authorized" not in approved and "the authorization was certified" in approved
+    )
     entries = parse_entries([{"terms": ["Sunrise plan", "270"], "source": "handbook"}])
     assert entries[0].terms == ("Sunrise plan",) and entries[0].ambiguous == ("270",)
 
@@ -132,6 +148,16 @@ def test_a_variant_is_found_and_the_evidence_says_which_one_and_from_which_entry
     lexicon = result["evidence"]["vocabulary"]
     assert lexicon == {"name": "healthcare-admin", "version": builtin().version, "benchmarkEntries": 0}
     assert result["evidence"]["tiers"] == ["exact", "fuzzy", "vocabulary"]
+
+
+def test_a_phrase_is_found_with_several_of_its_terms_swapped_at_once(tmp_path: Path) -> None:
+    result = run(
+        tmp_path, ["I can confirm the member has active coverage with us."], contains=["patient is eligible"]
+    )
+    found = phrase(result)
+    assert found["found"] is True and found["text"] == "member has active coverage"
+    assert found["vocabulary"]["entries"] == ["member", "eb-1"]
+    assert found["vocabulary"]["tier"] == "exact"
 
 
 def test_the_vocabulary_follows_the_criterions_own_tiers(tmp_path: Path) -> None:

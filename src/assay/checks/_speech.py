@@ -120,8 +120,107 @@ def normalise(text: str) -> Speech:
         if word == "cannot":
             raw += [Token("can", start, start + 3, sentence), Token("not", start + 3, end, sentence)]
             continue
+        unmarked = _UNMARKED_CONTRACTIONS.get(word)
+        if unmarked is not None:  # ASR often drops the apostrophe: "dont", "im"
+            cut = start + len(word) - unmarked[2]
+            raw += [Token(unmarked[0], start, cut, sentence), Token(unmarked[1], cut, end, sentence)]
+            continue
+        if raw and raw[-1].end == start - 1 and source[start - 1] in _APOSTROPHES:
+            expanded = _contraction(raw[-1].text, word)
+            if expanded is not None:
+                raw.append(Token(expanded, start - 1, end, sentence))
+                continue
+            if len(word) == 1:  # a possessive "s" is not a spelled-out letter
+                raw.append(Token(word, start - 1, end, sentence))
+                continue
         raw.append(Token(_plain_number(word), start, end, sentence))
-    return Speech(source, tuple(_numbers_to_digits(raw)))
+        if word[:1].isdigit() and source[end : end + 1] == "%":
+            raw.append(Token("percent", end, end + 1, sentence))
+    return Speech(source, tuple(_spoken_amounts(_numbers_to_digits(_spelled_letters(source, raw)))))
+
+
+_CONTRACTIONS = {"m": "am", "re": "are", "ve": "have", "ll": "will", "d": "would"}
+_ABBREVIATION_GAP = re.compile(r"\.?[ \t-]*")
+_UNMARKED_CONTRACTIONS = {
+    **{
+        f"{stem}nt": (_NT_STEMS.get(stem, stem), "not", 2)
+        for stem in [
+            "do",
+            "does",
+            "did",
+            "is",
+            "are",
+            "was",
+            "were",
+            "have",
+            "has",
+            "had",
+            "could",
+            "would",
+            "should",
+            "ca",
+            "wo",
+        ]
+    },
+    "im": ("i", "am", 1),
+    "youre": ("you", "are", 2),
+    "theyre": ("they", "are", 2),
+    "ive": ("i", "have", 2),
+    "youve": ("you", "have", 2),
+    "weve": ("we", "have", 2),
+    "theyve": ("they", "have", 2),
+    "youll": ("you", "will", 2),
+    "theyll": ("they", "will", 2),
+    "whats": ("what", "is", 1),
+    "thats": ("that", "is", 1),
+    "theres": ("there", "is", 1),
+    "shes": ("she", "is", 1),
+}
+"""Contractions written without their apostrophe, read as with it; a spelling that is also a word
+("its", "id", "ill", "were", "well", "wed", "hell") is left as it is."""
+_PRONOUNS = frozenset({"i", "you", "he", "she", "it", "we", "they", "that", "there", "who", "what"})
+_MODALS = frozenset({"could", "would", "should", "might", "must"})
+_IS_AFTER = frozenset({"it", "that", "he", "she", "there", "here", "what", "who", "where", "how"})
+
+
+def _contraction(before: str, word: str) -> str | None:
+    """The word a contraction stands for ("I'm" → am), or None. Only after a pronoun: after a
+    noun "'s" is the possessive ("the patient's ID"), and elsewhere an apostrophe is spelling,
+    not a contraction ("deny'd" is not "deny would")."""
+    if word == "s":
+        return "is" if before in _IS_AFTER else None
+    if before in _PRONOUNS or (word == "ve" and before in _MODALS):
+        return _CONTRACTIONS.get(word)
+    return None
+
+
+def _spelled_letters(source: str, tokens: list[Token]) -> list[Token]:
+    """Letters said one by one become one word ("member i d" → member id, "n p i" → npi): ASR
+    writes a spelled-out abbreviation as single letters. Only letters that stand alone in the
+    source are joined, so a possessive "s" never joins the letters after it; a dot between them
+    is the abbreviation's ("I.D."), not a sentence's end."""
+    out: list[Token] = []
+    run: list[Token] = []
+
+    def flush() -> None:
+        if len(run) > 1:
+            out.append(Token("".join(t.text for t in run), run[0].start, run[-1].end, run[0].sentence))
+        else:
+            out.extend(run)
+        run.clear()
+
+    for token in tokens:
+        letter = len(token.text) == 1 and token.text.isalpha() and token.end - token.start == 1
+        if letter and (not run or _ABBREVIATION_GAP.fullmatch(source, run[-1].end, token.start)):
+            run.append(token)
+            continue
+        flush()
+        if letter:
+            run.append(token)
+        else:
+            out.append(token)
+    flush()
+    return out
 
 
 def _is_t(source: str, at: int) -> bool:
@@ -274,3 +373,34 @@ def _is_joining_and(tokens: list[Token], i: int, number: _Number) -> bool:
         and _kind(tokens[i + 1].text) in ("unit", "teen", "ten")
         and tokens[i + 1].text != "zero"
     )
+
+
+_DOLLARS = frozenset({"dollar", "dollars"})
+_CENTS = frozenset({"cent", "cents"})
+
+
+def _spoken_amounts(tokens: list[Token]) -> list[Token]:
+    """An amount said in words becomes the amount written: "142 dollars and 60 cents" → 142.6,
+    "1500 dollars" → 1500, as "$142.60" and "$1,500" read (the "$" is punctuation)."""
+    out: list[Token] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if not token.text.isdigit() or i + 1 >= len(tokens) or tokens[i + 1].text not in _DOLLARS:
+            out.append(token)
+            i += 1
+            continue
+        last, amount = tokens[i + 1], token.text
+        after = i + 2 + (i + 2 < len(tokens) and tokens[i + 2].text == "and")
+        if (
+            after + 1 < len(tokens)
+            and tokens[after].text.isdigit()
+            and int(tokens[after].text) < 100
+            and tokens[after + 1].text in _CENTS
+        ):
+            amount, last = f"{amount}.{int(tokens[after].text):02d}", tokens[after + 1]
+            i = after + 2
+        else:
+            i += 2
+        out.append(Token(_plain_number(amount), token.start, last.end, token.sentence))
+    return out

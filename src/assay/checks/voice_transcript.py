@@ -65,8 +65,8 @@ NEGATIONS = frozenset({"no", "not", "never", "without", "none", "neither", "nor"
 VARIANT_NEGATIONS = NEGATIONS | NEGATED_PREFIXES
 VARIANT_TIERS = frozenset({"exact", "semantic"})
 """Tiers a vocabulary variant goes through. Not `fuzzy`: a near-spelling of a synonym stacks two
-approximations, and on the labelled set's calibration split it added one false accept and no
-match (docs/decisions.md)."""
+approximations; at tier 2's bar it adds a false accept on the labelled set's calibration split, and
+at a stricter one it finds one more item there for six times the cost (docs/decisions.md)."""
 _WORDS_BEFORE = 3
 
 PhraseKind = Literal["contains", "not_contains"]

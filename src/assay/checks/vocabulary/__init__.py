@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 BUILTIN = Path(__file__).parent / "healthcare_admin.yaml"
-MAX_VARIANTS = 32
+MAX_VARIANTS = 64
 """Variants tried per phrase; a phrase with many terms keeps its fewest-replacement ones."""
 MAX_ENTRIES = 2000
 MAX_TERMS = 50
