@@ -19,7 +19,7 @@ import httpx
 import pytest
 from sqlalchemy import event, text
 
-from assay.sandboxes.fhir import routes as fhir_routes
+from assay.sandboxes.fhir.routes import exchange as fhir_routes
 from assay.service import fast_path
 from assay.service.auth import cache as auth_cache
 from assay.service.sandboxes import routes as sandbox_routes

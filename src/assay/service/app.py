@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 
 from assay.checks import load_semantic_model
 from assay.judge import OpenAIJudge
-from assay.sandboxes import Deployment, Listeners, close_surfaces, open_deployment, open_surfaces
+from assay.sandboxes import Listeners, close_surfaces, open_surfaces
 from assay.sandboxes.events import close_event_logs
 from assay.service.auth.cache import TokenCache
 from assay.service.catalog.routes import router as catalog_router
@@ -28,6 +28,7 @@ from assay.service.fast_path import AssayApp
 from assay.service.grading import Grading
 from assay.service.health import router as health_router
 from assay.service.limits import BodySizeLimit, RateLimiter, json_body_limit
+from assay.service.listeners import open_settings_deployment
 from assay.service.openapi import install_openapi
 from assay.service.orphans import exit_with_parent
 from assay.service.priority import GradingFirst, share_the_gil
@@ -73,14 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.epoch = epoch_of(database.engine)  # read by `AssayApp` (service/fast_path.py)
         app.state.tokens = TokenCache(database)
         app.state.settings = settings
-        deployment = open_deployment(
-            Deployment(
-                database.engine,
-                host=settings.listen_host,
-                ports=dict(settings.listener_ports),
-                options=settings.surface_options,
-            )
-        )
+        deployment = open_settings_deployment(database.engine, settings)
         app.state.deployment = deployment
         open_surfaces(deployment)  # e.g. the FHIR surface's client of an ASSAY_FHIR_URL server
         listeners = Listeners(deployment)

@@ -27,11 +27,24 @@ from assay.service.orphans import exit_with_parent
 from assay.service.settings import LISTENER_PORTS, Settings
 from assay.store import Database
 
-__all__ = ["ListenerSupervisor", "needs_listener_process", "run_listeners"]
+__all__ = ["ListenerSupervisor", "needs_listener_process", "open_settings_deployment", "run_listeners"]
 
 log = logging.getLogger("assay.service")
 
 START_TIMEOUT = 60.0
+
+
+def open_settings_deployment(engine: Engine, settings: Settings) -> Deployment:
+    """The surfaces opened on `engine` as `settings` place them (host, listener ports, options):
+    the same in the API process and the listener process."""
+    return open_deployment(
+        Deployment(
+            engine,
+            host=settings.listen_host,
+            ports=dict(settings.listener_ports),
+            options=settings.surface_options,
+        )
+    )
 
 
 def needs_listener_process(settings: Settings) -> bool:
@@ -48,14 +61,7 @@ def run_listeners(settings: Settings, report: Connection) -> None:
     exit_with_parent()  # `serve` killed: free the listener ports (service/orphans.py)
     database = Database(settings.resolved_database_url)
     database.migrate()
-    deployment = open_deployment(
-        Deployment(
-            database.engine,
-            host=settings.listen_host,
-            ports=dict(settings.listener_ports),
-            options=settings.surface_options,
-        )
-    )
+    deployment = open_settings_deployment(database.engine, settings)
 
     async def main() -> None:
         stop = asyncio.Event()

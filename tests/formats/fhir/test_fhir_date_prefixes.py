@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from assay.formats.fhir import FhirStore, InvalidSearch, parse_search
 from assay.formats.fhir.dates import NEG_INF, POS_INF, DateRange, date_range, matches_range
-from assay.formats.fhir.query import TokenQuery
+from assay.formats.fhir.search_terms import TokenQuery
 
 PREFIXES = ("eq", "ne", "gt", "lt", "ge", "le", "sa", "eb", "ap")
 DAY = 86_400_000_000

@@ -12,7 +12,7 @@ import pytest
 from assay.formats.fhir import UnknownSearchParameter, parse_search
 from assay.formats.fhir._composites import COMPOSITES
 from assay.formats.fhir.compartments import COMPARTMENTS
-from assay.sandboxes.fhir import actions
+from assay.sandboxes.fhir import searching
 from assay.sandboxes.fhir.capability import capability_statement
 from assay.sandboxes.fhir.operations import OPERATIONS
 
@@ -54,9 +54,9 @@ def test_every_claimed_search_parameter_parses(statement: dict[str, Any]) -> Non
 def test_every_claimed_include_and_revinclude_parses(statement: dict[str, Any]) -> None:
     for resource in statement["rest"][0]["resource"]:
         for spec in resource["searchInclude"]:
-            actions.parse_include(spec, "_include", False)
+            searching.parse_include(spec, "_include", False)
         for spec in resource["searchRevInclude"]:
-            include = actions.parse_include(spec, "_revinclude", False)
+            include = searching.parse_include(spec, "_revinclude", False)
             assert include.source is not None and include.code is not None
 
 

@@ -13,7 +13,6 @@ from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 import httpx
 import pytest
 
-from assay.sandboxes.fhir.actions import FhirResult
 from assay.sandboxes.fhir.external import (
     ExternalFhirFailed,
     FhirForwarder,
@@ -25,6 +24,7 @@ from assay.sandboxes.fhir.external import (
     TaggedFhir,
 )
 from assay.sandboxes.fhir.outcomes import FhirError
+from assay.sandboxes.fhir.results import FhirResult
 
 Answer = Callable[[httpx.Request], httpx.Response]
 ASSAY_BASE = "http://assay.invalid/v1/task-runs/tr_1/fhir"

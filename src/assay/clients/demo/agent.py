@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-__all__ = ["ACTIONS", "AgentContext", "RetryUnavailable", "act"]
+__all__ = ["ACTIONS", "AgentContext", "RetryUnavailable", "act", "copy_referral"]
 
 MLLP_START, MLLP_END = b"\x0b", b"\x1c\x0d"
 
@@ -153,29 +153,31 @@ def check_eligibility(ctx: AgentContext) -> None:
         ctx.notes.append("271 reports no active coverage")
 
 
-def file_referral(ctx: AgentContext) -> None:
+async def copy_referral(sftp: Mapping[str, Any]) -> None:
+    """The referral letter copied from the inbox to the cardiology outbox over SFTP, as an agent
+    with the task run's `sftp` credentials does it (also what the task-run benchmark sends)."""
     import asyncssh
 
+    async with (
+        asyncssh.connect(
+            sftp["host"],
+            port=int(sftp["port"]),
+            username=sftp["username"],
+            password=sftp["password"],
+            known_hosts=None,
+        ) as conn,
+        conn.start_sftp_client() as client,
+    ):
+        async with client.open("inbox/referrals/smith-cardiology.txt", "rb") as source:
+            letter = await source.read()
+        await client.makedirs("outbox/cardiology", exist_ok=True)
+        async with client.open("outbox/cardiology/smith-cardiology.txt", "wb") as target:
+            await target.write(letter)
+
+
+def file_referral(ctx: AgentContext) -> None:
     sftp = ctx.credentials["sftp"]
-
-    async def copy() -> None:
-        async with (
-            asyncssh.connect(
-                sftp["host"],
-                port=int(sftp["port"]),
-                username=sftp["username"],
-                password=sftp["password"],
-                known_hosts=None,
-            ) as conn,
-            conn.start_sftp_client() as client,
-        ):
-            async with client.open("inbox/referrals/smith-cardiology.txt", "rb") as source:
-                letter = await source.read()
-            await client.makedirs("outbox/cardiology", exist_ok=True)
-            async with client.open("outbox/cardiology/smith-cardiology.txt", "wb") as target:
-                await target.write(letter)
-
-    asyncio.run(copy())
+    asyncio.run(copy_referral(sftp))
     ctx.notes.append(f"SFTP {sftp['host']}:{sftp['port']} copied the referral to outbox/cardiology/")
 
 

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, JsonValue, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from assay.core.operators import LIST_EXPECTED, NO_EXPECTED, InvalidPattern, Operator, compile_pattern
 
-__all__ = ["FieldAssertion", "MatchMode", "StrictModel", "TaggedAssertion"]
+__all__ = [
+    "CorrelatedAssertion",
+    "FieldAssertion",
+    "MatchMode",
+    "PathField",
+    "StrictModel",
+    "TaggedAssertion",
+]
 
 MatchMode = Literal["any", "first", "latest", "all"]
 AT_VERIFY = "at_verify"
@@ -130,3 +137,38 @@ def check_correlation_keys(
                 "correlate_by key {key} is neither an alias ({aliases}) nor an {kind} path: {reason}",
                 {"key": repr(key), "aliases": ", ".join(aliases), "kind": kind, "reason": reason},
             ) from None
+
+
+class PathGrammar(Protocol):
+    """A path type (`Hl7Path`, `X12Path`): `parse` raises `ValueError` naming what is wrong."""
+
+    def parse(self, text: str, /) -> Any: ...
+
+
+class PathField(FieldAssertion):
+    """A field assertion located by a `path` of one grammar, parsed once here, at validation, so a
+    bad path is a 422 naming the key and the check never meets one. A subclass declares `path`
+    (with its grammar's docstring) and its `grammar`."""
+
+    grammar: ClassVar[PathGrammar]
+
+    @field_validator("path", check_fields=False)
+    @classmethod
+    def _path_parses(cls, value: str) -> str:
+        return check_path(cls.grammar.parse, value)
+
+
+class CorrelatedAssertion(TaggedAssertion):
+    """An assertion on a message log that picks its messages by `correlate_by`: each key is one of
+    the surface's aliases or a path of its grammar. A subclass declares `correlate_by` and names the
+    aliases, the path grammar and its name in a refusal (`HL7`, `X12`)."""
+
+    correlation_aliases: ClassVar[tuple[str, ...]]
+    grammar: ClassVar[PathGrammar]
+    grammar_name: ClassVar[str]
+
+    @field_validator("correlate_by", check_fields=False)
+    @classmethod
+    def _keys_are_paths_or_aliases(cls, value: dict[str, str]) -> dict[str, str]:
+        check_correlation_keys(value, cls.correlation_aliases, cls.grammar.parse, cls.grammar_name)
+        return value

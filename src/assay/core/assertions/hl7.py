@@ -9,15 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from assay.core.assertions._base import (
-    FieldAssertion,
-    MatchMode,
-    TaggedAssertion,
-    check_correlation_keys,
-    check_path,
-)
+from assay.core.assertions._base import CorrelatedAssertion, MatchMode, PathField
 from assay.formats.hl7 import Hl7Path
 
 __all__ = ["CORRELATION_ALIASES", "Hl7Field", "Hl7Structural"]
@@ -26,14 +20,11 @@ CORRELATION_ALIASES = ("message_type", "trigger_event", "control_id")
 """`correlate_by` keys that are not paths: `MSH-9.1^MSH-9.2`, MSH-9.2 and MSH-10."""
 
 
-class Hl7Field(FieldAssertion):
+class Hl7Field(PathField):
+    grammar = Hl7Path
+
     path: str
     """HL7 path, `SEG[occ].FIELD[rep].COMP.SUB`, e.g. `PID.5.1`."""
-
-    @field_validator("path")
-    @classmethod
-    def _path_parses(cls, value: str) -> str:
-        return check_path(Hl7Path.parse, value)
 
     @property
     def hl7_path(self) -> Hl7Path:
@@ -41,15 +32,13 @@ class Hl7Field(FieldAssertion):
         return Hl7Path.parse(self.path)
 
 
-class Hl7Structural(TaggedAssertion):
+class Hl7Structural(CorrelatedAssertion):
+    correlation_aliases = CORRELATION_ALIASES
+    grammar = Hl7Path
+    grammar_name = "HL7"
+
     assert_: Literal["hl7-structural"] = Field(alias="assert")
     correlate_by: dict[str, str] = Field(default_factory=dict)
     """HL7 paths or aliases (`message_type`, `trigger_event`, `control_id`) → expected value."""
     fields: list[Hl7Field] = Field(default_factory=list)
     match: MatchMode = "any"
-
-    @field_validator("correlate_by")
-    @classmethod
-    def _keys_are_paths_or_aliases(cls, value: dict[str, str]) -> dict[str, str]:
-        check_correlation_keys(value, CORRELATION_ALIASES, Hl7Path.parse, "HL7")
-        return value

@@ -11,13 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from assay.core.assertions._base import (
-    FieldAssertion,
-    MatchMode,
-    TaggedAssertion,
-    check_correlation_keys,
-    check_path,
-)
+from assay.core.assertions._base import CorrelatedAssertion, MatchMode, PathField
 from assay.formats.x12 import X12Path
 
 __all__ = ["CORRELATION_ALIASES", "X12Field", "X12Response"]
@@ -26,15 +20,12 @@ CORRELATION_ALIASES = ("member_id", "trace_number", "patient_control_number")
 """`correlate_by` keys that are not paths; what each reads depends on the transaction (SPEC §3.7)."""
 
 
-class X12Field(FieldAssertion):
+class X12Field(PathField):
+    grammar = X12Path
+
     path: str
     """Loop-aware X12 path, `[LOOP/]...SEG[FILTER]...NN[~REP][-COMP]`: `2110C/EB[#1]01` (EB01 of the
     first EB), `2100C/NM1[IL]09` (NM109 of the NM1 whose NM101 is IL), `EB03~2`, `SV101-2`."""
-
-    @field_validator("path")
-    @classmethod
-    def _path_parses(cls, value: str) -> str:
-        return check_path(X12Path.parse, value)
 
     @property
     def x12_path(self) -> X12Path:
@@ -42,7 +33,11 @@ class X12Field(FieldAssertion):
         return X12Path.parse(self.path)
 
 
-class X12Response(TaggedAssertion):
+class X12Response(CorrelatedAssertion):
+    correlation_aliases = CORRELATION_ALIASES
+    grammar = X12Path
+    grammar_name = "X12"
+
     assert_: Literal["x12-response"] = Field(alias="assert")
     transaction: Literal["270", "271", "276", "277", "278"] | None = None
     """Exchange filter: 270/271 eligibility, 276/277 claim status, 278 authorization."""
@@ -55,9 +50,3 @@ class X12Response(TaggedAssertion):
     @classmethod
     def _number_as_text(cls, value: Any) -> Any:
         return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-    @field_validator("correlate_by")
-    @classmethod
-    def _keys_are_paths_or_aliases(cls, value: dict[str, str]) -> dict[str, str]:
-        check_correlation_keys(value, CORRELATION_ALIASES, X12Path.parse, "X12")
-        return value

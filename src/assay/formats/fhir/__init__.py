@@ -10,15 +10,9 @@ from assay.formats.fhir.bundles import BundleLoader, copy_json, resources_from_b
 from assay.formats.fhir.errors import FhirPathError, InvalidSearch, UnknownSearchParameter
 from assay.formats.fhir.fhirpath import compile_fhirpath, evaluate_fhirpath
 from assay.formats.fhir.parameters import SearchParameter, is_resource_type, search_parameter
-from assay.formats.fhir.query import (
-    Criterion,
-    ParsedSearch,
-    SortKey,
-    check_search_keys,
-    parse_search,
-    parse_search_key,
-)
+from assay.formats.fhir.query import check_search_keys, parse_search, parse_search_key
 from assay.formats.fhir.references import ReferenceTarget, parse_reference
+from assay.formats.fhir.search_terms import Criterion, ParsedSearch, SortKey
 from assay.formats.fhir.store import FhirStore
 
 __all__ = [

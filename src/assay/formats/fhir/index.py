@@ -17,7 +17,8 @@ from typing import Any
 from assay.formats.fhir.dates import DateRange
 from assay.formats.fhir.extract import Extractor
 from assay.formats.fhir.parameters import SearchParameter
-from assay.formats.fhir.query import (
+from assay.formats.fhir.references import ReferenceTarget
+from assay.formats.fhir.search_terms import (
     Criterion,
     DateQuery,
     MissingQuery,
@@ -28,7 +29,6 @@ from assay.formats.fhir.query import (
     TokenQuery,
     UriQuery,
 )
-from assay.formats.fhir.references import ReferenceTarget
 from assay.formats.fhir.values import INDEXERS, PRIMITIVE_CODE, QuantityValue, normalize_text
 
 __all__ = ["ParamIndex"]

@@ -24,7 +24,7 @@ from typing import Any
 
 from assay.formats.fhir._composites import COMPOSITES
 from assay.formats.fhir.extract import Typed, compile_extractor, split_union
-from assay.formats.fhir.query import (
+from assay.formats.fhir.search_terms import (
     CompositeQuery,
     Criterion,
     DateQuery,

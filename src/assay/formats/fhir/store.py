@@ -23,7 +23,8 @@ from assay.formats.fhir.extract import compile_extractor
 from assay.formats.fhir.index import ParamIndex
 from assay.formats.fhir.modifiers import matcher
 from assay.formats.fhir.parameters import SearchParameter, reference_parameters, search_parameter
-from assay.formats.fhir.query import Chain, Has, ParsedSearch, parse_search
+from assay.formats.fhir.query import parse_search
+from assay.formats.fhir.search_terms import Chain, Has, ParsedSearch
 
 __all__ = ["FhirStore"]
 

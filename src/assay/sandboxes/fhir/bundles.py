@@ -30,15 +30,12 @@ from urllib.parse import parse_qsl
 from assay.formats.fhir import FhirStore, is_resource_type
 from assay.formats.fhir.bundles import ConditionalReference, parse_conditional_reference
 from assay.sandboxes.fhir import actions
-from assay.sandboxes.fhir.actions import (
-    FhirResult,
-    apply_patch,
-    conditional_matches,
-    version_headers,
-    written,
-)
+from assay.sandboxes.fhir.actions import conditional_matches
+from assay.sandboxes.fhir.json_patch import apply_patch
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, parse_etag, rewrite_references
+from assay.sandboxes.fhir.results import FhirResult, version_headers, written
+from assay.sandboxes.fhir.searching import search
 from assay.sandboxes.fhir.store import EmbeddedFhir, WriteTransaction
 
 __all__ = ["ConditionalReferences", "parse_entry", "post_bundle"]
@@ -225,7 +222,7 @@ def _run_alone(fhir: EmbeddedFhir, store_id: str, base: str, e: _Entry) -> FhirR
         return actions.create(fhir, store_id, base, e.resource_type, e.resource, e.if_none_exist)
     if e.method in ("GET", "HEAD"):
         if e.resource_id is None:
-            return actions.search(fhir, store_id, base, e.resource_type, parse_qsl(e.query or ""))
+            return search(fhir, store_id, base, e.resource_type, parse_qsl(e.query or ""))
         return actions.read(fhir, store_id, e.resource_type, e.resource_id)
     if e.resource_id is None and e.query and e.method in ("PUT", "DELETE"):
         criteria = parse_qsl(e.query, keep_blank_values=True)

@@ -27,18 +27,17 @@ from typing import Any
 from assay.formats.fhir.compartments import COMPARTMENTS, PATIENT_CARE_DATES, PATIENT_COMPARTMENT
 from assay.formats.fhir.dates import NEG_INF, POS_INF, date_range
 from assay.formats.fhir.parameters import is_resource_type, resource_types
-from assay.sandboxes.fhir.actions import (
+from assay.sandboxes.fhir.history import Paging, to_instant
+from assay.sandboxes.fhir.outcomes import FhirError, operation_outcome
+from assay.sandboxes.fhir.resources import check_resource, check_type
+from assay.sandboxes.fhir.results import FhirResult
+from assay.sandboxes.fhir.searching import (
     DEFAULT_COUNT,
-    MAX_COUNT,
-    FhirResult,
     entries_bundle,
     nonnegative,
     run_search,
     search,
-    to_instant,
 )
-from assay.sandboxes.fhir.outcomes import FhirError, operation_outcome
-from assay.sandboxes.fhir.resources import check_resource, check_type
 from assay.sandboxes.fhir.store import EmbeddedFhir
 from assay.sandboxes.fhir.validation import validation_issues
 
@@ -126,7 +125,7 @@ class _Everything:
 
 
 def _everything_parameters(pairs: Sequence[tuple[str, str]]) -> _Everything:
-    count, offset, since = DEFAULT_COUNT, 0, None
+    paging = Paging()
     types: set[str] | None = None
     care = [NEG_INF, POS_INF]
     seen: set[str] = set()
@@ -138,12 +137,9 @@ def _everything_parameters(pairs: Sequence[tuple[str, str]]) -> _Everything:
         if name in seen and name != "_type":  # _type is 0..*, the others 0..1
             raise FhirError(400, f"$everything takes {name} at most once")
         seen.add(name)
-        if name == "_count":
-            count = min(nonnegative(name, value), MAX_COUNT)
-        elif name in ("_offset", "_getpagesoffset"):
-            offset = nonnegative(name, value)
-        elif name == "_since":
-            since = to_instant(name, value)
+        taken = paging.taking(name, value)
+        if taken is not None:
+            paging = taken
         elif name == "_type":
             listed = {t.strip() for t in value.split(",") if t.strip()}
             for kind in listed:
@@ -156,7 +152,7 @@ def _everything_parameters(pairs: Sequence[tuple[str, str]]) -> _Everything:
                 raise FhirError(400, f"$everything {name} must be a FHIR date, got {value!r}")
             care[name == "end"] = moment.low if name == "start" else moment.high
     return _Everything(
-        count, offset, since, frozenset(types) if types is not None else None,
+        paging.count, paging.offset, paging.since, frozenset(types) if types is not None else None,
         (care[0], care[1]) if {"start", "end"} & seen else None,
     )  # fmt: skip
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from assay.sandboxes.fhir.outcomes import operation_outcome
 
 if TYPE_CHECKING:
-    from assay.sandboxes.fhir.actions import FhirResult
+    from assay.sandboxes.fhir.results import FhirResult
 
 __all__ = ["Prefer", "parse_prefer", "shape_write"]
 

@@ -2,7 +2,8 @@
 
 `storage.py` (where files live, checked at start-up), `tree.py` (one playground's tree and its
 SPEC §6 sidecar), `paths.py` (the one normal form of a path), `access.py` (gate, liveness and
-event sink shared by both surfaces), `sftp.py` (the asyncssh listener), `hostkey.py`.
+event sink shared by both surfaces), `sftp.py` (the asyncssh listener), `sftp_session.py` (one
+SFTP session's requests on the tree), `hostkey.py`.
 """
 
 from assay.sandboxes.files.access import FileEvent, FilesAccess

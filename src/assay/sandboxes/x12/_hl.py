@@ -10,22 +10,24 @@ leaves a dangling HL04 `1`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from assay.formats.x12 import X12Loop, X12Segment, X12TransactionSet
-from assay.sandboxes.payer import MemberMatch, PayerDefinition, find_member
+from assay.sandboxes.payer import Member, MemberMatch, PayerDefinition, find_member, match_dependent
 
 __all__ = [
     "HlNode",
     "Reply",
     "Row",
     "answering_bht",
+    "dependent_named",
     "echo",
     "echo_segment",
     "echoed",
+    "hl_answer",
     "hl_tree",
     "member_named",
     "payer_name",
@@ -181,3 +183,35 @@ def member_named(payer: PayerDefinition, nm1: X12Segment | None, birth_date: str
     return find_member(
         payer, nm1.element(9), first_name=nm1.element(4), last_name=nm1.element(3), birth_date=birth_date
     )
+
+
+def dependent_named(
+    payer: PayerDefinition, subscriber: Member, nm1: X12Segment | None, birth_date: str | None
+) -> MemberMatch:
+    """The dependent of `subscriber` a dependent loop's NM1 (id NM109, last NM103, first NM104) and
+    birth date name."""
+    return match_dependent(
+        payer,
+        subscriber,
+        member_id=nm1.element(9) if nm1 is not None else None,
+        first_name=nm1.element(4) if nm1 is not None else None,
+        last_name=nm1.element(3) if nm1 is not None else None,
+        birth_date=birth_date,
+    )
+
+
+def hl_answer(
+    transaction: X12TransactionSet, payer: PayerDefinition, entity: str, subscriber: Callable[[HlNode], Reply]
+) -> list[Row]:
+    """The HL loops answering a request: the levels every answer opens with, the information
+    source (2000A, the payer named as `entity`) and under it each receiver (2000B, its NM1 echoed),
+    then each subscriber as `subscriber` answers it."""
+
+    def receiver(node: HlNode) -> Reply:
+        return Reply(node.level, echoed(node.first("NM1")), [subscriber(child) for child in node.children])
+
+    sources = [
+        Reply(node.level, [payer_name(payer, entity)], [receiver(child) for child in node.children])
+        for node in hl_tree(transaction)
+    ]
+    return write_hl(sources)

@@ -17,19 +17,17 @@ from __future__ import annotations
 from datetime import date, datetime
 
 from assay.formats.x12 import X12TransactionSet
-from assay.sandboxes.payer import Benefit, Member, PayerDefinition, match_dependent, parse_date
+from assay.sandboxes.payer import Benefit, Member, PayerDefinition, parse_date
 from assay.sandboxes.x12._hl import (
     HlNode,
     Reply,
     Row,
     answering_bht,
-    echoed,
-    hl_tree,
+    dependent_named,
+    hl_answer,
     member_named,
-    payer_name,
     rejection_rows,
     trn_echo,
-    write_hl,
 )
 from assay.sandboxes.x12._values import amount, d8, period_rows
 
@@ -42,21 +40,13 @@ def answer_270(transaction: X12TransactionSet, payer: PayerDefinition, *, now: d
     asked_on = _date(bht.element(4) if bht is not None else "") or now.date()
     header = answering_bht(transaction, "0022", "11", now)
     context = _Context(payer, asked_on)
-    return [header, *write_hl([context.source(node) for node in hl_tree(transaction)])]
+    return [header, *hl_answer(transaction, payer, "PR", context.subscriber)]
 
 
 class _Context:
     def __init__(self, payer: PayerDefinition, asked_on: date):
         self.payer = payer
         self.asked_on = asked_on
-
-    def source(self, node: HlNode) -> Reply:
-        name = payer_name(self.payer, "PR")
-        return Reply(node.level, [name], [self.receiver(child) for child in node.children])
-
-    def receiver(self, node: HlNode) -> Reply:
-        rows = echoed(node.first("NM1"))
-        return Reply(node.level, rows, [self.subscriber(child) for child in node.children])
 
     def subscriber(self, node: HlNode) -> Reply:
         nm1 = node.first("NM1")
@@ -75,14 +65,7 @@ class _Context:
 
     def dependent(self, node: HlNode, subscriber: Member) -> Reply:
         nm1 = node.first("NM1")
-        found = match_dependent(
-            self.payer,
-            subscriber,
-            member_id=nm1.element(9) if nm1 is not None else None,
-            first_name=nm1.element(4) if nm1 is not None else None,
-            last_name=nm1.element(3) if nm1 is not None else None,
-            birth_date=_birth_date(node),
-        )
+        found = dependent_named(self.payer, subscriber, nm1, _birth_date(node))
         reply = Reply(node.level, trn_echo(node))
         if found.member is None:
             reply.rows.extend(rejection_rows(nm1, found))

@@ -17,19 +17,18 @@ from collections.abc import Callable
 from datetime import datetime
 
 from assay.formats.x12 import X12Segment, X12TransactionSet
-from assay.sandboxes.payer import Member, PayerDefinition, decide_authorization, match_dependent
+from assay.sandboxes.payer import Member, PayerDefinition, decide_authorization
 from assay.sandboxes.x12._hl import (
     HlNode,
     Reply,
     Row,
     answering_bht,
+    dependent_named,
     echoed,
-    hl_tree,
+    hl_answer,
     member_named,
-    payer_name,
     rejection_rows,
     trn_echo,
-    write_hl,
 )
 
 __all__ = ["answer_278"]
@@ -41,21 +40,13 @@ def answer_278(
     """The 278 response body (BHT and the HL loops) answering one 278 request."""
     header = answering_bht(transaction, "0007", "11", now)
     review = _Review(payer, number)
-    return [header, *write_hl([review.umo(node) for node in hl_tree(transaction)])]
+    return [header, *hl_answer(transaction, payer, "X3", review.subscriber)]
 
 
 class _Review:
     def __init__(self, payer: PayerDefinition, number: Callable[[], str]):
         self.payer = payer
         self.number = number
-
-    def umo(self, node: HlNode) -> Reply:
-        name = payer_name(self.payer, "X3")
-        return Reply(node.level, [name], [self.requester(child) for child in node.children])
-
-    def requester(self, node: HlNode) -> Reply:
-        rows = echoed(node.first("NM1"))
-        return Reply(node.level, rows, [self.subscriber(child) for child in node.children])
 
     def subscriber(self, node: HlNode) -> Reply:
         nm1 = node.first("NM1")
@@ -72,14 +63,7 @@ class _Review:
 
     def dependent(self, node: HlNode, subscriber: Member) -> Reply:
         nm1 = node.first("NM1")
-        found = match_dependent(
-            self.payer,
-            subscriber,
-            member_id=nm1.element(9) if nm1 is not None else None,
-            first_name=nm1.element(4) if nm1 is not None else None,
-            last_name=nm1.element(3) if nm1 is not None else None,
-            birth_date=node.value("DMG", 2),
-        )
+        found = dependent_named(self.payer, subscriber, nm1, node.value("DMG", 2))
         if found.member is None:
             return Reply(node.level, rejection_rows(nm1, found))
         patient = found.member

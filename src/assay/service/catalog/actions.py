@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from assay.checks.vocabulary import VocabularyInvalid, parse_entries
@@ -31,7 +31,7 @@ from assay.service.catalog.schemas import (
     entity_reference,
 )
 from assay.service.runs.purge import delete_runs, is_self_test
-from assay.store import Caller, Conflict, Invalid, NotFound, new_id, owned, utcnow
+from assay.store import Caller, Conflict, Invalid, NotFound, new_id, owned, utcnow, where_given
 from assay.store.json_values import JsonText, content_hash, json_bytes_and_hash
 from assay.store.models import (
     ApiKey,
@@ -46,6 +46,7 @@ from assay.store.models import (
     Task,
     TaskEntity,
 )
+from assay.store.tokens import MintedKey, mint_key
 
 __all__ = [
     "NewDataset",
@@ -55,8 +56,13 @@ __all__ = [
     "create_dataset",
     "create_entity",
     "create_environment",
+    "create_key",
     "create_solver",
+    "create_solver_key",
     "create_task",
+    "criteria_listed",
+    "criteria_of",
+    "dataset_entities_listed",
     "delete_benchmark",
     "delete_criterion",
     "delete_dataset",
@@ -65,6 +71,9 @@ __all__ = [
     "delete_solver",
     "delete_solver_key",
     "delete_task",
+    "entities_of",
+    "get_row",
+    "keys_listed",
     "link_task_entity",
     "patch_benchmark",
     "patch_criterion",
@@ -73,6 +82,9 @@ __all__ = [
     "patch_solver",
     "patch_task",
     "prepare_dataset",
+    "rows_listed",
+    "task_entities_listed",
+    "tasks_listed",
     "unlink_task_entity",
     "validate_assertion",
 ]
@@ -377,3 +389,64 @@ def delete_key(session: Session, caller: Caller, key_id: str) -> None:
 
 def delete_solver_key(session: Session, caller: Caller, solver_id: str, key_id: str) -> None:
     repo.delete(session, ApiKey, caller, key_id, solver_id=solver_id)
+
+
+def create_key(session: Session, caller: Caller, name: str | None) -> MintedKey:
+    """An org key (`vk_`); its plaintext exists in the returned value only."""
+    return mint_key(session, caller.org_id, kind="org", name=name)
+
+
+def create_solver_key(session: Session, caller: Caller, solver_id: str, name: str | None) -> MintedKey:
+    """A Solver key (`vrl_slv_`) of one of the caller's solvers."""
+    solver = repo.get(session, Solver, caller, solver_id)
+    return mint_key(session, caller.org_id, kind="solver", solver_id=solver.id, name=name)
+
+
+# -- reads: the rows and scoped queries the handlers show and page through ---------------------
+
+
+def get_row(session: Session, model: type[Row], caller: Caller, ident: str) -> Row:
+    """One of the caller's rows by id; another org's id is a 404."""
+    row: Row = repo.get(session, model, caller, ident)
+    return row
+
+
+def entities_of(session: Session, caller: Caller, dataset_id: str) -> list[DatasetEntity]:
+    return repo.entities_of(session, caller, dataset_id)
+
+
+def criteria_of(session: Session, caller: Caller, task_id: str) -> list[Criterion]:
+    return repo.criteria_of(session, caller, task_id)
+
+
+def rows_listed(model: type[Row], caller: Caller) -> Select[Row]:
+    """The caller's rows of one collection, for a page of `GET /<collection>`."""
+    return owned(model, caller)
+
+
+def dataset_entities_listed(session: Session, caller: Caller, dataset_id: str) -> Select[DatasetEntity]:
+    """The entities of one of the caller's datasets (404 for an unknown dataset, not an empty page)."""
+    repo.get(session, Dataset, caller, dataset_id)
+    return owned(DatasetEntity, caller).where(DatasetEntity.dataset_id == dataset_id)
+
+
+def task_entities_listed(session: Session, caller: Caller, task_id: str) -> Select[DatasetEntity]:
+    """The dataset entities linked to one of the caller's tasks (404 for an unknown task)."""
+    repo.get(session, Task, caller, task_id)
+    linked = (
+        owned(TaskEntity, caller).where(TaskEntity.task_id == task_id).with_only_columns(TaskEntity.entity_id)
+    )
+    return owned(DatasetEntity, caller).where(DatasetEntity.id.in_(linked))
+
+
+def tasks_listed(caller: Caller, benchmark_id: str | None) -> Select[Task]:
+    return where_given(owned(Task, caller), Task.benchmark_id, benchmark_id)
+
+
+def criteria_listed(caller: Caller, task_id: str | None) -> Select[Criterion]:
+    return where_given(owned(Criterion, caller), Criterion.task_id, task_id)
+
+
+def keys_listed(caller: Caller) -> Select[ApiKey]:
+    """The org's own keys; Solver keys are listed with nothing (they are shown once, at creation)."""
+    return owned(ApiKey, caller).where(ApiKey.kind == "org")

@@ -15,7 +15,6 @@ from starlette.concurrency import run_in_threadpool
 
 from assay.service.auth.actions import authenticate
 from assay.service.catalog import actions
-from assay.service.catalog import repository as repo
 from assay.service.catalog.publish import publish_benchmark
 from assay.service.catalog.schemas import (
     BenchmarkCreate,
@@ -45,9 +44,8 @@ from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import list_json
 from assay.service.runs.self_test import refusal_response, self_test_benchmark
 from assay.service.transactions import TransactionRoute
-from assay.store import Conflict, Database, Forbidden, owned
+from assay.store import Conflict, Database, Forbidden
 from assay.store.models import ApiKey, Benchmark, Dataset, DatasetEntity, Environment, Solver
-from assay.store.tokens import mint_key
 
 __all__ = ["router"]
 
@@ -80,14 +78,14 @@ def create_dataset(
 
 @router.get("/datasets/{dataset_id}", tags=["datasets"])
 def get_dataset(dataset_id: str, session: SessionDep, caller: OrgCaller) -> Json:
-    dataset = repo.get(session, Dataset, caller, dataset_id)
-    return dataset_json(dataset, repo.entities_of(session, caller, dataset.id))
+    dataset = actions.get_row(session, Dataset, caller, dataset_id)
+    return dataset_json(dataset, actions.entities_of(session, caller, dataset.id))
 
 
 @router.patch("/datasets/{dataset_id}", tags=["datasets"])
 def patch_dataset(dataset_id: str, body: DatasetPatch, session: SessionDep, caller: OrgCaller) -> Json:
     dataset = actions.patch_dataset(session, caller, dataset_id, body)
-    return dataset_json(dataset, repo.entities_of(session, caller, dataset.id))
+    return dataset_json(dataset, actions.entities_of(session, caller, dataset.id))
 
 
 add_delete_route(router, "/datasets/{dataset_id}", actions.delete_dataset)
@@ -95,8 +93,7 @@ add_delete_route(router, "/datasets/{dataset_id}", actions.delete_dataset)
 
 @router.get("/datasets/{dataset_id}/entities", tags=["datasets"])
 def list_entities(dataset_id: str, session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
-    repo.get(session, Dataset, caller, dataset_id)
-    statement = owned(DatasetEntity, caller).where(DatasetEntity.dataset_id == dataset_id)
+    statement = actions.dataset_entities_listed(session, caller, dataset_id)
     return list_json(session, statement, DatasetEntity, page, entity_json)
 
 
@@ -219,10 +216,7 @@ def create_solver_key(
     solver_id: str, session: SessionDep, caller: OrgCaller, body: KeyCreate | None = None
 ) -> Json:
     """A Solver key (`vrl_slv_`): creates runs, reads the runs its solver created. Shown once."""
-    solver = repo.get(session, Solver, caller, solver_id)
-    minted = mint_key(
-        session, caller.org_id, kind="solver", solver_id=solver.id, name=body.name if body else None
-    )
+    minted = actions.create_solver_key(session, caller, solver_id, body.name if body else None)
     return key_json(minted.row, minted.token)
 
 
@@ -234,14 +228,13 @@ def delete_solver_key(solver_id: str, key_id: str, session: SessionDep, caller: 
 
 @router.get("/api-keys", tags=["api-keys"])
 def list_keys(session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
-    statement = owned(ApiKey, caller).where(ApiKey.kind == "org")
-    return list_json(session, statement, ApiKey, page, key_json)
+    return list_json(session, actions.keys_listed(caller), ApiKey, page, key_json)
 
 
 @router.post("/api-keys", status_code=201, tags=["api-keys"])
 def create_key(session: SessionDep, caller: OrgCaller, body: KeyCreate | None = None) -> Json:
     """An org API key (`vk_`); the plaintext is in this response only."""
-    minted = mint_key(session, caller.org_id, kind="org", name=body.name if body else None)
+    minted = actions.create_key(session, caller, body.name if body else None)
     return key_json(minted.row, minted.token)
 
 

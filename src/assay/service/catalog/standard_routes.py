@@ -15,12 +15,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Response
 from fastapi import Path as PathParam
-from sqlalchemy.orm import Session
 
-from assay.service.catalog import repository as repo
+from assay.service.catalog import actions
 from assay.service.deps import OrgCaller, PageDep, SessionDep
 from assay.service.pages import list_json
-from assay.store import Caller, owned
+from assay.store import Caller
 
 __all__ = ["add_delete_route", "add_get_route", "add_list_route"]
 
@@ -33,6 +32,11 @@ def _collection(path: str) -> str:
     return path.strip("/").split("/")[0]
 
 
+def _noun(path: str) -> str:
+    """`/environments/{environment_id}` → `environment`: what one row of the collection is called."""
+    return path.rsplit("{", 1)[1].removesuffix("_id}")
+
+
 def _id_parameter(path: str) -> Any:
     """The path's trailing `{…_id}` as a string parameter of that name, whatever the handler calls it."""
     name = path.rsplit("{", 1)[1].rstrip("}")
@@ -43,7 +47,7 @@ def add_list_route(router: APIRouter, path: str, model: type[Any], to_json: Seri
     """`GET /<collection>`: the caller's rows, newest first (SPEC §5 pagination)."""
 
     def list_rows(session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
-        return list_json(session, owned(model, caller), model, page, to_json)
+        return list_json(session, actions.rows_listed(model, caller), model, page, to_json)
 
     tag = _collection(path)
     router.get(path, tags=[tag], name=f"list_{tag}")(list_rows)
@@ -56,13 +60,13 @@ def add_get_route(
     Ident = _id_parameter(path)
 
     def get_row(ident: Ident, session: SessionDep, caller: OrgCaller) -> Json:  # type: ignore[valid-type]
-        return to_json(repo.get(session, model, caller, ident))
+        return to_json(actions.get_row(session, model, caller, ident))
 
-    router.get(path, tags=[_collection(path)], name=f"get_{repo.NOUNS[model]}", **options)(get_row)
+    router.get(path, tags=[_collection(path)], name=f"get_{_noun(path)}", **options)(get_row)
 
 
 def add_delete_route(
-    router: APIRouter, path: str, delete: Callable[[Session, Caller, str], None], **options: Any
+    router: APIRouter, path: str, delete: Callable[[Any, Caller, str], None], **options: Any
 ) -> None:
     """`DELETE /<collection>/{id}` → 204, through the collection's `actions.delete_*` (which owns
     the 409 reference rules); the route takes the action's name."""

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request, Response
 
 from assay.service.catalog import actions
-from assay.service.catalog import repository as repo
 from assay.service.catalog.schemas import (
     CriterionCreate,
     CriterionOut,
@@ -26,8 +25,7 @@ from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import list_json
 from assay.service.runs.self_test import refusal_response, self_test_task
 from assay.service.transactions import TransactionRoute
-from assay.store import owned, where_given
-from assay.store.models import Criterion, DatasetEntity, Task, TaskEntity
+from assay.store.models import Criterion, DatasetEntity, Task
 
 __all__ = ["router"]
 
@@ -39,8 +37,7 @@ Json = dict[str, Any]
 def list_tasks(
     session: SessionDep, caller: OrgCaller, page: PageDep, benchmark_id: Annotated[str | None, Query()] = None
 ) -> Json:
-    statement = where_given(owned(Task, caller), Task.benchmark_id, benchmark_id)
-    return list_json(session, statement, Task, page, task_json)
+    return list_json(session, actions.tasks_listed(caller, benchmark_id), Task, page, task_json)
 
 
 @router.post("/tasks", status_code=201, tags=["tasks"])
@@ -51,14 +48,14 @@ def create_task(body: TaskCreate, session: SessionDep, caller: OrgCaller) -> Jso
 @router.get("/tasks/{task_id}", tags=["tasks"])
 def get_task(task_id: str, session: SessionDep, caller: OrgCaller) -> Json:
     """The task with its `criteria` in creation order."""
-    task = repo.get(session, Task, caller, task_id)
-    return task_json(task, repo.criteria_of(session, caller, task.id))
+    task = actions.get_row(session, Task, caller, task_id)
+    return task_json(task, actions.criteria_of(session, caller, task.id))
 
 
 @router.patch("/tasks/{task_id}", tags=["tasks"])
 def patch_task(task_id: str, body: TaskPatch, session: SessionDep, caller: OrgCaller) -> Json:
     task = actions.patch_task(session, caller, task_id, body)
-    return task_json(task, repo.criteria_of(session, caller, task.id))
+    return task_json(task, actions.criteria_of(session, caller, task.id))
 
 
 add_delete_route(
@@ -71,11 +68,7 @@ add_delete_route(
 
 @router.get("/tasks/{task_id}/entities", tags=["tasks"])
 def list_task_entities(task_id: str, session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
-    repo.get(session, Task, caller, task_id)
-    linked = (
-        owned(TaskEntity, caller).where(TaskEntity.task_id == task_id).with_only_columns(TaskEntity.entity_id)
-    )
-    statement = owned(DatasetEntity, caller).where(DatasetEntity.id.in_(linked))
+    statement = actions.task_entities_listed(session, caller, task_id)
     return list_json(session, statement, DatasetEntity, page, entity_json)
 
 
@@ -97,7 +90,7 @@ def list_criteria(
 ) -> Json:
     """Newest first; a task's criteria (`task_id`) in the task's order, the order they are scored
     and shown in (creation order)."""
-    statement = where_given(owned(Criterion, caller), Criterion.task_id, task_id)
+    statement = actions.criteria_listed(caller, task_id)
     return list_json(session, statement, Criterion, page, criterion_json, newest_first=task_id is None)
 
 

@@ -10,22 +10,24 @@ all of its task runs, then the run (`lifecycle.lock_run`).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from assay import sandboxes
-from assay.core.judging import Judge, ReplayJudge, judge_records
 from assay.sandboxes import Access, Deployment
 from assay.service.catalog import repository as catalog
 from assay.service.catalog.publish import freeze_task
-from assay.service.catalog.schemas import entity_reference
 from assay.service.grading import Grading
 from assay.service.runs import states
+from assay.service.runs.criterion_runs import (
+    input_entity_of,
+    record_criterion_runs,
+    replaying_judge,
+    verify_capture,
+)
 from assay.service.runs.lifecycle import (
     count_ended,
     end_task_run,
@@ -59,7 +61,6 @@ from assay.store.models import (
     TaskRun,
 )
 from assay.store.tokens import RUN_TOKEN_PREFIX, generate_token, hash_token
-from assay.verify import CriterionSpec, TaskVerification, verify_task
 
 __all__ = [
     "Completion",
@@ -328,76 +329,6 @@ def _access(session: Session, task_run: TaskRun, host: str, deployment: Deployme
 # -- complete, rescore --------------------------------------------------------------------------
 
 
-def _verify(
-    session: Session,
-    task_run: TaskRun,
-    pointer: dict[str, Any],
-    grading: Grading,
-    judge: Judge | None,
-) -> TaskVerification:
-    """Judge the frozen criteria on the captured state: the same `verify_task` as `assay verify`."""
-    criteria = task_run.snapshot["criteria"]
-    specs = [CriterionSpec.from_json(criterion, i) for i, criterion in enumerate(criteria)]
-    state = sandboxes.state_of(pointer, session)
-    return verify_task(
-        specs,
-        state,
-        input_entity=state.input_entity(),
-        semantic=grading.semantic,
-        judge=judge,
-        vocabulary=task_run.snapshot.get("vocabulary"),
-    )
-
-
-def _replaying(rows: list[CriterionRun], live: Judge | None) -> Judge | None:
-    """The judge for a rescore: recorded verdicts first, the live judge only for new questions."""
-    records: dict[str, Any] = {}
-    for row in rows:
-        records.update(judge_records(row.evidence))
-    if not records:
-        return live
-    return ReplayJudge(records, live)
-
-
-def _record(session: Session, task_run: TaskRun, verification: TaskVerification) -> list[CriterionRun]:
-    """One set of criterion runs, in one bulk INSERT (no unit-of-work bookkeeping per row)."""
-    now, criteria = utcnow(), task_run.snapshot["criteria"]
-    values = [
-        dict(
-            id=new_id("crun_"),
-            org_id=task_run.org_id,
-            task_run_id=task_run.id,
-            criterion_id=run.spec.criterion_id,
-            position=i,
-            label=run.spec.label,
-            axis=run.spec.axis,
-            weight=criteria[i].get("weight", 1),
-            status=run.result.status,
-            passed=run.result.passed,
-            score=str(run.result.score),
-            details=run.result.details.replace("\x00", "\\x00"),  # PostgreSQL text holds no NUL
-            evidence=_jsonable(run.result.evidence),
-            override=None,
-            superseded=False,
-            created_at=now,
-            started_at=run.started_at,
-            completed_at=run.completed_at,
-        )
-        for i, run in enumerate(verification.runs)
-    ]
-    if values:
-        session.execute(insert(CriterionRun), values)
-    return [CriterionRun(**row) for row in values]
-
-
-def _jsonable(evidence: Any) -> Any:
-    """Evidence as plain JSON: a check that put a date or a Fraction in it must not fail the write."""
-    try:
-        return json.loads(json.dumps(evidence, default=str, ensure_ascii=False))
-    except (TypeError, ValueError):
-        return {"unserializable": repr(evidence)[:2000]}
-
-
 def complete_task_run(
     session: Session,
     caller: Caller,
@@ -416,28 +347,21 @@ def complete_task_run(
     pointer = sandboxes.capture(
         task_run.playground_id,
         task_run_id=task_run.id,
-        input_entity=_input_entity(task_run),
+        input_entity=input_entity_of(task_run),
         entities=task_run.entities or {},
         session=session,
         deployment=deployment,
     )
     task_run.capture = pointer
     grading = grading or Grading()
-    verification = _verify(session, task_run, pointer, grading, grading.judge)
+    verification = verify_capture(session, task_run, pointer, grading, grading.judge)
     with pipelined(session):  # the criterion runs and the teardown: one round trip on PostgreSQL
-        rows = _record(session, task_run, verification)
+        rows = record_criterion_runs(session, task_run, verification)
         end_task_run(session, task_run, "complete", now)
     store_score(task_run, verification.score)
     scored = benchmark_run.scored
     count_ended(session, benchmark_run.id, now, ended=1, released=1)
     return Completion(task_run, rows, scored)
-
-
-def _input_entity(task_run: TaskRun) -> dict[str, Any] | None:
-    entity = task_run.snapshot["task"].get("input_entity")
-    if isinstance(entity, dict) and entity_reference(entity) is None:
-        return entity
-    return None
 
 
 def rescore_task_run(
@@ -460,14 +384,14 @@ def rescore_task_run(
     previous = current_criterion_runs(session, task_run.id)
     if rejudge and grading.judge is None:
         raise Conflict("rejudge=true needs an LLM judge and none is configured (set ASSAY_JUDGE_URL)")
-    judge = grading.judge if rejudge else _replaying(previous, grading.judge)
+    judge = grading.judge if rejudge else replaying_judge(previous, grading.judge)
     session.execute(
         update(CriterionRun)
         .where(CriterionRun.task_run_id == task_run.id, CriterionRun.superseded.is_(False))
         .values(superseded=True)
     )
-    verification = _verify(session, task_run, task_run.capture, grading, judge)
-    rows = _record(session, task_run, verification)
+    verification = verify_capture(session, task_run, task_run.capture, grading, judge)
+    rows = record_criterion_runs(session, task_run, verification)
     carry_overrides(session, previous, rows)
     store_score(task_run, score_rows(task_run, rows) if any(r.override for r in rows) else verification.score)
     scored = benchmark_run.scored

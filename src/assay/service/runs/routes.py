@@ -5,16 +5,10 @@ Lists are newest first, except event lists: oldest first (SPEC §5)."""
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 
-from assay import sandboxes
-from assay.core.errors import SnapshotError
 from assay.core.statistics import compare_paired
 from assay.sandboxes.provision import sandboxes_of
 from assay.service.deps import (
@@ -28,11 +22,8 @@ from assay.service.deps import (
 from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import list_json
 from assay.service.priority import grading_first
-from assay.service.runs import actions, overrides
-from assay.service.runs import repository as repo
-from assay.service.runs.lifecycle import settle_if_due
+from assay.service.runs import actions, overrides, queries
 from assay.service.runs.overrides import OverrideCreate
-from assay.service.runs.purge import SELF_TEST_AGENT
 from assay.service.runs.schemas import (
     BenchmarkRunCreate,
     CompletionOut,
@@ -44,11 +35,10 @@ from assay.service.runs.schemas import (
     trials_by_task,
 )
 from assay.service.transactions import TransactionRoute
-from assay.snapshot import archive_snapshot
-from assay.store import Conflict, Invalid, get_owned, iso, utcnow, where_given
-from assay.store.models import BenchmarkRun, CriterionRun, Playground, Sandbox, SandboxEvent, TaskRun
+from assay.store import Conflict, Invalid, iso
+from assay.store.models import BenchmarkRun, CriterionRun, SandboxEvent, TaskRun
 
-__all__ = ["router", "state_archive"]
+__all__ = ["router"]
 
 router = APIRouter(responses=ERROR_RESPONSES, route_class=TransactionRoute)
 Json = dict[str, Any]
@@ -66,10 +56,7 @@ def list_benchmark_runs(
 ) -> Json:
     """Benchmark runs, newest first; self-test runs only with `self_tests=true` (they are an
     author's checks, not an agent's results)."""
-    statement = where_given(repo.benchmark_runs(caller), BenchmarkRun.benchmark_id, benchmark_id)
-    if not self_tests:
-        agent_name = func.coalesce(BenchmarkRun.agent["name"].as_string(), "")
-        statement = statement.where(agent_name != SELF_TEST_AGENT)
+    statement = queries.benchmark_runs_listed(caller, benchmark_id, self_tests=self_tests)
     return list_json(session, statement, BenchmarkRun, page, benchmark_run_json)
 
 
@@ -89,10 +76,7 @@ def compare_benchmark_runs(
 ) -> Json:
     """A minus B per task (trials averaged), the difference of means with its 95% interval, and
     whether it exceeds the noise (the interval leaves out 0)."""
-    runs = {}
-    for key, ident in (("a", a), ("b", b)):
-        run = repo.get_benchmark_run(session, caller, ident)
-        runs[key] = (run, settle_if_due(session, run, utcnow()))
+    runs = {key: queries.settled_benchmark_run(session, caller, ident) for key, ident in (("a", a), ("b", b))}
     (run_a, task_runs_a), (run_b, task_runs_b) = runs["a"], runs["b"]
     if run_a.benchmark_id != run_b.benchmark_id:
         raise Invalid({"b": [f"benchmark run {b} is of another benchmark than {a}"]})
@@ -111,10 +95,9 @@ def compare_benchmark_runs(
 
 @router.get("/benchmark-runs/{benchmark_run_id}", tags=["benchmark-runs"])
 def get_benchmark_run(benchmark_run_id: str, session: SessionDep, caller: OrgCaller) -> Json:
-    run = repo.get_benchmark_run(session, caller, benchmark_run_id)
-    task_runs = settle_if_due(session, run, utcnow())
+    run, task_runs = queries.settled_benchmark_run(session, caller, benchmark_run_id)
     body = benchmark_run_json(run, task_runs)
-    counts = repo.overrides_in_force(session, [task_run.id for task_run in task_runs])
+    counts = queries.overrides_in_force(session, [task_run.id for task_run in task_runs])
     for task_run in body["task_runs"]:
         task_run["overrides"] = counts.get(task_run["id"], 0)
     body["overrides"] = sum(counts.values())
@@ -134,22 +117,21 @@ def list_task_runs(
     page: PageDep,
     benchmark_run_id: Annotated[str | None, Query()] = None,
 ) -> Json:
-    statement = where_given(repo.task_runs(caller), TaskRun.benchmark_run_id, benchmark_run_id)
+    statement = queries.task_runs_listed(caller, benchmark_run_id)
     return list_json(session, statement, TaskRun, page, lambda row: task_run_json(row, snapshot=False))
 
 
 @router.get("/task-runs/{task_run_id}", tags=["task-runs"])
 def get_task_run(task_run_id: str, session: SessionDep, caller: OrgCaller) -> Json:
     """Verdict, score, axes, the frozen `snapshot` and the current criterion runs (seed 002)."""
-    task_run = repo.get_task_run(session, caller, task_run_id)
-    settle_if_due(session, repo.get_benchmark_run(session, caller, task_run.benchmark_run_id), utcnow())
-    return task_run_json(task_run, repo.current_criterion_runs(session, task_run.id))
+    task_run = queries.settled_task_run(session, caller, task_run_id)
+    return task_run_json(task_run, queries.current_criterion_runs(session, task_run.id))
 
 
 @router.post("/task-runs/{task_run_id}/cancel", tags=["task-runs"])
 def cancel_task_run(task_run_id: str, session: SessionDep, caller: OrgCaller) -> Json:
     task_run = actions.cancel_task_run(session, caller, task_run_id)
-    return task_run_json(task_run, repo.current_criterion_runs(session, task_run.id))
+    return task_run_json(task_run, queries.current_criterion_runs(session, task_run.id))
 
 
 @router.post(
@@ -187,34 +169,14 @@ def rescore_task_run(
 )
 def get_task_run_state(task_run_id: str, session: SessionDep, caller: OrgCaller) -> Response:
     """The captured state as a SPEC §6 snapshot tar.gz, readable by `assay verify`."""
-    task_run = repo.get_task_run(session, caller, task_run_id)
+    task_run = queries.get_task_run(session, caller, task_run_id)
     headers = {"Content-Disposition": f'attachment; filename="{task_run.id}.tar.gz"'}
-    return Response(state_archive(session, task_run), media_type="application/gzip", headers=headers)
-
-
-def state_archive(session: Session, task_run: TaskRun) -> bytes:
-    """The task run's captured state as a SPEC §6 tar.gz (409 when it has none or cannot be written)."""
-    if task_run.capture is None:
-        raise Conflict(f"task run {task_run.id} is {task_run.status} and has no captured state")
-    with tempfile.TemporaryDirectory(prefix="assay-state-") as folder:
-        try:
-            data = archive_snapshot(
-                sandboxes.materialize(task_run.capture, Path(folder) / "snapshot", session)
-            )
-        except SnapshotError as unwritable:  # e.g. a resource id `..` stored before writes refused it
-            raise Conflict(
-                f"the captured state of task run {task_run.id} cannot be written as a snapshot: {unwritable}"
-            ) from None
-    return data
+    return Response(queries.state_archive(session, task_run), media_type="application/gzip", headers=headers)
 
 
 @router.get("/task-runs/{task_run_id}/events", tags=["task-runs"], dependencies=[TaskRunEventsFlushed])
 def list_task_run_events(task_run_id: str, session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
-    task_run = repo.get_task_run(session, caller, task_run_id)
-    boxes = select(Sandbox.id).where(Sandbox.playground_id == task_run.playground_id)
-    statement = select(SandboxEvent).where(
-        SandboxEvent.org_id == caller.org_id, SandboxEvent.sandbox_id.in_(boxes)
-    )
+    statement = queries.playground_events_listed(caller, queries.get_task_run(session, caller, task_run_id))
     return list_json(session, statement, SandboxEvent, page, _event_json, newest_first=False)
 
 
@@ -222,14 +184,14 @@ def list_task_run_events(task_run_id: str, session: SessionDep, caller: OrgCalle
 def list_criterion_runs(
     session: SessionDep, caller: OrgCaller, page: PageDep, task_run_id: Annotated[str | None, Query()] = None
 ) -> Json:
-    statement = where_given(repo.criterion_runs(caller), CriterionRun.task_run_id, task_run_id)
+    statement = queries.criterion_runs_listed(caller, task_run_id)
     return list_json(session, statement, CriterionRun, page, criterion_run_json)
 
 
 @router.get("/criterion-runs/{criterion_run_id}", tags=["criterion-runs"])
 def get_criterion_run(criterion_run_id: str, session: SessionDep, caller: OrgCaller) -> Json:
     """The authoritative record, with full `details` and `evidence`, also for scored runs."""
-    return criterion_run_json(repo.get_criterion_run(session, caller, criterion_run_id))
+    return criterion_run_json(queries.get_criterion_run(session, caller, criterion_run_id))
 
 
 @router.post("/criterion-runs/{criterion_run_id}/override", tags=["criterion-runs"])
@@ -242,14 +204,13 @@ def override_criterion_run(
 
 @router.get("/playgrounds/{playground_id}", tags=["playgrounds"])
 def get_playground(playground_id: str, session: SessionDep, caller: OrgCaller) -> Json:
-    playground: Playground = repo.get_playground(session, caller, playground_id)
+    playground = queries.get_playground(session, caller, playground_id)
     return playground_json(playground, sandboxes_of(session, playground.id))
 
 
 @router.get("/sandboxes/{sandbox_id}/events", tags=["playgrounds"], dependencies=[SandboxEventsFlushed])
 def list_sandbox_events(sandbox_id: str, session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
-    sandbox = get_owned(session, Sandbox, caller, sandbox_id, "sandbox")
-    statement = select(SandboxEvent).where(SandboxEvent.sandbox_id == sandbox.id)
+    statement = queries.sandbox_events_listed(session, caller, sandbox_id)
     return list_json(session, statement, SandboxEvent, page, _event_json, newest_first=False)
 
 

@@ -18,9 +18,7 @@ from assay.service.deps import (
 )
 from assay.service.errors import ERROR_RESPONSES, envelope
 from assay.service.priority import grading_first
-from assay.service.runs import actions
-from assay.service.runs import repository as repo
-from assay.service.runs.lifecycle import settle_if_due
+from assay.service.runs import actions, queries
 from assay.service.runs.schemas import (
     BenchmarkRunCreate,
     CompletionOut,
@@ -35,7 +33,6 @@ from assay.service.runs.schemas import (
     v1_task_run_json,
 )
 from assay.service.transactions import TransactionRoute
-from assay.store import utcnow
 
 __all__ = ["router"]
 
@@ -55,17 +52,16 @@ def create_benchmark_run(body: BenchmarkRunCreate, session: SessionDep, caller: 
 
 @router.get("/benchmark-runs/{benchmark_run_id}", responses={200: {"model": V1BenchmarkRunOut}})
 def get_benchmark_run(benchmark_run_id: str, session: SessionDep, caller: AnyCaller) -> JSONResponse:
-    run = repo.get_benchmark_run(session, caller, benchmark_run_id)
-    return JSONResponse(v1_benchmark_run_json(run, settle_if_due(session, run, utcnow())))
+    return JSONResponse(
+        v1_benchmark_run_json(*queries.settled_benchmark_run(session, caller, benchmark_run_id))
+    )
 
 
 @router.get("/task-runs/{task_run_id}", responses={200: {"model": V1TaskRunOut}})
 def get_task_run(task_run_id: str, session: SessionDep, caller: AnyCaller) -> JSONResponse:
     """A task run's phase, status and result with its task `{id, name, task_item}` (SPEC §5.2);
     never its criteria. A run token reads only its own run's task runs."""
-    task_run = repo.get_task_run(session, caller, task_run_id)
-    settle_if_due(session, repo.get_benchmark_run(session, caller, task_run.benchmark_run_id), utcnow())
-    return JSONResponse(v1_task_run_json(task_run))
+    return JSONResponse(v1_task_run_json(queries.settled_task_run(session, caller, task_run_id)))
 
 
 def _prepared(task_run_id: str, request: Request, caller: RunCaller) -> None:

@@ -2,7 +2,7 @@
 criterion's evidence and the agent's trajectory, and two runs side by side.
 
 Server-rendered (Jinja2), readable without JavaScript (`<details>` expands event bodies), for org
-API keys only: the pages read through the same caller-scoped repositories as the API, so another
+API keys only: the pages read through the same caller-scoped queries as the API (`runs.queries`), so another
 organization's ids are 404 and nothing a run token or Solver key may not see is ever shown to one.
 Handlers are plain `def`s: each opens its own transaction on the thread that does the work.
 """
@@ -18,15 +18,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
-from sqlalchemy import Text, cast, func, select
-from sqlalchemy.orm import Session
 
 from assay.core.statistics import compare_paired, run_statistics
-from assay.service.runs import actions, overrides
-from assay.service.runs import repository as repo
-from assay.service.runs.lifecycle import settle_if_due
+from assay.service.runs import actions, overrides, queries
 from assay.service.runs.overrides import OverrideCreate
-from assay.service.runs.routes import state_archive
 from assay.service.runs.schemas import trials_by_task
 from assay.service.runs.self_test import SELF_TEST_AGENT
 from assay.service.tools.execute import tools_of_app
@@ -42,8 +37,8 @@ from assay.service.ui.session import (
     signed_in_caller,
     valid_csrf,
 )
-from assay.store import Caller, Conflict, Database, Invalid, NotFound, utcnow
-from assay.store.models import BenchmarkRun, Sandbox, SandboxEvent, TaskRun
+from assay.store import Caller, Conflict, Database, Invalid, NotFound
+from assay.store.models import TaskRun
 
 __all__ = ["router"]
 
@@ -60,7 +55,7 @@ class _SignedOut(Exception):
 
 
 @contextmanager
-def _org(request: Request) -> Iterator[tuple[Session, Caller]]:
+def _org(request: Request) -> Iterator[tuple[Any, Caller]]:
     database: Database = request.app.state.database
     with database.transaction() as session:
         caller = signed_in_caller(request, session)
@@ -141,10 +136,6 @@ def sign_out(request: Request) -> Response:
 # -- benchmark runs ---------------------------------------------------------------------------
 
 
-def _is_self_test(agent: Any) -> bool:
-    return isinstance(agent, dict) and agent.get("name") == SELF_TEST_AGENT
-
-
 def _run_row(run: Any) -> dict[str, Any]:
     ref = run.benchmark_ref or {}
     agent = run.agent
@@ -191,23 +182,7 @@ def benchmark_runs(
     backends, and a few thousand small rows sort in milliseconds."""
     try:
         with _org(request) as (session, caller):
-            columns = (
-                BenchmarkRun.id,
-                BenchmarkRun.benchmark_id,
-                BenchmarkRun.benchmark_ref,
-                BenchmarkRun.agent,
-                BenchmarkRun.phase,
-                BenchmarkRun.verdict,
-                BenchmarkRun.score,
-                BenchmarkRun.created_at,
-                BenchmarkRun.started_at,
-                BenchmarkRun.completed_at,
-            )
-            statement = select(*columns).where(BenchmarkRun.org_id == caller.org_id)
-            for column, value in ((BenchmarkRun.phase, phase), (BenchmarkRun.verdict, verdict)):
-                if value:
-                    statement = statement.where(column == value)
-            rows = [_run_row(run) for run in session.execute(statement)]
+            rows = [_run_row(run) for run in queries.benchmark_run_summaries(session, caller, phase, verdict)]
     except _SignedOut:
         return _to_sign_in(request)
     hidden = 0
@@ -259,23 +234,9 @@ def _axes_mean(task_runs: list[TaskRun]) -> dict[str, float]:
 def benchmark_run(request: Request, benchmark_run_id: str) -> Response:
     try:
         with _org(request) as (session, caller):
-            run = repo.get_benchmark_run(session, caller, benchmark_run_id)
-            task_runs = settle_if_due(session, run, utcnow())
-            counts = repo.overrides_in_force(session, [task_run.id for task_run in task_runs])
-            others = session.execute(
-                select(BenchmarkRun.id, BenchmarkRun.created_at, BenchmarkRun.agent)
-                .where(
-                    BenchmarkRun.org_id == caller.org_id,
-                    BenchmarkRun.benchmark_id == run.benchmark_id,
-                    BenchmarkRun.id != run.id,
-                    BenchmarkRun.phase == "completed",
-                )
-                .order_by(BenchmarkRun.created_at.desc())
-                .limit(200)
-            ).all()
-            # Agents' runs are compared with agents' runs; a self-test run with self-test runs.
-            testing = _is_self_test(run.agent)
-            others = [other for other in others if _is_self_test(other.agent) == testing][:50]
+            run, task_runs = queries.settled_benchmark_run(session, caller, benchmark_run_id)
+            counts = queries.overrides_in_force(session, [task_run.id for task_run in task_runs])
+            others = queries.comparable_runs(session, caller, run)
     except _SignedOut:
         return _to_sign_in(request)
     except NotFound as missing:
@@ -301,37 +262,9 @@ def benchmark_run(request: Request, benchmark_run_id: str) -> Response:
 # -- a task run -------------------------------------------------------------------------------
 
 
-def _events(session: Session, playground_id: str | None) -> tuple[list[views.EventRow], dict[str, str]]:
-    """The playground's events, oldest first, with bodies as JSON text cut in SQL (never decoded
-    whole: a page of 2,000 events must not parse and re-encode megabytes)."""
-    if playground_id is None:
-        return [], {}
-    sandboxes = dict(
-        session.execute(select(Sandbox.id, Sandbox.type).where(Sandbox.playground_id == playground_id)).all()
-    )
-    if not sandboxes:
-        return [], {}
-
-    def preview(column: Any) -> Any:
-        return func.substr(cast(column, Text), 1, views.BODY_PREVIEW)
-
-    statement = (
-        select(
-            SandboxEvent.id,
-            SandboxEvent.sandbox_id,
-            SandboxEvent.seq,
-            SandboxEvent.type,
-            SandboxEvent.method,
-            SandboxEvent.path,
-            SandboxEvent.status,
-            SandboxEvent.created_at,
-            preview(SandboxEvent.request),
-            preview(SandboxEvent.response),
-        )
-        .where(SandboxEvent.sandbox_id.in_(list(sandboxes)))
-        .order_by(SandboxEvent.created_at, SandboxEvent.seq)
-    )
-    return [views.EventRow(*row) for row in session.execute(statement)], sandboxes
+def _events(session: Any, playground_id: str | None) -> tuple[list[views.EventRow], dict[str, str]]:
+    rows, surfaces = queries.playground_event_previews(session, playground_id, views.BODY_PREVIEW)
+    return [views.EventRow(*row) for row in rows], surfaces
 
 
 @router.get("/task-runs/{task_run_id}", response_class=HTMLResponse)
@@ -339,9 +272,8 @@ def task_run(request: Request, task_run_id: str) -> Response:
     tools_of_app(request.app).trajectory.flush()  # the tool calls still queued in this process
     try:
         with _org(request) as (session, caller):
-            row = repo.get_task_run(session, caller, task_run_id)
-            settle_if_due(session, repo.get_benchmark_run(session, caller, row.benchmark_run_id), utcnow())
-            criteria = repo.current_criterion_runs(session, row.id)
+            row = queries.settled_task_run(session, caller, task_run_id)
+            criteria = queries.current_criterion_runs(session, row.id)
             events, surfaces = _events(session, row.playground_id)
             messages = placed_messages(session, row.id)  # the model's, among the events
     except _SignedOut:
@@ -382,8 +314,7 @@ def task_run(request: Request, task_run_id: str) -> Response:
 def task_run_state(request: Request, task_run_id: str) -> Response:
     try:
         with _org(request) as (session, caller):
-            row = repo.get_task_run(session, caller, task_run_id)
-            data = state_archive(session, row)
+            data = queries.state_archive(session, queries.get_task_run(session, caller, task_run_id))
     except _SignedOut:
         return _to_sign_in(request)
     except (NotFound, Conflict) as problem:
@@ -402,9 +333,7 @@ def task_run_state(request: Request, task_run_id: str) -> Response:
 def event(request: Request, event_id: str) -> Response:
     try:
         with _org(request) as (session, caller):
-            found = session.scalars(
-                select(SandboxEvent).where(SandboxEvent.id == event_id, SandboxEvent.org_id == caller.org_id)
-            ).first()
+            found = queries.event_of(session, caller, event_id)
     except _SignedOut:
         return _to_sign_in(request)
     if found is None:
@@ -464,28 +393,14 @@ def override(
 # -- compare ----------------------------------------------------------------------------------
 
 
-def _criterion_means(session: Session, task_runs: list[TaskRun]) -> dict[tuple[str, int], tuple[str, float]]:
-    """(task id, criterion position) → (label, mean score over the task's trials)."""
-    scores: dict[tuple[str, int], list[float]] = {}
-    labels: dict[tuple[str, int], str] = {}
-    for task_run in task_runs:
-        for run in repo.current_criterion_runs(session, task_run.id):
-            key = (task_run.task_id, run.position)
-            scores.setdefault(key, []).append(float(Fraction(run.score)))
-            labels[key] = run.label
-    return {key: (labels[key], sum(values) / len(values)) for key, values in scores.items()}
-
-
 @router.get("/compare", response_class=HTMLResponse)
 def compare(request: Request, a: str = "", b: str = "") -> Response:
     try:
         with _org(request) as (session, caller):
-            run_a = repo.get_benchmark_run(session, caller, a)
-            run_b = repo.get_benchmark_run(session, caller, b)
-            task_runs_a = settle_if_due(session, run_a, utcnow())
-            task_runs_b = settle_if_due(session, run_b, utcnow())
-            criteria_a = _criterion_means(session, task_runs_a)
-            criteria_b = _criterion_means(session, task_runs_b)
+            run_a, task_runs_a = queries.settled_benchmark_run(session, caller, a)
+            run_b, task_runs_b = queries.settled_benchmark_run(session, caller, b)
+            criteria_a = queries.criterion_means(session, task_runs_a)
+            criteria_b = queries.criterion_means(session, task_runs_b)
     except _SignedOut:
         return _to_sign_in(request)
     except NotFound as missing:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import httpx
     from sqlalchemy import Connection, Engine
 
-    from assay.sandboxes.fhir.actions import FhirResult
+    from assay.sandboxes.fhir.results import FhirResult
 
 __all__ = [
     "FhirForwarder",

@@ -35,7 +35,7 @@ from urllib.parse import urlencode
 import httpx
 from sqlalchemy import Connection, Engine, select
 
-from assay.sandboxes.fhir.actions import FhirResult, parse_json
+from assay.sandboxes.fhir.actions import parse_json
 from assay.sandboxes.fhir.bundles import parse_entry
 from assay.sandboxes.fhir.external import forwarding
 from assay.sandboxes.fhir.external._reading import read_everything
@@ -44,6 +44,7 @@ from assay.sandboxes.fhir.external.forwarding import ForwardedRequest, is_under,
 from assay.sandboxes.fhir.external.spaces import ExternalFhirFailed, FhirSpaces, Space
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_type, rewrite_references
+from assay.sandboxes.fhir.results import FhirResult
 from assay.store.models import Sandbox
 
 __all__ = ["SPACE_KEY", "IsolatedFhir", "recorded_space"]

@@ -42,7 +42,7 @@ import httpx
 from sqlalchemy import Connection, Engine
 
 from assay.formats.fhir import search_parameter
-from assay.sandboxes.fhir.actions import FhirResult, parse_json
+from assay.sandboxes.fhir.actions import parse_json
 from assay.sandboxes.fhir.bundles import parse_entry
 from assay.sandboxes.fhir.capability import capability_statement
 from assay.sandboxes.fhir.external._reading import read_everything
@@ -56,6 +56,7 @@ from assay.sandboxes.fhir.external.forwarding import (
 )
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import check_resource, check_type, rewrite_references
+from assay.sandboxes.fhir.results import FhirResult
 
 __all__ = ["TAG_SYSTEM", "ExternalFhir", "TaggedFhir"]
 
