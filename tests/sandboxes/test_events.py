@@ -15,7 +15,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from assay.sandboxes import events
+from assay.sandboxes import event_rows, events
 from assay.sandboxes.events import record_event
 from assay.store import utcnow
 from assay.store.models import SandboxEvent
@@ -36,13 +36,13 @@ def _fhir_sandbox(server: Server, api: httpx.Client) -> tuple[str, str]:
 def _count_copies(monkeypatch: pytest.MonkeyPatch, rows: list[int]) -> None:
     """Note the rows of each COPY the event log writes (PostgreSQL), which SQLAlchemy's
     statement events do not see."""
-    real = events._copy
+    real = event_rows.copy
 
     def copy(conn: Any, batch: list[dict[str, Any]]) -> None:
         rows.append(len(batch))
         real(conn, batch)
 
-    monkeypatch.setattr(events, "_copy", copy)
+    monkeypatch.setattr(event_rows, "copy", copy)
 
 
 def test_events_list_in_seq_order_when_clocks_disagree(
@@ -341,7 +341,7 @@ def test_a_flush_for_a_task_run_writes_its_sandboxes_and_any_with_an_event_of_no
 def test_a_batch_keeps_tabs_newlines_backslashes_and_nulls_exactly(
     server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The writer's batch (on PostgreSQL one COPY text payload built by `events._copy_payload`)
+    """The writer's batch (on PostgreSQL one COPY text payload built by `event_rows._copy_payload`)
     stores each field as the one-row INSERT would: a path, a text body and a JSON body holding
     tabs, newlines, CRs and backslashes, and the absent method and status, read back unchanged."""
     org_id, box = _fhir_sandbox(server, api)
@@ -505,8 +505,9 @@ def test_a_batch_by_copy_stores_what_the_insert_stored_and_a_refused_row_spares_
             org_id, box = boxes[n % 3]
             request, response, rendered = bodies[n % len(bodies)]
             queued.append(
-                events._new(org_id, "sbx_gone" if n == gone else box, "fhir_request", "GET",
-                            f"/{tag}/{n}", 200, request, response, rendered)
+                events._new(org_id, "sbx_gone" if n == gone else box, "fhir_request",
+                            {"method": "GET", "path": f"/{tag}/{n}", "status": 200, "request": request,
+                             "response": response, "response_json": rendered})
             )  # fmt: skip
         return queued
 
@@ -532,7 +533,7 @@ def test_a_batch_by_copy_stores_what_the_insert_stored_and_a_refused_row_spares_
         statements.append(statement)
 
     with monkeypatch.context() as inserting:  # the INSERT, as before COPY
-        inserting.setattr(events, "_copies", lambda _dialect, _rows: False)
+        inserting.setattr(event_rows, "_copies", lambda _dialect, _rows: False)
         before = batch("insert")
         log._write(before)
     assert copies == []

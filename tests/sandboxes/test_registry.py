@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine
 
+import assay
 from assay.core.state import SandboxState
+from assay.core.surfaces import BUILT_IN, surface_names
 from assay.sandboxes import registry
 from assay.sandboxes.listeners import Listeners, has_listeners
-from assay.sandboxes.surface import BaseSurface, Deployment, Surface
+from assay.sandboxes.surface import BaseSurface, Caching, Deployment, Lifecycle, Preparing, Surface
+from assay.service.catalog.schemas import DatasetCreate
 
 
 def test_each_registry_key_is_its_surfaces_name() -> None:
@@ -80,3 +85,26 @@ def test_listeners_start_once_and_report_the_bound_port(monkeypatch: pytest.Monk
         return answer
 
     assert asyncio.run(scenario()) == b"hello\n"
+
+
+def test_every_list_of_surface_names_is_the_registrys() -> None:
+    names = set(registry.SURFACES)
+    assert BUILT_IN == names == surface_names()  # what `assay verify` knows without the registry
+    enum = DatasetCreate.model_json_schema()["properties"]["type"]["enum"]
+    assert enum == sorted(registry.DATASET_TYPES)
+    # No `Literal[...]` in the source spells out the surfaces (more than half of them); a check that
+    # reads a few surfaces may name those it reads.
+    for module in Path(assay.__file__).parent.rglob("*.py"):
+        for literal in re.findall(r"Literal\[([^\]]*)\]", module.read_text()):
+            spelled = {name for name in names if f'"{name}"' in literal}
+            assert len(spelled) <= len(names) // 2, (
+                f"{module}: Literal[{literal}] lists surfaces; use the registry"
+            )
+
+
+def test_the_optional_protocols_are_opted_into_not_inherited() -> None:
+    # The core seam carries what every surface needs; only the surfaces with something to keep,
+    # prepare or cache take the optional hooks.
+    assert set(registry.CACHING) == set(registry.PREPARING) == {"fhir"}
+    assert set(registry.LIFECYCLE) == {"fhir", "voice", "portal"}
+    assert not isinstance(BaseSurface(), Lifecycle | Preparing | Caching)

@@ -44,14 +44,20 @@ from assay.core.state import (
     portal_key,
     x12_key,
 )
+from assay.core.surfaces import surface_names
 from assay.core.values import read_dotted
 from assay.formats.fhir import InvalidSearch, UnknownSearchParameter
 from assay.formats.hl7 import Hl7Message, Hl7ParseError, Hl7Path, Hl7PathError, parse_messages
 from assay.formats.x12 import X12TransactionSet
 
-__all__ = ["SURFACES", "check"]
+__all__ = ["check", "compared_surfaces"]
 
-SURFACES = ("fhir", "files", "hl7", "portal", "x12")
+
+def compared_surfaces() -> list[str]:
+    """The surfaces compared when a criterion names none: every surface but those the check does
+    not compare (`UNJUDGED_SURFACES`)."""
+    return sorted(surface_names() - UNJUDGED_SURFACES.keys())
+
 
 _HL7_ALIASES = {
     "message_type": lambda message: message.message_type.value,
@@ -77,7 +83,7 @@ def check(assertion: NoUnexpectedChanges, state: SandboxState, context: CheckCon
             )
     if not isinstance(state, BaselineState):
         return CriterionResult.error("this state records no seeded baseline; changes cannot be judged")
-    baselines = {name: state.baseline(name) for name in (asked or SURFACES)}
+    baselines = {name: state.baseline(name) for name in (asked or compared_surfaces())}
     missing = [name for name, found in baselines.items() if found is None]
     if asked is None:  # every surface: one holding state with no baseline is an older playground
         missing = [name for name in missing if state.digests(name)]

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from assay.core.state import FileRecord, Hl7Record, PortalRow, SearchParams, VoiceTurn, X12Record
 from assay.sandboxes.gate import lock_playground
-from assay.sandboxes.registry import SURFACES
+from assay.sandboxes.registry import FIELD_OWNERS, SURFACES
 from assay.sandboxes.surface import Deployment, StateView, deployment_of
 from assay.snapshot import SnapshotWriter
 from assay.store import iso, utcnow
@@ -98,9 +98,11 @@ class CapturedState:
             found = self._views[surface] = SURFACES[surface].read(self.pointer.get(surface), self._session)
         return found
 
-    def _view(self, field: str) -> Any:
-        owner = _FIELD_OWNERS.get(field)
-        return None if owner is None else self.view(owner)
+    def _ask(self, field: str, empty: Any, *args: Any) -> Any:
+        """`field` answered by the view of the surface that owns it; `empty` when none does."""
+        owner = FIELD_OWNERS.get(field)
+        view = None if owner is None else self.view(owner)
+        return empty if view is None else getattr(view, field)(*args)
 
     def input_entity(self) -> Mapping[str, Any] | None:
         entity = self.pointer.get("input_entity")
@@ -111,37 +113,27 @@ class CapturedState:
         return found if isinstance(found, dict) else None
 
     def fhir_search(self, resource_type: str, params: SearchParams) -> list[dict[str, Any]]:
-        view = self._view("fhir_search")
-        if view is None:
-            return []
-        found: list[dict[str, Any]] = view.fhir_search(resource_type, params)
-        return found
+        return self._ask("fhir_search", [], resource_type, params)  # type: ignore[no-any-return]
 
     def hl7_outbound(self) -> Sequence[Hl7Record]:
-        view = self._view("hl7_outbound")
-        return () if view is None else view.hl7_outbound()  # type: ignore[no-any-return]
+        return self._ask("hl7_outbound", ())  # type: ignore[no-any-return]
 
     def portal_rows(self, resource: str, portal: str | None = None) -> Sequence[PortalRow]:
-        view = self._view("portal_rows")
-        return () if view is None else view.portal_rows(resource, portal)  # type: ignore[no-any-return]
+        return self._ask("portal_rows", (), resource, portal)  # type: ignore[no-any-return]
 
     def files(self) -> Sequence[FileRecord]:
-        view = self._view("files")
-        return () if view is None else view.files()  # type: ignore[no-any-return]
+        return self._ask("files", ())  # type: ignore[no-any-return]
 
     def read_file(self, path: str) -> bytes:
-        view = self._view("read_file")
-        if view is None:
+        if "read_file" not in FIELD_OWNERS:
             raise FileNotFoundError(path)
-        return view.read_file(path)  # type: ignore[no-any-return]
+        return self._ask("read_file", b"", path)  # type: ignore[no-any-return]
 
     def voice_turns(self) -> Sequence[VoiceTurn]:
-        view = self._view("voice_turns")
-        return () if view is None else view.voice_turns()  # type: ignore[no-any-return]
+        return self._ask("voice_turns", ())  # type: ignore[no-any-return]
 
     def x12_records(self) -> Sequence[X12Record]:
-        view = self._view("x12_records")
-        return () if view is None else view.x12_records()  # type: ignore[no-any-return]
+        return self._ask("x12_records", ())  # type: ignore[no-any-return]
 
     def baseline(self, surface: str) -> Mapping[str, str] | None:
         """The surface view's seeded digests (`no-unexpected-changes`); None when it has none."""
@@ -151,9 +143,6 @@ class CapturedState:
     def digests(self, surface: str) -> Mapping[str, str]:
         found = getattr(self.view(surface), "digests", None)
         return {} if found is None else found()  # type: ignore[no-any-return]
-
-
-_FIELD_OWNERS = {field: name for name, surface in SURFACES.items() for field in surface.state_fields}
 
 
 def _views(pointer: Mapping[str, Any], session: Session | None) -> dict[str, StateView]:

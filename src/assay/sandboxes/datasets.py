@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from assay.sandboxes.provision import sandboxes_of
-from assay.sandboxes.registry import DATASET_TYPES, SURFACES
+from assay.sandboxes.registry import DATASET_TYPES, PREPARING, SURFACES
 from assay.sandboxes.surface import Deployment, RunContext
 
 __all__ = ["dataset_problems", "prepare_datasets", "seed", "unsupported_dataset"]
@@ -47,7 +47,7 @@ def prepare_datasets(datasets: Sequence[Mapping[str, Any]], deployment: Deployme
     """Before `start`'s transaction, with no lock held: each surface with datasets builds what its
     `seed` will find ready (the FHIR dataset layer), so the transaction that follows stays short
     and other requests do not wait behind a big load (issue 9)."""
-    for surface in SURFACES.values():
-        mine = [dataset for dataset in datasets if dataset.get("type") == surface.dataset_type]
+    for name, surface in PREPARING.items():
+        mine = [dataset for dataset in datasets if dataset.get("type") == SURFACES[name].dataset_type]
         if mine:
             surface.prepare(mine, deployment)

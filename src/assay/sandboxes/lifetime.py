@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 
-from assay.sandboxes.registry import SURFACES
-from assay.sandboxes.surface import Deployment, Surface
+from assay.sandboxes.registry import LIFECYCLE
+from assay.sandboxes.surface import Deployment, Lifecycle
 
 __all__ = ["close_surfaces", "open_surfaces"]
 
@@ -20,8 +20,8 @@ log = logging.getLogger("assay.sandboxes")
 
 def open_surfaces(deployment: Deployment) -> None:
     """Each surface's `open`; one that fails closes those already opened and raises."""
-    opened: list[Surface] = []
-    for surface in SURFACES.values():
+    opened: list[Lifecycle] = []
+    for surface in LIFECYCLE.values():
         try:
             surface.open(deployment)
         except BaseException:
@@ -33,7 +33,7 @@ def open_surfaces(deployment: Deployment) -> None:
 
 def close_surfaces(deployment: Deployment) -> None:
     """Each surface's `close`; a failure is logged and the others still close."""
-    for name, surface in SURFACES.items():
+    for name, surface in LIFECYCLE.items():
         try:
             surface.close(deployment)
         except Exception:

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from assay.sandboxes.registry import SURFACES
-from assay.sandboxes.surface import Access, Deployment, RunContext, deployment_of
+from assay.sandboxes.registry import LIFECYCLE, SURFACES
+from assay.sandboxes.surface import Access, Deployment, Purge, RunContext, deployment_of
 from assay.store import new_id, utcnow
 from assay.store.models import Playground, Sandbox
 
@@ -97,7 +97,7 @@ def teardown(session: Session, playground_id: str | None, deployment: Deployment
         .execution_options(**quiet)
     )
     deployment = deployment or deployment_of(session.connection().engine)
-    for surface in SURFACES.values():
+    for surface in LIFECYCLE.values():
         surface.teardown(session, playground_id, deployment)
 
 
@@ -122,8 +122,9 @@ def purge_playgrounds(
             teardown(session, playground_id, deployment)
     playground_ids = [playground_id for playground_id, _ in found]
     sandbox_ids = list(session.scalars(select(Sandbox.id).where(Sandbox.playground_id.in_(playground_ids))))
+    gone = Purge(session, playground_ids, sandbox_ids, deployment)
     for surface in SURFACES.values():
-        surface.purge(session, playground_ids, sandbox_ids, deployment)
+        surface.purge(gone)
     session.execute(
         delete(Playground)
         .where(Playground.id.in_(playground_ids))

@@ -16,22 +16,12 @@ from assay.sandboxes.surface import RunContext
 
 __all__ = ["run_scenario", "unsupported_step"]
 
-_SPEC_STEPS = {
-    "drop_file_inbox": "files",
-    "seed_hl7_inbox": "hl7",
-    "set_portal_row": "portal",
-    "add_voice_turns": "voice",
-}
-"""The steps SPEC §5.3 names and their surfaces, for a precise reason while one is not live."""
-
 
 def unsupported_step(scenario: Sequence[Any] | None) -> str | None:
     """The reason `start` must fail for this scenario before anything is provisioned, or None."""
     for step in scenario or []:
         name = step.get("step") if isinstance(step, dict) else None
         if name not in SCENARIO_STEPS:
-            if name in _SPEC_STEPS:
-                return f"scenario step {name!r} needs the {_SPEC_STEPS[name]} sandbox, which is not available yet"
             return f"scenario step {name!r} is not supported"
     return None
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from assay.sandboxes.registry import SURFACES
+from assay.sandboxes.registry import PREPARING
 from assay.sandboxes.surface import Deployment
 from assay.store.models import Benchmark, BenchmarkRun, BenchmarkVersion, Environment
 
@@ -69,7 +69,7 @@ def _settings(environment: Mapping[str, Any]) -> dict[str, Any]:
 
 def unsupported_settings(settings: Mapping[str, Any], deployment: Deployment) -> str | None:
     """The reason `start` must fail for the environment's sandbox settings, or None."""
-    for surface in SURFACES.values():
+    for surface in PREPARING.values():
         problem = surface.check_settings(settings, deployment)
         if problem:
             return problem

@@ -4,11 +4,8 @@ A surface (`fhir`, `hl7`, `voice`, …) is one package under `sandboxes/` plus o
 `registry.py`, the way a check is one module plus one line in `checks/__init__.py`. The lifecycle
 never names a surface; it loops over the registry:
 
-    deployment       open(deployment), close(deployment)   what it keeps while the app runs (an
-                                                       external server's client), in `runtime`
     dataset create   validate_dataset(data)            -> {"data.<key.path>": [message]} (422)
-    start            check_settings(settings)          -> reason the environment cannot be honoured
-                     provision(run)                    -> the sandbox row's `credentials` JSON
+    start            provision(run)                    -> the sandbox row's `credentials` JSON
                      seed(run, sandbox, datasets)      datasets of its `dataset_type`, in order
                      scenario_steps[step](run, sandbox, step)   SPEC §5.3, in task order
                      endpoints(base), credentials(sandbox, host, deployment)   what `start` shows
@@ -20,12 +17,17 @@ never names a surface; it loops over the registry:
                      capture(session, sandbox_id, playground_id, deployment, read) -> a JSON pointer
     score, rescore   read(pointer, session)            -> a view with the `SandboxState` fields it owns
     state tar.gz     snapshot(view, writer)            its part of the SPEC §6 layout
-    end              teardown(session, playground_id, deployment)
-    deleted          purge(session, playground_ids, sandbox_ids, deployment)   the rows (and files) it
-                                                       keeps for torn-down playgrounds whose runs go
+    deleted          purge(gone)                       the rows (and files) it keeps for torn-down
+                                                       playgrounds whose runs go
     agents           tools                             the typed tools it offers a model (`sandboxes/tools.py`)
 
-`BaseSurface` implements every hook as "nothing to do", so a surface overrides only what it has.
+What only some surfaces have is an optional protocol a surface opts into by implementing it (the
+registry indexes them): `Lifecycle` (open, close, teardown: what it keeps beyond its rows),
+`Preparing` (check_settings, prepare: environment settings, an index built before `start`'s
+transaction), `Caching` (serve_cached, catch_up: warm reads below FastAPI).
+
+`BaseSurface` implements every `Surface` hook as "nothing to do", so a surface overrides only what
+it has.
 Anything a hook cannot do for a reason the task author should read (a bad scenario step, a dataset
 that cannot be loaded) is `ProvisionFailed(reason)`: `start` answers 409 and the task run is
 `failed` with that reason (SPEC §1.1).
@@ -38,12 +40,12 @@ import weakref
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, runtime_checkable
 
 from sqlalchemy import Engine, Select
 from sqlalchemy.orm import Session
 
-from assay.sandboxes.events import record_event
+from assay.sandboxes.events import Interaction, record_event
 from assay.store.models import Sandbox
 
 if TYPE_CHECKING:
@@ -55,11 +57,17 @@ if TYPE_CHECKING:
 __all__ = [
     "Access",
     "BaseSurface",
+    "Caching",
     "CatchUp",
     "Deployment",
+    "Lifecycle",
+    "LifecycleSurface",
     "Listener",
     "LogSurface",
+    "Preparing",
     "ProvisionFailed",
+    "Purge",
+    "RecordsView",
     "RunContext",
     "SandboxHandle",
     "ScenarioStep",
@@ -156,30 +164,15 @@ class SandboxHandle:
     sandbox_id: str
     credentials: Mapping[str, Any]
 
-    def record(
-        self,
-        type: str,
-        *,
-        method: str | None,
-        path: str | None,
-        status: int | None,
-        request: bytes = b"",
-        response: bytes = b"",
-        response_json: bool = False,
-    ) -> str:
+    def record(self, type: str, **interaction: Unpack[Interaction]) -> str:
         """Queue one sandbox event (SPEC §1.1) for the event log (`events.record_event`); its id."""
         return record_event(
             self.deployment.engine,
             org_id=self.org_id,
             sandbox_id=self.sandbox_id,
             type=type,
-            method=method,
-            path=path,
-            status=status,
-            request=request,
-            response=response,
-            response_json=response_json,
             task_run_id=self.task_run_id,
+            **interaction,
         )
 
 
@@ -200,9 +193,39 @@ class Access:
     credentials: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class Purge:
+    """Torn-down playgrounds whose runs are being deleted, and their sandboxes, for `Surface.purge`
+    in the deleting transaction (`session`)."""
+
+    session: Session
+    playground_ids: Sequence[str]
+    sandbox_ids: Sequence[str]
+    deployment: Deployment
+
+
 class StateView:
     """A surface's part of a captured `SandboxState`: it overrides the methods it owns
     (`Surface.state_fields`); `CapturedState` asks each field's owner."""
+
+
+class RecordsView(StateView):
+    """A surface's state as a list of records (HL7 messages, X12 exchanges, portal rows), each
+    written into the snapshot by `write`, with the seeded `baseline` (None: none recorded) that
+    `no-unexpected-changes` compares `digests` with. `BaseSurface.snapshot` writes it."""
+
+    def __init__(self, records: Sequence[Any] = (), baseline: Mapping[str, str] | None = None):
+        self.records = list(records)
+        self._baseline = None if baseline is None else dict(baseline)
+
+    def write(self, writer: SnapshotWriter, record: Any) -> None:
+        raise NotImplementedError
+
+    def baseline(self) -> dict[str, str] | None:
+        return self._baseline
+
+    def digests(self) -> dict[str, str]:
+        raise NotImplementedError
 
 
 @runtime_checkable
@@ -213,6 +236,60 @@ class Listener(Protocol):
     async def start(self) -> int: ...
 
     async def stop(self) -> None: ...
+
+
+@runtime_checkable
+class Lifecycle(Protocol):
+    """A surface that keeps something beyond its rows: for the deployment's lifetime (`open`,
+    `close`: an external server's client, a thread pool) or for a playground's (`teardown`)."""
+
+    def open(self, deployment: Deployment) -> None:
+        """Open what the surface keeps for the deployment's lifetime (from `deployment.options`)
+        into `deployment.runtime`; the app's lifespan calls it once at start-up."""
+        ...
+
+    def close(self, deployment: Deployment) -> None:
+        """Close what `open` opened; the app's lifespan calls it at shutdown."""
+        ...
+
+    def teardown(self, session: Session, playground_id: str, deployment: Deployment) -> None:
+        """Release what the playground holds when its task run ends, in the caller's transaction."""
+        ...
+
+
+@runtime_checkable
+class Preparing(Protocol):
+    """A surface whose start depends on more than its datasets: an environment setting it must
+    honour (`check_settings`), or a shared index it builds before the start's transaction."""
+
+    def check_settings(self, settings: Mapping[str, Any], deployment: Deployment) -> str | None:
+        """The reason `start` cannot honour the environment's settings, or None."""
+        ...
+
+    def prepare(self, datasets: Sequence[Mapping[str, Any]], deployment: Deployment) -> None:
+        """Before `start`'s transaction, holding no lock: build what `seed` will then find ready
+        (shared and content-addressed, never the playground's own state); a failure here is
+        left for `seed` to report."""
+        ...
+
+
+@runtime_checkable
+class Caching(Protocol):
+    """A surface that answers warm reads from what the worker holds, below FastAPI
+    (`service/fast_path.py`)."""
+
+    def serve_cached(self, request: Request, handle: SandboxHandle, relative: str) -> Response | None:
+        """The answer to a request at `relative` (the path under the surface's prefix) from what
+        this worker already holds, with no SQL and no thread hand-off, recorded like the router's
+        answer; None when the router must answer it. `CatchUp` when it would answer once what it
+        holds is brought current."""
+        ...
+
+    def catch_up(self, handle: SandboxHandle) -> None:
+        """On a worker thread, right after the fast path re-read the task run's rows (something
+        was committed since): bring current what `serve_cached` would otherwise raise `CatchUp`
+        for, in the same hand-off, so a worker makes one hand-off, not two."""
+        ...
 
 
 @runtime_checkable
@@ -242,28 +319,22 @@ class Surface(Protocol):
         """The agent tools it offers (`sandboxes/<surface>/tools.py`), each one request to its routes."""
         ...
 
-    def open(self, deployment: Deployment) -> None:
-        """Open what the surface keeps for the deployment's lifetime (from `deployment.options`)
-        into `deployment.runtime`; the app's lifespan calls it once at start-up."""
+    @property
+    def options(self) -> Mapping[str, type]:
+        """Its settings section: option key → type (`int`, `float`, `str`, `bool`), each set by
+        `ASSAY_<NAME>_<KEY>` and read with `deployment.option(name, key, default)`."""
         ...
 
-    def close(self, deployment: Deployment) -> None:
-        """Close what `open` opened; the app's lifespan calls it at shutdown."""
+    @property
+    def openapi_schemas(self) -> Mapping[str, Any]:
+        """Component schemas its routes' answers refer to (`#/components/schemas/<name>`)."""
         ...
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]: ...
 
-    def check_settings(self, settings: Mapping[str, Any], deployment: Deployment) -> str | None: ...
-
     def provision(self, run: RunContext) -> dict[str, Any] | None: ...
 
     def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None: ...
-
-    def prepare(self, datasets: Sequence[Mapping[str, Any]], deployment: Deployment) -> None:
-        """Before `start`'s transaction, holding no lock: build what `seed` will then find ready
-        (shared and content-addressed, never the playground's own state); a failure here is
-        left for `seed` to report."""
-        ...
 
     def endpoints(self, base: str) -> dict[str, str]:
         """Endpoint key → URL path under a task-run or benchmark-run base (SPEC §5.2)."""
@@ -274,20 +345,6 @@ class Surface(Protocol):
         ...
 
     def router(self, target: SurfaceTarget) -> APIRouter | None: ...
-
-    def serve_cached(self, request: Request, handle: SandboxHandle, relative: str) -> Response | None:
-        """The answer to a request at `relative` (the path under the surface's prefix) from what
-        this worker already holds, with no SQL and no thread hand-off, recorded like the router's
-        answer; None when the router must answer it (issue 9: the agent path below FastAPI).
-        `CatchUp` when it would answer once what it holds is brought current."""
-        ...
-
-    def catch_up(self, handle: SandboxHandle) -> None:
-        """On a worker thread, right after the fast path re-read the task run's rows (something
-        was committed since): bring current what `serve_cached` would otherwise raise `CatchUp`
-        for, in the same hand-off (issue 9: after each `complete` every worker made two, one
-        after the other, while all its agent requests waited)."""
-        ...
 
     def listener(self, deployment: Deployment) -> Listener | None: ...
 
@@ -311,48 +368,30 @@ class Surface(Protocol):
 
     def snapshot(self, view: StateView, writer: SnapshotWriter) -> None: ...
 
-    def teardown(self, session: Session, playground_id: str, deployment: Deployment) -> None: ...
-
-    def purge(
-        self,
-        session: Session,
-        playground_ids: Sequence[str],
-        sandbox_ids: Sequence[str],
-        deployment: Deployment,
-    ) -> None:
+    def purge(self, gone: Purge) -> None:
         """Delete what the surface keeps for these torn-down playgrounds, in the caller's
         transaction (files outside the database once it commits): their runs are being deleted."""
         ...
 
 
 class BaseSurface:
-    """Every hook as "nothing to do"; subclass it and override what the surface has."""
+    """Every `Surface` hook as "nothing to do"; subclass it and override what the surface has."""
 
     name: str
     dataset_type: str | None = None
     scenario_steps: Mapping[str, ScenarioStep] = MappingProxyType({})
     state_fields: frozenset[str] = frozenset()
     tools: Sequence[AgentTool] = ()
-
-    def open(self, deployment: Deployment) -> None:
-        return None
-
-    def close(self, deployment: Deployment) -> None:
-        return None
+    options: Mapping[str, type] = MappingProxyType({})
+    openapi_schemas: Mapping[str, Any] = MappingProxyType({})
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         return {}
-
-    def check_settings(self, settings: Mapping[str, Any], deployment: Deployment) -> str | None:
-        return None
 
     def provision(self, run: RunContext) -> dict[str, Any] | None:
         return None
 
     def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None:
-        return None
-
-    def prepare(self, datasets: Sequence[Mapping[str, Any]], deployment: Deployment) -> None:
         return None
 
     def endpoints(self, base: str) -> dict[str, str]:
@@ -362,12 +401,6 @@ class BaseSurface:
         return {}
 
     def router(self, target: SurfaceTarget) -> APIRouter | None:
-        return None
-
-    def serve_cached(self, request: Request, handle: SandboxHandle, relative: str) -> Response | None:
-        return None
-
-    def catch_up(self, handle: SandboxHandle) -> None:
         return None
 
     def listener(self, deployment: Deployment) -> Listener | None:
@@ -385,28 +418,50 @@ class BaseSurface:
         return StateView()
 
     def snapshot(self, view: StateView, writer: SnapshotWriter) -> None:
+        if isinstance(view, RecordsView):
+            for record in view.records:
+                view.write(writer, record)
+            baseline = view.baseline()
+            if baseline is not None:
+                writer.add_baseline(self.name, baseline)
+
+    def purge(self, gone: Purge) -> None:
+        return None
+
+
+class LifecycleSurface(BaseSurface):
+    """`BaseSurface` opted into `Lifecycle`, each hook "nothing to do"."""
+
+    def open(self, deployment: Deployment) -> None:
+        return None
+
+    def close(self, deployment: Deployment) -> None:
         return None
 
     def teardown(self, session: Session, playground_id: str, deployment: Deployment) -> None:
         return None
 
-    def purge(
-        self,
-        session: Session,
-        playground_ids: Sequence[str],
-        sandbox_ids: Sequence[str],
-        deployment: Deployment,
-    ) -> None:
-        return None
-
 
 class LogSurface(BaseSurface):
     """A surface whose state is its sandbox's append-only log (HL7 messages, X12 exchanges, voice
-    turns): captured as the log's last sequence number, `{"sandbox_id", "seq"}`, read back up to it."""
+    turns): captured as the log's last sequence number, `{"sandbox_id", "seq"}`, read back up to it
+    as a `view` of the records. Everything in the log is the agent's (nothing is logged before it
+    acts), so a captured sandbox's baseline is empty."""
+
+    view: type[RecordsView] = RecordsView
 
     def last_seq(self, sandbox_id: str) -> Select[Any]:
         """The log's last sequence number (NULL while it is empty)."""
         raise NotImplementedError
+
+    def records_until(self, session: Session, sandbox_id: str, seq: int) -> Sequence[Any]:
+        """The log's records at or below `seq`, in order."""
+        raise NotImplementedError
+
+    def read(self, pointer: Any, session: Session | None) -> StateView:
+        if session is None or not isinstance(pointer, dict):
+            return self.view()
+        return self.view(self.records_until(session, str(pointer["sandbox_id"]), int(pointer["seq"])), {})
 
     def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any] | None:
         return self.last_seq(sandbox_id)

@@ -44,6 +44,7 @@ from fastapi import FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from assay.sandboxes import SURFACES, CatchUp
+from assay.sandboxes.registry import CACHING
 from assay.service.auth.cache import TokenCache
 from assay.service.priority import GradingFirst
 from assay.service.sandboxes.routes import cached_handle, load_rows
@@ -77,7 +78,7 @@ async def serve_cached(app: FastAPI, scope: dict[str, Any]) -> Response | None:
     if found is None or scope.get("root_path"):
         return None
     task_run_id, name, relative = found.groups()
-    surface = SURFACES.get(name)
+    surface = CACHING.get(name)
     state = app.state
     if surface is None or getattr(state, "rate_limiter", None) is not None:
         return None

@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from assay.core.assertions.schema import assertion_schema
-from assay.sandboxes.fhir.openapi import FHIR_SCHEMAS
+from assay.sandboxes import SURFACES
 
 __all__ = ["ASSERTION_SCHEMAS", "install_openapi"]
 
@@ -58,7 +58,8 @@ def install_openapi(app: FastAPI) -> None:
                 routes=app.routes,
             )
             schemas = document.setdefault("components", {}).setdefault("schemas", {})
-            schemas.update(FHIR_SCHEMAS)  # what the FHIR routes' answers refer to
+            for surface in SURFACES.values():  # what the surfaces' answers refer to
+                schemas.update(surface.openapi_schemas)
             app.openapi_schema = _with_union(document)
         return app.openapi_schema
 

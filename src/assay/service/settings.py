@@ -6,6 +6,7 @@ may run with different settings."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.judge import JudgeSettings, voice_semantic_from_env
+from assay.sandboxes import SURFACES
 from assay.sandboxes.fhir.external import ISOLATIONS, ExternalFhirSettings
 from assay.store import sqlite_url
 from assay.store.tokens import ORG_KEY_PREFIX
@@ -90,6 +92,9 @@ class Settings:
     """`ASSAY_PORTAL_SIGN_IN_BACKOFF`: seconds of that first wait, doubling with each failure."""
     portal_sign_in_backoff_max: float = 60.0
     """`ASSAY_PORTAL_SIGN_IN_BACKOFF_MAX`: the longest wait, in seconds."""
+    surface_settings: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    """Each surface's own settings section (`Surface.options`): `ASSAY_<NAME>_<KEY>`, by surface
+    name and option key; merged into `surface_options`."""
 
     def __post_init__(self) -> None:
         for field in ("portal_sign_in_free_failures", "portal_sign_in_backoff", "portal_sign_in_backoff_max"):
@@ -118,6 +123,12 @@ class Settings:
     @property
     def surface_options(self) -> dict[str, dict[str, Any]]:
         """What each surface reads through `Deployment.option(surface, key)`."""
+        options = self._built_in_options()
+        for name, section in self.surface_settings.items():
+            options[name] = {**options.get(name, {}), **section}
+        return options
+
+    def _built_in_options(self) -> dict[str, dict[str, Any]]:
         return {
             "fhir": {
                 "external": self.external_fhir,
@@ -164,7 +175,20 @@ class Settings:
         values["voice_semantic"] = voice_semantic_from_env(env)
         values["judge"] = JudgeSettings.from_env(env)
         values["sim"] = _sim_from_env(env)
+        values["surface_settings"] = _surface_settings(env)
         return cls(**values)
+
+
+def _surface_settings(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """Each registered surface's declared options that are set, `ASSAY_<NAME>_<KEY>`, parsed."""
+    found: dict[str, dict[str, Any]] = {}
+    for name, surface in SURFACES.items():
+        for key, kind in surface.options.items():
+            variable = f"ASSAY_{name}_{key}".upper()
+            raw = env.get(variable)
+            if raw:
+                found.setdefault(name, {})[key] = _parse(variable, raw, kind)
+    return found
 
 
 def _sim_from_env(env: Mapping[str, str]) -> JudgeSettings | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import mimetypes
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -123,21 +123,15 @@ class SnapshotState:
         return found if isinstance(found, dict) else None
 
     def digests(self, surface: str) -> Mapping[str, str]:
-        if surface == "fhir":
-            return {
-                f"{kind}/{resource['id']}": resource_digest(resource)
-                for kind in self.fhir.types()
-                for resource in self.fhir.resources(kind)
-            }
-        if surface == "files":
-            return {record.path: record.sha256 for record in self._files}
-        if surface == "hl7":
-            return hl7_digests(self._hl7)
-        if surface == "portal":
-            return portal_digests(self._portal)
-        if surface == "x12":
-            return x12_digests(self._x12)
-        return {}
+        """Digest by key of `surface`'s final state: the layout's own rule for a built-in surface,
+        else each file under `<surface>/` by its path there (a new surface's snapshot folder)."""
+        rule = _DIGESTS.get(surface)
+        if rule is not None:
+            return rule(self)
+        return {
+            path.removeprefix(surface + "/"): hashlib.sha256(self.tree.read(path)).hexdigest()
+            for path in self.tree.walk(surface)
+        }
 
     @cached_property
     def _baseline(self) -> dict[str, Any]:
@@ -318,6 +312,24 @@ class SnapshotState:
             )
         return turns
 
+
+def _fhir_digests(state: SnapshotState) -> dict[str, str]:
+    return {
+        f"{kind}/{resource['id']}": resource_digest(resource)
+        for kind in state.fhir.types()
+        for resource in state.fhir.resources(kind)
+    }
+
+
+_DIGESTS: dict[str, Callable[[SnapshotState], Mapping[str, str]]] = {
+    "fhir": _fhir_digests,
+    "files": lambda state: {record.path: record.sha256 for record in state._files},
+    "hl7": lambda state: hl7_digests(state._hl7),
+    "portal": lambda state: portal_digests(state._portal),
+    "x12": lambda state: x12_digests(state._x12),
+    "voice": lambda state: {},
+}
+"""The surfaces whose snapshot layout has its own change keys; voice records no change."""
 
 _NO_INSTANT = datetime.min.replace(tzinfo=UTC)
 

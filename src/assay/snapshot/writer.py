@@ -92,6 +92,11 @@ class SnapshotWriter:
         """What `surface` was seeded with, digest by key, into `baseline.json` (written at close)."""
         self._baseline[_name(surface, "baseline surface")] = dict(sorted(digests.items()))
 
+    def add_surface_file(self, surface: str, relative: str, data: bytes) -> None:
+        """`<surface>/<relative>`: a surface whose layout is its own folder of files (its change
+        keys are those relative paths, `SnapshotState.digests`)."""
+        self._write(f"{_name(surface, 'surface')}/{_safe(relative)}", data)
+
     def add_hl7(self, record: Hl7Record | str) -> None:
         self._hl7_seq += 1
         stem = f"hl7/outbound/{self._hl7_seq:06d}"

@@ -118,7 +118,9 @@ def test_a_failed_start_repeats_its_reason(
     server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SPEC §1.1: start of a failed task run is a 409 with the reason, the second time too."""
-    monkeypatch.delitem(DATASET_TYPES, "voice")  # as if the voice surface were not registered
+    # Stored while the voice surface was registered; gone when the run starts.
+    loaders = {kind: surface for kind, surface in DATASET_TYPES.items() if kind != "voice"}
+    monkeypatch.setattr("assay.sandboxes.datasets.DATASET_TYPES", loaders)
     started = _start_with_dataset(server, api, "voice", {"turns": []})
     first = error(started.response, 409, "CONFLICT")
     with server.client(started.run.token) as agent:

@@ -28,6 +28,7 @@ from assay.clients.cli.packages import publish_command, pull_command, push_comma
 from assay.clients.cli.runs import runs_app
 from assay.clients.cli.serve import keys_app, serve
 from assay.core.errors import CoreError
+from assay.core.surfaces import surface_names
 from assay.snapshot import open_snapshot
 from assay.taskfile import load_task_file
 from assay.verify import TaskVerification, verify_task
@@ -59,23 +60,15 @@ def _root(
     """Verification engine for healthcare AI-agent benchmarks."""
 
 
-_SNAPSHOT_PARTS = (
-    "manifest.json",
-    "fhir",
-    "hl7",
-    "portal",
-    "files",
-    "files.meta.json",
-    "voice",
-    "x12",
-    "snapshot",
-)
+def _snapshot_parts() -> list[str]:
+    """A snapshot's top-level entries: the manifest, each surface's folder, the files sidecar, `snapshot/`."""
+    return ["manifest.json", *sorted(surface_names()), "files.meta.json", "snapshot"]
 
 
 def _holds_no_snapshot(path: Path) -> bool:
     """A directory with none of the SPEC §6 entries (nor a `snapshot/` inside): most likely a
     mistyped path, which must not be scored as an empty state."""
-    return path.is_dir() and not any((path / part).exists() for part in _SNAPSHOT_PARTS)
+    return path.is_dir() and not any((path / part).exists() for part in _snapshot_parts())
 
 
 def _fail(reason: str) -> typer.Exit:
@@ -95,10 +88,8 @@ def verify(
     try:
         task = load_task_file(task_file)
         if _holds_no_snapshot(snapshot):
-            raise _fail(
-                f"{snapshot} holds no snapshot (none of manifest.json, fhir/, hl7/, portal/, files/, voice/, "
-                "x12/, snapshot/); check the path"
-            )
+            parts = ", ".join(part if "." in part else part + "/" for part in _snapshot_parts())
+            raise _fail(f"{snapshot} holds no snapshot (none of {parts}); check the path")
         state = open_snapshot(snapshot)
     except CoreError as exc:
         raise _fail(str(exc)) from None

@@ -25,12 +25,22 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, JsonValue, PositiveInt, Tag, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    Discriminator,
+    Field,
+    JsonValue,
+    PositiveInt,
+    Tag,
+    ValidationInfo,
+    field_validator,
+)
 
 from assay.core.assertions._base import AT_VERIFY, StrictModel, TaggedAssertion
 from assay.core.assertions.fhir import known_resource_type, search_as_text
 from assay.core.assertions.hl7 import CORRELATION_ALIASES
 from assay.core.state import X12_INQUIRIES
+from assay.core.surfaces import known_surface
 from assay.formats.hl7 import Hl7Path
 
 __all__ = [
@@ -47,7 +57,8 @@ __all__ = [
 _MESSAGE_TYPE = re.compile(r"[A-Z0-9]{3}(\^[A-Z0-9]{3})?")
 
 Change = Literal["created", "updated", "deleted"]
-Surface = Literal["fhir", "files", "hl7", "portal", "x12", "voice"]
+Surface = Annotated[str, AfterValidator(known_surface)]
+"""A surface's name (`core.surfaces`: the registry's names)."""
 UNJUDGED_SURFACES = {
     "voice": "a call changes no record: every turn the agent speaks is speech, not a write, so there "
     "is nothing to compare with a seeded baseline; judge what the agent said with voice-transcript "

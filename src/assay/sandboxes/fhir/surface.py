@@ -30,6 +30,7 @@ from assay.sandboxes.fhir.external import (
     recorded_space,
 )
 from assay.sandboxes.fhir.layers import LayerNotLoadable, LayerSource, layer_key, seeded_resources
+from assay.sandboxes.fhir.openapi import FHIR_SCHEMAS
 from assay.sandboxes.fhir.routes import FhirSurface, SurfaceEvent, base_url_of, fhir_router, serve_cached
 from assay.sandboxes.fhir.store import capture_read, embedded_fhir
 from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
@@ -40,6 +41,7 @@ from assay.sandboxes.surface import (
     BaseSurface,
     Deployment,
     ProvisionFailed,
+    Purge,
     RunContext,
     SandboxHandle,
     StateView,
@@ -146,6 +148,7 @@ class FhirSandbox(BaseSurface):
     name = "fhir"
     dataset_type = "fhir"
     state_fields = frozenset({"fhir_search"})
+    openapi_schemas = FHIR_SCHEMAS
 
     def open(self, deployment: Deployment) -> None:
         configured = deployment.option("fhir", "external")
@@ -298,17 +301,11 @@ class FhirSandbox(BaseSurface):
         if isinstance(external, IsolatedFhir):
             _close_after_commit(session, external, playground_id)
 
-    def purge(
-        self,
-        session: Session,
-        playground_ids: Sequence[str],
-        sandbox_ids: Sequence[str],
-        deployment: Deployment,
-    ) -> None:
+    def purge(self, gone: Purge) -> None:
         """A playground's embedded store is named by its id; the dataset layers stay, shared by
         content hash. (An external server's space was closed when the playground was torn down.)"""
-        session.execute(delete(FhirStoreRow).where(FhirStoreRow.id.in_(playground_ids)))
-        session.execute(delete(FhirVersion).where(FhirVersion.store_id.in_(playground_ids)))
+        gone.session.execute(delete(FhirStoreRow).where(FhirStoreRow.id.in_(gone.playground_ids)))
+        gone.session.execute(delete(FhirVersion).where(FhirVersion.store_id.in_(gone.playground_ids)))
 
 
 def layer_source(datasets: Sequence[Mapping[str, Any]]) -> LayerSource | tuple[()]:

@@ -51,6 +51,7 @@ from assay.sandboxes.surface import (
     BaseSurface,
     Deployment,
     ProvisionFailed,
+    Purge,
     RunContext,
     SandboxHandle,
     ScenarioStep,
@@ -280,18 +281,12 @@ class FilesSandbox(BaseSurface):
     state_fields = frozenset({"files", "read_file"})
     scenario_steps: Mapping[str, ScenarioStep] = MappingProxyType({"drop_file_inbox": _drop_file_inbox})
 
-    def purge(
-        self,
-        session: Session,
-        playground_ids: Sequence[str],
-        sandbox_ids: Sequence[str],
-        deployment: Deployment,
-    ) -> None:
+    def purge(self, gone: Purge) -> None:
         """Remove the playgrounds' trees once the deletion has committed: a rolled-back one keeps
         them, as its runs still point at them."""
-        storage = storage_of(deployment)
-        prefixes = list(playground_ids)
-        event.listen(session, "after_commit", lambda _: _remove_trees(storage, prefixes), once=True)
+        storage = storage_of(gone.deployment)
+        prefixes = list(gone.playground_ids)
+        event.listen(gone.session, "after_commit", lambda _: _remove_trees(storage, prefixes), once=True)
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         return check_files_dataset(data, max_file_bytes())

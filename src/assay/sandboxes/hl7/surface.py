@@ -35,9 +35,10 @@ from assay.sandboxes.surface import (
     Deployment,
     LogSurface,
     ProvisionFailed,
+    Purge,
+    RecordsView,
     RunContext,
     ScenarioStep,
-    StateView,
     SurfaceTarget,
 )
 from assay.snapshot import SnapshotWriter
@@ -78,18 +79,17 @@ def _normalised(message: str) -> str:
     return "\r".join(parsed.text for parsed in parse_messages(message))
 
 
-class Hl7View(StateView):
-    def __init__(self, records: Sequence[Hl7Record], *, captured: bool = True):
-        self.records = list(records)
-        self.captured = captured
-        """Whether a sandbox was captured; without one there is no baseline to compare with."""
+class Hl7View(RecordsView):
+    """The outbound messages; nothing is outbound before the agent acts (`seed` and
+    `seed_hl7_inbox` fill the inbox), so a captured sandbox's baseline is empty."""
+
+    records: list[Hl7Record]
 
     def hl7_outbound(self) -> Sequence[Hl7Record]:
         return self.records
 
-    def baseline(self) -> dict[str, str] | None:
-        """Nothing is outbound before the agent acts (`seed` and `seed_hl7_inbox` fill the inbox)."""
-        return {} if self.captured else None
+    def write(self, writer: SnapshotWriter, record: Hl7Record) -> None:
+        writer.add_hl7(record)
 
     def digests(self) -> dict[str, str]:
         return hl7_digests(self.records)
@@ -109,17 +109,12 @@ class Hl7Sandbox(LogSurface):
     name = "hl7"
     dataset_type = "hl7"
     state_fields = frozenset({"hl7_outbound"})
+    view = Hl7View
     scenario_steps: Mapping[str, ScenarioStep] = {"seed_hl7_inbox": _seed_inbox}
 
-    def purge(
-        self,
-        session: Session,
-        playground_ids: Sequence[str],
-        sandbox_ids: Sequence[str],
-        deployment: Deployment,
-    ) -> None:
-        session.execute(delete(Hl7MessageRow).where(Hl7MessageRow.sandbox_id.in_(sandbox_ids)))
-        session.execute(delete(Hl7Facility).where(Hl7Facility.playground_id.in_(playground_ids)))
+    def purge(self, gone: Purge) -> None:
+        gone.session.execute(delete(Hl7MessageRow).where(Hl7MessageRow.sandbox_id.in_(gone.sandbox_ids)))
+        gone.session.execute(delete(Hl7Facility).where(Hl7Facility.playground_id.in_(gone.playground_ids)))
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         inbox = data.get("inbox") if isinstance(data, dict) else None
@@ -176,15 +171,5 @@ class Hl7Sandbox(LogSurface):
     def last_seq(self, sandbox_id: str) -> Select[Any]:
         return last_outbound(sandbox_id)
 
-    def read(self, pointer: Any, session: Session | None) -> Hl7View:
-        if session is None or not isinstance(pointer, dict):
-            return Hl7View((), captured=False)
-        return Hl7View(outbound_until(session, str(pointer["sandbox_id"]), int(pointer["seq"])))
-
-    def snapshot(self, view: StateView, writer: SnapshotWriter) -> None:
-        if isinstance(view, Hl7View):
-            for record in view.records:
-                writer.add_hl7(record)
-            baseline = view.baseline()
-            if baseline is not None:
-                writer.add_baseline(self.name, baseline)
+    def records_until(self, session: Session, sandbox_id: str, seq: int) -> Sequence[Hl7Record]:
+        return outbound_until(session, sandbox_id, seq)

@@ -28,12 +28,13 @@ from assay.sandboxes.portal.throttle import SignInThrottle, ThrottleSettings
 from assay.sandboxes.portal.tools import TOOLS
 from assay.sandboxes.portal.web import portal_web_router
 from assay.sandboxes.surface import (
-    BaseSurface,
     Deployment,
+    LifecycleSurface,
     ProvisionFailed,
+    Purge,
+    RecordsView,
     RunContext,
     SandboxHandle,
-    StateView,
     SurfaceTarget,
 )
 from assay.snapshot import SnapshotWriter
@@ -48,23 +49,23 @@ def web_path(task_run_id: str) -> str:
     return f"/v1/task-runs/{task_run_id}/portal/web"
 
 
-class PortalView(StateView):
-    """The captured rows, in insertion order (SPEC §2), and the rows `start` seeded when known."""
+class PortalView(RecordsView):
+    """The captured rows, in insertion order; the baseline is the digests of the rows
+    `start` seeded, None for a capture made before they were kept."""
 
-    def __init__(self, rows: Sequence[PortalRow] = (), seeded: Sequence[PortalRow] | None = None):
-        self.rows = list(rows)
-        self.seeded = None if seeded is None else list(seeded)
+    records: list[PortalRow]
 
-    def baseline(self) -> dict[str, str] | None:
-        """Digest by row key of what `start` seeded; None for a capture made before it was kept."""
-        return None if self.seeded is None else portal_digests(self.seeded)
+    def write(self, writer: SnapshotWriter, record: PortalRow) -> None:
+        writer.add_portal_row(record)
 
     def digests(self) -> dict[str, str]:
-        return portal_digests(self.rows)
+        return portal_digests(self.records)
 
     def portal_rows(self, resource: str, portal: str | None = None) -> Sequence[PortalRow]:
         return [
-            row for row in self.rows if row.resource == resource and (portal is None or row.portal == portal)
+            row
+            for row in self.records
+            if row.resource == resource and (portal is None or row.portal == portal)
         ]
 
 
@@ -139,22 +140,16 @@ def _web_target(request: Request) -> PortalSurface:
     )  # fmt: skip
 
 
-class PortalSandbox(BaseSurface):
+class PortalSandbox(LifecycleSurface):
     tools = TOOLS
     name = "portal"
     dataset_type = "portal"
     scenario_steps = {"set_portal_row": _set_portal_row}
     state_fields = frozenset({"portal_rows"})
 
-    def purge(
-        self,
-        session: Session,
-        playground_ids: Sequence[str],
-        sandbox_ids: Sequence[str],
-        deployment: Deployment,
-    ) -> None:
+    def purge(self, gone: Purge) -> None:
         for table in (PortalVersion, PortalSessionRow, PortalStoreRow):
-            session.execute(delete(table).where(table.playground_id.in_(playground_ids)))
+            gone.session.execute(delete(table).where(table.playground_id.in_(gone.playground_ids)))
 
     def open(self, deployment: Deployment) -> None:
         _throttle_of(deployment)
@@ -223,12 +218,5 @@ class PortalSandbox(BaseSurface):
         connection, playground_id = session.connection(), str(pointer["playground_id"])
         seeded_seq = pointer.get(_SEEDED_SEQ)
         seeded = rows_at(connection, playground_id, seeded_seq) if isinstance(seeded_seq, int) else None
-        return PortalView(rows_at(connection, playground_id, int(pointer["seq"])), seeded)
-
-    def snapshot(self, view: StateView, writer: SnapshotWriter) -> None:
-        if isinstance(view, PortalView):
-            for row in view.rows:
-                writer.add_portal_row(row)
-            baseline = view.baseline()
-            if baseline is not None:
-                writer.add_baseline(self.name, baseline)
+        baseline = None if seeded is None else portal_digests(seeded)
+        return PortalView(rows_at(connection, playground_id, int(pointer["seq"])), baseline)

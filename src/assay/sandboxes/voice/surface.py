@@ -21,6 +21,7 @@ from assay.sandboxes.surface import (
     Deployment,
     LogSurface,
     ProvisionFailed,
+    Purge,
     RunContext,
     ScenarioStep,
     StateView,
@@ -76,15 +77,9 @@ class VoiceSandbox(LogSurface):
     def close(self, deployment: Deployment) -> None:
         close_sim(deployment)
 
-    def purge(
-        self,
-        session: Session,
-        playground_ids: Sequence[str],
-        sandbox_ids: Sequence[str],
-        deployment: Deployment,
-    ) -> None:
-        session.execute(delete(VoiceTurnRow).where(VoiceTurnRow.sandbox_id.in_(sandbox_ids)))
-        session.execute(delete(VoiceCallRow).where(VoiceCallRow.sandbox_id.in_(sandbox_ids)))
+    def purge(self, gone: Purge) -> None:
+        gone.session.execute(delete(VoiceTurnRow).where(VoiceTurnRow.sandbox_id.in_(gone.sandbox_ids)))
+        gone.session.execute(delete(VoiceCallRow).where(VoiceCallRow.sandbox_id.in_(gone.sandbox_ids)))
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         if not isinstance(data, dict):

@@ -21,8 +21,8 @@ from assay.sandboxes.payer import PayerDefinitionInvalid, parse_payer
 from assay.sandboxes.surface import (
     LogSurface,
     ProvisionFailed,
+    RecordsView,
     RunContext,
-    StateView,
     SurfaceTarget,
 )
 from assay.sandboxes.x12.routes import x12_router
@@ -43,22 +43,20 @@ def check_x12_dataset(data: Any) -> dict[str, list[str]]:
     return {}
 
 
-class X12View(StateView):
-    def __init__(self, found: Sequence[X12Record] = (), *, captured: bool = False):
-        self.found = list(found)
-        self.captured = captured
-        """Whether a sandbox was captured; without one there is no baseline to compare with."""
+class X12View(RecordsView):
+    """The exchanges; nothing is exchanged before the agent acts (an x12 dataset defines the
+    payer), so a captured sandbox's baseline is empty and every exchange is the agent's."""
+
+    records: list[X12Record]
 
     def x12_records(self) -> Sequence[X12Record]:
-        return self.found
+        return self.records
 
-    def baseline(self) -> dict[str, str] | None:
-        """Nothing is exchanged before the agent acts (an x12 dataset defines the payer), so every
-        exchange is the agent's (`no-unexpected-changes`)."""
-        return {} if self.captured else None
+    def write(self, writer: SnapshotWriter, record: X12Record) -> None:
+        writer.add_x12(record)
 
     def digests(self) -> dict[str, str]:
-        return x12_digests(self.found)
+        return x12_digests(self.records)
 
 
 class X12Sandbox(LogSurface):
@@ -66,6 +64,7 @@ class X12Sandbox(LogSurface):
     name = "x12"
     dataset_type = "x12"
     state_fields = frozenset({"x12_records"})
+    view = X12View
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         return check_x12_dataset(data)
@@ -84,15 +83,5 @@ class X12Sandbox(LogSurface):
     def last_seq(self, sandbox_id: str) -> Select[Any]:
         return last_seq(sandbox_id)
 
-    def read(self, pointer: Any, session: Session | None) -> X12View:
-        if session is None or not isinstance(pointer, dict):
-            return X12View()
-        return X12View(records(session, str(pointer["sandbox_id"]), int(pointer["seq"])), captured=True)
-
-    def snapshot(self, view: StateView, writer: SnapshotWriter) -> None:
-        if isinstance(view, X12View):
-            for record in view.found:
-                writer.add_x12(record)
-            baseline = view.baseline()
-            if baseline is not None:
-                writer.add_baseline(self.name, baseline)
+    def records_until(self, session: Session, sandbox_id: str, seq: int) -> Sequence[X12Record]:
+        return records(session, sandbox_id, seq)

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from assay.sandboxes.registry import DATASET_TYPES
 from assay.store import iso
 from assay.store.json_values import json_bytes
 from assay.store.models import (
@@ -60,7 +61,19 @@ __all__ = [
     "version_json",
 ]
 
-DatasetType = Literal["fhir", "files", "portal", "hl7", "x12", "voice"]
+
+def _loadable(kind: str) -> str:
+    if kind not in DATASET_TYPES:
+        raise ValueError(f"dataset type {kind!r} is not one of {', '.join(sorted(DATASET_TYPES))}")
+    return kind
+
+
+DatasetType = Annotated[
+    str,
+    AfterValidator(_loadable),
+    Field(json_schema_extra=lambda schema: schema.update(enum=sorted(DATASET_TYPES))),
+]
+"""A dataset type some registered surface loads (`sandboxes.registry.DATASET_TYPES`)."""
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 Short = Annotated[str, Field(max_length=200)]
 
