@@ -141,19 +141,24 @@ def tool_step(
     call_id: str | None = None,
     ms: float = 0.0,
 ) -> dict[str, Any]:
-    step: dict[str, Any] = {
-        "name": name,
-        "arguments": _capped(arguments),
-        "status": status,
-        "ms": round(ms, 3),
-    }
+    """One executed tool call, as queued; its values are cut to size when written (`_written`)."""
+    step: dict[str, Any] = {"name": name, "arguments": arguments, "status": status, "ms": round(ms, 3)}
     if call_id:
         step["tool_call_id"] = call_id
     if error is not None:
-        step["error"] = _capped(error)
+        step["error"] = error
     else:
-        step["result"] = _capped(result)
+        step["result"] = result
     return step
+
+
+def _written(step: dict[str, Any]) -> dict[str, Any]:
+    """A queued tool step as stored: its arguments and result or error capped (measuring them
+    is a JSON encoding each, done by the writer rather than on the tool call's path)."""
+    return {key: _capped(value) if key in _CAPPED else value for key, value in step.items()}
+
+
+_CAPPED = frozenset({"arguments", "result", "error"})
 
 
 class TrajectoryLog:
@@ -208,7 +213,10 @@ class TrajectoryLog:
                 with self.database.transaction() as session:
                     session.execute(
                         insert(TrajectoryStep),
-                        [{k: v for k, v in row.items() if k != "tries"} for row in batch],
+                        [
+                            {k: _written(v) if k == "step" else v for k, v in row.items() if k != "tries"}
+                            for row in batch
+                        ],
                     )
             except Exception:
                 again = [{**row, "tries": row.get("tries", 0) + 1} for row in batch]
