@@ -206,7 +206,11 @@ def _keyword(keyword: str, value: Any, schema: dict[str, Any]) -> Callable[[Any]
     if keyword in _ANNOTATIONS:
         return lambda v: True
     if keyword == "type":
-        return _TYPES.get(value) if isinstance(value, str) else None
+        kinds = [value] if isinstance(value, str) else value
+        if not isinstance(kinds, list) or not kinds or not all(kind in _TYPES for kind in kinds):
+            return None
+        checks = [_TYPES[kind] for kind in kinds]
+        return checks[0] if len(checks) == 1 else lambda v: any(check(v) for check in checks)
     if keyword == "pattern" and isinstance(value, str):
         search = re.compile(value).search
         return lambda v: not isinstance(v, str) or search(v) is not None
@@ -237,9 +241,16 @@ def _keyword(keyword: str, value: Any, schema: dict[str, Any]) -> Callable[[Any]
         if value is True:
             return lambda v: True
         named = schema.get("properties", {})
-        if value is False and isinstance(named, dict) and "patternProperties" not in schema:
+        if not isinstance(named, dict) or "patternProperties" in schema:
+            return None
+        if value is False:
             return lambda v: not isinstance(v, dict) or all(name in named for name in v)
-        return None
+        other = _accepts(value)
+        if other is None:
+            return None
+        return lambda v: (
+            not isinstance(v, dict) or all(other(item) for name, item in v.items() if name not in named)
+        )
     if keyword == "items" and isinstance(value, dict):
         each = _accepts(value)
         if each is None:
