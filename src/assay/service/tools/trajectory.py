@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 
 from assay.store import Database, Invalid, new_id, utcnow
 from assay.store.errors import PayloadTooLarge
+from assay.store.json_values import JsonText, json_bytes
 from assay.store.models import TrajectoryStep
 
 __all__ = [
@@ -141,7 +142,7 @@ def tool_step(
     call_id: str | None = None,
     ms: float = 0.0,
 ) -> dict[str, Any]:
-    """One executed tool call, as queued; its values are cut to size when written (`_written`)."""
+    """One executed tool call; its values are cut to size when it is queued (`_written`)."""
     step: dict[str, Any] = {"name": name, "arguments": arguments, "status": status, "ms": round(ms, 3)}
     if call_id:
         step["tool_call_id"] = call_id
@@ -152,9 +153,18 @@ def tool_step(
     return step
 
 
-def _written(step: dict[str, Any]) -> dict[str, Any]:
-    """A queued tool step as stored: its arguments and result or error capped (measuring them
-    is a JSON encoding each, done by the writer rather than on the tool call's path)."""
+def _written(step: dict[str, Any]) -> dict[str, Any] | JsonText:
+    """A tool step as stored: its arguments and result or error capped. A step whose compact JSON
+    is under half the cap has no value over it (`_size`'s spaces after `,` and `:` at most double
+    it): it is queued as that text, encoded once, which the database takes as it is — measuring
+    each value cost a JSON encoding each, and the step's objects kept alive in the queue until
+    the writer's next batch were a load on the garbage collector's young generations."""
+    try:
+        text = json_bytes(step)
+    except (TypeError, ValueError):
+        text = None
+    if text is not None and len(text) <= MAX_STEP_BYTES // 2:
+        return JsonText(text.decode())
     return {key: _capped(value) if key in _CAPPED else value for key, value in step.items()}
 
 
@@ -180,7 +190,7 @@ class TrajectoryLog:
             "org_id": org_id,
             "task_run_id": task_run_id,
             "source": "tool",
-            "step": step,
+            "step": _written(step),  # text, not the call's objects kept alive until written
             "created_at": at or utcnow(),
         }
         with self._lock:
@@ -213,10 +223,7 @@ class TrajectoryLog:
                 with self.database.transaction() as session:
                     session.execute(
                         insert(TrajectoryStep),
-                        [
-                            {k: _written(v) if k == "step" else v for k, v in row.items() if k != "tries"}
-                            for row in batch
-                        ],
+                        [{k: v for k, v in row.items() if k != "tries"} for row in batch],
                     )
             except Exception:
                 again = [{**row, "tries": row.get("tries", 0) + 1} for row in batch]
