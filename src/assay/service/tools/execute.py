@@ -7,8 +7,11 @@ handlers, each route's own event), and they differ per surface; calling the rout
 functions would have to repeat each of them and drift. So a tool builds the request a client
 would send (`AgentTool.build`) and the executor sends it to the app through
 an ASGI call (`asgi_request`): no socket, no second parse of the token's scope rules, and whatever a
-surface changes in its routes the tool gets for free. The cost is one ASGI dispatch (bench:
-`bench/bench_tools.py`).
+surface changes in its routes the tool gets for free. A read the surfaces' fast path answers
+(`AssayApp.answer_early`) is asked of it directly, its answer taken without the ASGI messages;
+the rest is one ASGI dispatch to the routes. Arguments are checked by a quick check compiled
+from the input schema before jsonschema, which words any refusal (`_accepts`). Target: a tool
+call costs at most 1.25 times its protocol request (`bench/bench_tools.py`).
 
 **Errors.** Every refusal is the API's envelope `{"error": {code, message, details}}` with the
 status the route answered: the route's own envelope as it is, and a FHIR `OperationOutcome`
