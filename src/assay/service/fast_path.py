@@ -115,27 +115,43 @@ async def serve_cached(app: FastAPI, scope: dict[str, Any]) -> Response | None:
 
 
 class AssayApp(FastAPI):
-    """FastAPI, with warm run-token surface reads answered before routing (module docstring)."""
+    """FastAPI, with warm run-token surface reads answered before routing (module docstring),
+    and agent tool calls (`POST /v1/task-runs/{id}/tools/{name}`) answered before the middleware
+    stack by the handler `install_tools` sets as `state.tool_calls` (`service/tools/routes.py`)."""
+
+    async def routed(self, scope: Any, receive: Any, send: Any) -> None:
+        """The app without the paths answered before routing: what they answer, the routes do."""
+        await super().__call__(scope, receive, send)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
+        scope["app"] = self
+        if scope["method"] == "POST":
+            tool_calls = getattr(self.state, "tool_calls", None)  # service/tools/routes.py
+            if tool_calls is not None and await tool_calls(scope, receive, send):
+                return
+        response = await self.answer_early(scope)
+        if response is not None:
+            await response(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+    async def answer_early(self, scope: Any) -> Response | None:
+        """The answer to a warm run-token surface read, or None for the routes (which then find
+        the change epoch read: PostgreSQL). A tool's own request comes here first too."""
         epoch: ChangeEpoch | None = getattr(self.state, "epoch", None)
         if epoch is not None and epoch.remote:
             found = _SURFACE_PATH.fullmatch(scope["path"])
             if found is not None and found.group(1) in SURFACES:
                 await epoch.snapshot()  # never raises: a failed read is no snapshot (SQL then)
-        if scope["method"] == "GET":
-            scope["app"] = self
-            gate: GradingFirst | None = getattr(self.state, "grading_first", None)
-            if gate is not None and gate.grading:
-                await gate.turn()  # this worker grades first (service/priority.py)
-            try:
-                response = await serve_cached(self, scope)
-            except Exception:  # nothing recorded yet (the event is the last step): the routes
-                response = None  # answer it, and their error handlers shape and log a failure
-            if response is not None:
-                await response(scope, receive, send)
-                return
-        await super().__call__(scope, receive, send)
+        if scope["method"] != "GET":
+            return None
+        gate: GradingFirst | None = getattr(self.state, "grading_first", None)
+        if gate is not None and gate.grading:
+            await gate.turn()  # this worker grades first (service/priority.py)
+        try:
+            return await serve_cached(self, scope)
+        except Exception:  # nothing recorded yet (the event is the last step): the routes
+            return None  # answer it, and their error handlers shape and log a failure

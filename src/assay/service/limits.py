@@ -12,6 +12,7 @@ import threading
 import time
 
 from fastapi import Request
+from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -20,7 +21,7 @@ from assay.service.json_bodies import body_checked, body_problem
 from assay.store.errors import BadRequest
 from assay.store.json_values import NUL_TEXT
 
-__all__ = ["BodySizeLimit", "RateLimiter", "json_body_limit", "storable_parameters"]
+__all__ = ["BodySizeLimit", "RateLimiter", "json_body_limit", "payload_too_large", "storable_parameters"]
 
 
 class RateLimiter:
@@ -54,6 +55,11 @@ class _BodyTooLarge(StarletteHTTPException):
 
 def _too_large(max_bytes: int) -> str:
     return f"request body is larger than {max_bytes} bytes"
+
+
+def payload_too_large(max_bytes: int) -> JSONResponse:
+    """The refusal of a body over the cap (413 `PAYLOAD_TOO_LARGE`)."""
+    return envelope(413, "PAYLOAD_TOO_LARGE", _too_large(max_bytes))
 
 
 class BodySizeLimit:
@@ -106,7 +112,7 @@ class BodySizeLimit:
             await self._refuse(scope, receive, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await envelope(413, "PAYLOAD_TOO_LARGE", _too_large(self.max_bytes))(scope, receive, send)
+        await payload_too_large(self.max_bytes)(scope, receive, send)
 
 
 async def json_body_limit(request: Request) -> None:

@@ -26,8 +26,9 @@ and sandbox (`service/sandboxes/routes.py`) and how far a FHIR store's index is 
   since, so whatever is not an agent request reads SQL as before. A failed read is a None
   snapshot: the request reads SQL, it does not fail.
 
-The event log (`sandbox_events`, one insert per agent request) and the sweeper's lease are
-`QUIET_TABLES`: the caches read neither, and bumping on each would make them useless.
+The event log (`sandbox_events`, one insert per agent request), the tool calls' trajectory
+(`trajectory_steps`, a batch every few agent requests) and the sweeper's lease are
+`QUIET_TABLES`: the caches read none of them, and bumping on each would make them useless.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ __all__ = [
     "with_options",
 ]
 
-QUIET_TABLES = frozenset({"sandbox_events", "leases"})
+QUIET_TABLES = frozenset({"sandbox_events", "trajectory_steps", "leases"})
 """Tables whose writes do not bump the epoch: nothing cached reads them."""
 
 SEQUENCE = "assay_change_epoch"

@@ -9,7 +9,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI
-from starlette.middleware import Middleware
 
 from assay.service.limits import json_body_limit
 from assay.service.tools.routes import ToolCallPath, export_router, tool_router, trajectory_router
@@ -33,7 +32,7 @@ def install_tools(app: FastAPI) -> None:
                 tools_of_app(running).trajectory.close()
 
     app.router.lifespan_context = lifespan
-    app.user_middleware.append(Middleware(ToolCallPath))  # innermost: after the body-size limit
+    app.state.tool_calls = ToolCallPath(app)  # answered before the middleware stack (`AssayApp`)
     app.include_router(tool_router, prefix="/v1")
     app.include_router(trajectory_router, prefix="/v1", dependencies=[Depends(json_body_limit)])
     app.include_router(export_router)

@@ -7,8 +7,11 @@ handlers, each route's own event), and they differ per surface; calling the rout
 functions would have to repeat each of them and drift. So a tool builds the request a client
 would send (`AgentTool.build`) and the executor sends it to the app through
 an ASGI call (`asgi_request`): no socket, no second parse of the token's scope rules, and whatever a
-surface changes in its routes the tool gets for free. The cost is one ASGI dispatch (bench:
-`bench/bench_tools.py`).
+surface changes in its routes the tool gets for free. A read the surfaces' fast path answers
+(`AssayApp.answer_early`) is asked of it directly, its answer taken without the ASGI messages;
+the rest is one ASGI dispatch to the routes. Arguments are checked by a quick check compiled
+from the input schema before jsonschema, which words any refusal (`_accepts`). Target: a tool
+call costs at most 1.25 times its protocol request (`bench/bench_tools.py`).
 
 **Errors.** Every refusal is the API's envelope `{"error": {code, message, details}}` with the
 status the route answered: the route's own envelope as it is, and a FHIR `OperationOutcome`
@@ -20,8 +23,9 @@ task run does not offer is a 404 naming the ones it does.
 from __future__ import annotations
 
 import json
+import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -74,7 +78,9 @@ async def asgi_request(
     content: bytes = b"",
 ) -> ToolResponse:
     """One request to `app` as an ASGI call (what `httpx.ASGITransport` does, without building
-    and parsing httpx's request and response models: a measurable share of a tool call)."""
+    and parsing httpx's request and response models: a measurable share of a tool call). An app
+    that answers some requests before routing (`AssayApp.answer_early`) is asked that first, and
+    its answer taken as it is, without the ASGI messages; the rest go to its routes."""
     raw_headers = [
         (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()
     ]
@@ -95,6 +101,14 @@ async def asgi_request(
         "server": ("127.0.0.1", 80),
         "state": {},
     }
+    answer_early = getattr(app, "answer_early", None)
+    if answer_early is not None and method == "GET":  # (what it answers)
+        scope["app"] = app
+        early = await answer_early(scope)
+        if early is not None:
+            answered = {k.decode("latin-1"): v.decode("latin-1") for k, v in early.raw_headers}
+            return ToolResponse(early.status_code, answered, bytes(early.body))
+        app = app.routed
     sent = False
     status, answer_headers, body = 500, {}, bytearray()
 
@@ -140,9 +154,14 @@ def _as_envelope(response: ToolResponse) -> dict[str, Any]:
 
 
 def _validation(tool: AgentTool, arguments: Any) -> dict[str, Any] | None:
-    errors = sorted(
-        Draft202012Validator(tool.input_schema).iter_errors(arguments), key=lambda e: list(e.path)
-    )
+    schema = tool.input_schema
+    found = _SCHEMAS.get(id(schema))
+    if found is None or found[0] is not schema:
+        found = _SCHEMAS[id(schema)] = (schema, Draft202012Validator(schema), _accepts(schema))
+    _, validator, accepts = found
+    if accepts is not None and accepts(arguments):
+        return None
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
     if not errors:
         return None
     details: dict[str, list[str]] = {}
@@ -154,6 +173,101 @@ def _validation(tool: AgentTool, arguments: Any) -> dict[str, Any] | None:
     )
 
 
+_SCHEMAS: dict[int, tuple[dict[str, Any], Draft202012Validator, Callable[[Any], bool] | None]] = {}
+"""Each input schema's validator and its quick check, built once (building them cost more than a
+whole tool call's own work)."""
+
+_TYPES: dict[str, Callable[[Any], bool]] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "null": lambda v: v is None,
+}
+_ANNOTATIONS = {"description", "title", "examples", "default"}
+
+
+def _accepts(schema: Any) -> Callable[[Any], bool] | None:
+    """A quick check of `schema`: True only for a value the schema accepts (a False, or a schema
+    using keywords it does not know, None, leaves the answer and its messages to jsonschema).
+    What tool schemas use (`sandboxes/tools.py`) is known, so a valid call skips jsonschema,
+    whose walk was a fifth of a tool call."""
+    if not isinstance(schema, dict):
+        return None
+    checks: list[Callable[[Any], bool]] = []
+    for keyword, value in schema.items():
+        check = _keyword(keyword, value, schema)
+        if check is None:
+            return None
+        checks.append(check)
+    return lambda v: all(check(v) for check in checks)
+
+
+def _keyword(keyword: str, value: Any, schema: dict[str, Any]) -> Callable[[Any], bool] | None:
+    if keyword in _ANNOTATIONS:
+        return lambda v: True
+    if keyword == "type":
+        kinds = [value] if isinstance(value, str) else value
+        if not isinstance(kinds, list) or not kinds or not all(kind in _TYPES for kind in kinds):
+            return None
+        checks = [_TYPES[kind] for kind in kinds]
+        return checks[0] if len(checks) == 1 else lambda v: any(check(v) for check in checks)
+    if keyword == "pattern" and isinstance(value, str):
+        search = re.compile(value).search
+        return lambda v: not isinstance(v, str) or search(v) is not None
+    if keyword in {"minLength", "maxLength", "minItems", "maxItems"} and type(value) is int:
+        kind = str if keyword.endswith("Length") else list
+        at_least = keyword.startswith("min")
+        return lambda v: not isinstance(v, kind) or (len(v) >= value if at_least else len(v) <= value)
+    if keyword in {"minimum", "maximum"} and type(value) is int:
+        at_least = keyword == "minimum"
+        return lambda v: (
+            isinstance(v, bool) or not isinstance(v, (int, float)) or (v >= value if at_least else v <= value)
+        )
+    if keyword == "enum" and isinstance(value, list) and all(isinstance(e, str) for e in value):
+        allowed = frozenset(value)
+        return lambda v: isinstance(v, str) and v in allowed
+    if keyword == "required" and isinstance(value, list):
+        names = tuple(value)
+        return lambda v: not isinstance(v, dict) or all(name in v for name in names)
+    if keyword == "properties" and isinstance(value, dict):
+        inner = {name: _accepts(sub) for name, sub in value.items()}
+        if any(check is None for check in inner.values()):
+            return None
+        known = {name: check for name, check in inner.items() if check is not None}
+        return lambda v: (
+            not isinstance(v, dict) or all(known[name](item) for name, item in v.items() if name in known)
+        )
+    if keyword == "additionalProperties":
+        if value is True:
+            return lambda v: True
+        named = schema.get("properties", {})
+        if not isinstance(named, dict) or "patternProperties" in schema:
+            return None
+        if value is False:
+            return lambda v: not isinstance(v, dict) or all(name in named for name in v)
+        other = _accepts(value)
+        if other is None:
+            return None
+        return lambda v: (
+            not isinstance(v, dict) or all(other(item) for name, item in v.items() if name not in named)
+        )
+    if keyword == "items" and isinstance(value, dict):
+        each = _accepts(value)
+        if each is None:
+            return None
+        return lambda v: not isinstance(v, list) or all(each(item) for item in v)
+    if keyword == "anyOf" and isinstance(value, list) and value:
+        options = [_accepts(option) for option in value]
+        if any(option is None for option in options):
+            return None
+        kept = [option for option in options if option is not None]
+        return lambda v: any(option(v) for option in kept)
+    return None
+
+
 class Tools:
     """One app's tool executor: the ASGI client, the runs' surfaces and the trajectory queue."""
 
@@ -162,6 +276,8 @@ class Tools:
         self._surfaces: dict[str, dict[str, dict[str, Any]]] = {}
         """Task run → its sandboxes' types → the facts its tools name (`AgentTool.facts`)."""
         self._trajectory: TrajectoryLog | None = None
+        self._offered: dict[tuple[str, ...], dict[str, AgentTool]] = {}
+        """The tools offered by each combination of surfaces (a handful: one per benchmark's kind)."""
 
     def open_trajectory(self, database: Any) -> None:
         """A new queue for an app (re)started on `database`: one closed at a shutdown takes nothing."""
@@ -232,7 +348,9 @@ class Tools:
         try:
             caller = await self.caller(authorization)
             surfaces = await self.surfaces(caller, task_run_id)
-            offered = tools_for(surfaces)
+            offered = self._offered.get(tuple(surfaces))
+            if offered is None:
+                offered = self._offered[tuple(surfaces)] = tools_for(surfaces)
         except DomainError as refused:
             status, code = _domain_status(refused)
             return ToolOutcome(

@@ -12,6 +12,7 @@ the surface request a tool makes is the request counted, as it would be sent dir
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from typing import Annotated, Any
@@ -19,12 +20,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from assay.sandboxes.openapi import json_answer
 from assay.service.deps import AnyCaller, RunCaller, SessionDep
 from assay.service.errors import ERROR_RESPONSES
+from assay.service.limits import payload_too_large
 from assay.service.runs import repository as repo
 from assay.service.tools.catalog import FORMATS, formatted
 from assay.service.tools.execute import error_envelope, tools_of_app
@@ -126,37 +127,67 @@ _TOOL_CALL = re.compile(r"/v1/task-runs/([^/]+)/tools/([^/]+)")
 
 
 class ToolCallPath:
-    """`POST /v1/task-runs/{id}/tools/{name}` answered before routing (innermost middleware, so
-    after the body-size limit): matching a request against every route of the app cost more than
-    the tool's own work, and a tool call is as hot as the surface request it makes, which the
-    surfaces' fast path answers before routing too (`service/fast_path.py`)."""
+    """`POST /v1/task-runs/{id}/tools/{name}` answered before the middleware stack and routing
+    (`AssayApp.__call__`, `service/fast_path.py`): a tool call is as hot as the surface request it
+    makes, which the surfaces' fast path answers there too, and the stack's layers (each wrapping
+    `send`) and matching against every route cost more than the tool's own work.
 
-    def __init__(self, app: ASGIApp):
+    What the stack does for this route is done here: the body-size cap (413 `PAYLOAD_TOO_LARGE`,
+    a declared length before anything is read, a chunked body once it passes the cap) and, for an
+    error nothing answered, the app's `Exception` handler (its envelope, logged, then re-raised as
+    the server's error middleware does). A call it declines (`False`: the app has not started)
+    goes to the route above, which answers it the same way."""
+
+    def __init__(self, app: Any):
         self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        found = _TOOL_CALL.fullmatch(scope["path"]) if scope["type"] == "http" else None
-        if found is None or scope["method"] != "POST" or scope.get("root_path"):
-            await self.app(scope, receive, send)
-            return
-        raw = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            raw.extend(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        headers = Headers(scope=scope)
-        response = await answer_tool_call(
-            scope["app"],
-            found[1],
-            found[2],
-            bytes(raw),
-            headers.get("authorization"),
-            headers.get("x-tool-call-id"),
-        )
-        await response(scope, receive, send)
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> bool:
+        found = _TOOL_CALL.fullmatch(scope["path"])
+        if found is None or scope.get("root_path"):
+            return False
+        settings = getattr(self.app.state, "settings", None)
+        if settings is None:
+            return False
+        max_bytes = settings.max_body_bytes
+        authorization = call_id = None
+        for key, value in scope["headers"]:
+            if key == b"content-length" and value.isdigit() and int(value) > max_bytes:
+                await payload_too_large(max_bytes)(scope, receive, send)
+                return True
+            if key == b"authorization":
+                authorization = value.decode("latin-1")
+            elif key == b"x-tool-call-id":
+                call_id = value.decode("latin-1")
+        started = False
+
+        async def watched_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            raw = b""
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return True
+                raw += message.get("body", b"")
+                if len(raw) > max_bytes:
+                    await payload_too_large(max_bytes)(scope, receive, send)
+                    return True
+                if not message.get("more_body"):
+                    break
+            response = await answer_tool_call(self.app, found[1], found[2], raw, authorization, call_id)
+            await response(scope, receive, watched_send)
+        except Exception as error:
+            if started:
+                raise
+            answer = self.app.exception_handlers[Exception](Request(scope), error)
+            if inspect.isawaitable(answer):
+                answer = await answer
+            await answer(scope, receive, send)
+            raise
+        return True
 
 
 @trajectory_router.post(

@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 
 from assay.store import Database, Invalid, new_id, utcnow
 from assay.store.errors import PayloadTooLarge
+from assay.store.json_values import JsonText, json_bytes
 from assay.store.models import TrajectoryStep
 
 __all__ = [
@@ -141,19 +142,33 @@ def tool_step(
     call_id: str | None = None,
     ms: float = 0.0,
 ) -> dict[str, Any]:
-    step: dict[str, Any] = {
-        "name": name,
-        "arguments": _capped(arguments),
-        "status": status,
-        "ms": round(ms, 3),
-    }
+    """One executed tool call; its values are cut to size when it is queued (`_written`)."""
+    step: dict[str, Any] = {"name": name, "arguments": arguments, "status": status, "ms": round(ms, 3)}
     if call_id:
         step["tool_call_id"] = call_id
     if error is not None:
-        step["error"] = _capped(error)
+        step["error"] = error
     else:
-        step["result"] = _capped(result)
+        step["result"] = result
     return step
+
+
+def _written(step: dict[str, Any]) -> dict[str, Any] | JsonText:
+    """A tool step as stored: its arguments and result or error capped. A step whose compact JSON
+    is under half the cap has no value over it (`_size`'s spaces after `,` and `:` at most double
+    it): it is queued as that text, encoded once, which the database takes as it is — measuring
+    each value cost a JSON encoding each, and the step's objects kept alive in the queue until
+    the writer's next batch were a load on the garbage collector's young generations."""
+    try:
+        text = json_bytes(step)
+    except (TypeError, ValueError):
+        text = None
+    if text is not None and len(text) <= MAX_STEP_BYTES // 2:
+        return JsonText(text.decode())
+    return {key: _capped(value) if key in _CAPPED else value for key, value in step.items()}
+
+
+_CAPPED = frozenset({"arguments", "result", "error"})
 
 
 class TrajectoryLog:
@@ -175,7 +190,7 @@ class TrajectoryLog:
             "org_id": org_id,
             "task_run_id": task_run_id,
             "source": "tool",
-            "step": step,
+            "step": _written(step),  # text, not the call's objects kept alive until written
             "created_at": at or utcnow(),
         }
         with self._lock:
