@@ -26,7 +26,7 @@ from assay.sandboxes.openapi import json_answer
 from assay.service.deps import AnyCaller, RunCaller, SessionDep
 from assay.service.errors import ERROR_RESPONSES
 from assay.service.limits import payload_too_large
-from assay.service.runs import repository as repo
+from assay.service.runs import queries
 from assay.service.tools.catalog import FORMATS, formatted
 from assay.service.tools.execute import error_envelope, tools_of_app
 from assay.service.tools.trajectory import append_steps, export, validate_steps
@@ -197,7 +197,7 @@ def post_trajectory(
     task_run_id: str, body: dict[str, Any], session: SessionDep, caller: RunCaller
 ) -> JSONResponse:
     """Store the agent's messages: `{"steps": [{role, content, tool_calls?, tool_call_id?, name?}]}`."""
-    task_run = repo.get_task_run(session, caller, task_run_id)
+    task_run = queries.get_task_run(session, caller, task_run_id)
     steps = validate_steps(body.get("steps"))
     total = append_steps(session, task_run.org_id, task_run.id, steps)
     return JSONResponse({"stored": len(steps), "steps": total}, status_code=201)
@@ -211,7 +211,7 @@ async def get_trajectory(task_run_id: str, request: Request, caller: AnyCaller) 
     def read() -> dict[str, Any]:
         tools_of_app(request.app).trajectory.flush()
         with database.reading() as session:
-            task_run = repo.get_task_run(session, caller, task_run_id)
+            task_run = queries.get_task_run(session, caller, task_run_id)
             return export(session, task_run.id)
 
     return JSONResponse(await run_in_threadpool(read))
