@@ -205,6 +205,16 @@ SPECIFIC: list[Rule] = [
     regex(r"(natural-language|legacy eval|LLM judge)([^\n§]{0,70}?)SPEC[ \t]+§8", r"\1\2docs/assertions.md"),
 ]
 GENERIC: list[Rule] = [
+    # A docstring that opens with a citation.
+    regex(
+        rf'"""SPEC[ \t]+({_SECTIONS})[ \t]+(`[^`\n]+`)\.',
+        lambda m: f'"""The scenario step {m.group(2)} ({pages(m.group(1))}).',
+    ),
+    regex(
+        rf'"""SPEC[ \t]+({_SECTIONS})[ \t]+([a-z][a-z ]*?):',
+        lambda m: f'"""{m.group(2)[0].upper()}{m.group(2)[1:]} ({pages(m.group(1))}):',
+    ),
+    regex(rf'"""SPEC[ \t]+{_SECTIONS}[:.][ \t]+(\w|`)', lambda m: f'"""{m.group(1).upper()}'),
     # The external specification, by section.
     regex(rf"\(SPEC[ \t]+({_SECTIONS})\)", lambda m: f"({pages(m.group(1))})"),
     regex(rf"\(SPEC[ \t]+({_SECTIONS})([:;,])", lambda m: f"({pages(m.group(1))}{m.group(2)}"),
