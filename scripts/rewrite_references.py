@@ -68,10 +68,25 @@ SECTION_PAGES: dict[str, str] = {
 SURFACE_TREES = ("src/assay/sandboxes/", "src/assay/formats/")
 SURFACE_PAGES = {"5.1": "docs/sandboxes.md", "5.2": "docs/sandboxes.md"}
 
+# docs/decisions.md is an index now; a citation of it goes to the area page that holds the decision,
+# by where the citing code lives (first matching folder or file wins; elsewhere it stays the index).
+DECISION_PAGES: list[tuple[str, str]] = [
+    ("src/assay/checks/sftp_file_present.py", "docs/decisions/verification.md"),
+    ("src/assay/checks/voice_transcript.py", "docs/decisions/voice.md"),
+    ("src/assay/checks/_semantic.py", "docs/decisions/voice.md"),
+    ("src/assay/formats/fhir/", "docs/decisions/fhir.md"),
+    ("src/assay/sandboxes/fhir/external/", "docs/decisions/fhir-external.md"),
+    ("src/assay/sandboxes/files/", "docs/decisions/files.md"),
+    ("src/assay/sandboxes/hl7/", "docs/decisions/hl7.md"),
+    ("src/assay/service/runs/", "docs/decisions/service.md"),
+    ("src/assay/store/migrations/", "docs/decisions/service.md"),
+]
+
 PERFORMANCE_LOAD = '`docs/performance.md`, "The agent path under load"'
 
 
 _surface_file = False
+_decision_page = "docs/decisions.md"
 
 
 def page(section: str) -> str:
@@ -128,7 +143,7 @@ SPECIFIC: list[Rule] = [
     exact("before issue 9\nsession 8 (", "before the event\nlog's COPY writer ("),
     exact(
         "the code before\nissue 15 (`git worktree add /tmp/old a999672`) to compare.",
-        "the code before\nthe search engine's per-search setup was cached (any older commit) to compare.",
+        "the code before\nthe FHIR fidelity work (`git worktree add /tmp/old a999672`) to compare.",
     ),
     exact("(issue 9's fault test found this)", "(a fault test that kills the main process shows it)"),
     exact("; issue 9: under agent load", ": under agent load"),
@@ -194,7 +209,16 @@ SPECIFIC: list[Rule] = [
     exact("SPEC §6 stores one resource", "A snapshot stores one resource"),
     exact("(issue 9: big datasets)", "(for big datasets)"),
     exact("(issue 9: the agent path)", "(for the agent path)"),
-    exact("(session 9:", "(before:"),
+    exact("(session 9:", "(measured:"),
+    exact("(SPEC §5.2's\ninteractions)", "(the interactions\ndocs/sandboxes.md lists)"),
+    exact("— SPEC §5.1 loading", "— dataset loading (docs/sandboxes.md)"),
+    exact("One SPEC §5.3 scenario step", "One scenario step (docs/sandboxes.md)"),
+    # A citation that opens a line, its sentence ending right after it: the punctuation moves up.
+    regex(
+        r"(\S)([ \t]*\n[ \t]*(?:#[ \t]*)?)\((?:issues?|sessions?)[ \t]+\d+\)([.,;:])[ \t]?",
+        r"\1\3\2",
+        re.I,
+    ),
     regex(
         r"((?:recency|arrival|insertion) order[^()\n]{0,25}?)\(SPEC[ \t]+§2([):;])",
         r"\1(docs/snapshots.md\2",
@@ -236,6 +260,8 @@ GENERIC: list[Rule] = [
     regex(r"[ \t]*\(issues?[ \t]+\d+(?:[ \t]+§\d+(?:\.\d+)*)?(?:[ \t]+regression)?\)", ""),
     regex(r"\((?:issues?[ \t]+\d+(?:[ \t]+§\d+(?:\.\d+)*)?)(?::|,|;)[ \t]*", "("),
     regex(r"[,;][ \t]*issues?[ \t]+\d+(?:[ \t]+§\d+(?:\.\d+)*)?(?=[);])", ""),
+    # The decisions index: the area page instead.
+    regex(r"(?<![\w/])docs/decisions\.md", lambda _: _decision_page),
     # Diary entries.
     regex(r"`?docs/performance\.md`?,?[ \t]+\"(?:Session|Issue)[ \t]+\d+\"", PERFORMANCE_LOAD),
     regex(r"[ \t]*\(sessions?[ \t]+\d+\)", ""),
@@ -250,8 +276,11 @@ RULES: list[Rule] = SPECIFIC + GENERIC
 
 def rewrite(text: str, name: str = "") -> str:
     """`text` with every rule applied in order; `name` (the path from the root) picks surface pages."""
-    global _surface_file
+    global _surface_file, _decision_page
     _surface_file = name.startswith(SURFACE_TREES)
+    _decision_page = next(
+        (target for where, target in DECISION_PAGES if name.startswith(where)), "docs/decisions.md"
+    )
     for rule in RULES:
         text = rule.apply(text)
     return text
