@@ -15,7 +15,10 @@ Run it once from the repository root, then read the diff:
 
 The rules are an ordered list applied to every `*.py` file, so they still apply after code moves
 between files: the exact rewrites first (each names a whole phrase, wherever it now lives), then
-the generic ones. `CHECKS` holds the same patterns as `tests/docs/test_docs_reference.py`."""
+the generic ones, repeated until nothing changes. A comment or docstring line the rewrite makes
+longer than the line length is re-wrapped (ruff format does not wrap prose); a file that would no
+longer parse is left alone and named, as is a changed string the code uses (an error message), for
+a person to read. `CHECKS` holds the same patterns as `tests/docs/test_docs_reference.py`."""
 
 from __future__ import annotations
 
