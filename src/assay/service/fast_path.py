@@ -48,12 +48,12 @@ from assay.service.auth.cache import TokenCache
 from assay.service.priority import GradingFirst
 from assay.service.sandboxes.routes import cached_handle, load_rows
 from assay.store import DomainError
-from assay.store.epoch import ChangeEpoch
+from assay.store.epoch import ChangeEpoch, reads_of
 
 __all__ = ["AssayApp", "serve_cached"]
 
 _AGENT_GET = re.compile(r"/v1/task-runs/([^/]+)/([a-z0-9]+)(/.*)")
-_SURFACE_PATH = re.compile(r"/v1/(?:task|benchmark)-runs/[^/]+/([a-z0-9]+)(?:/.*)?")
+_SURFACE_PATH = re.compile(r"/v1/(?:task|benchmark)-runs/([^/]+)/([a-z0-9]+)(?:/.*)?")
 
 
 class _Flights:
@@ -120,10 +120,12 @@ class AssayApp(FastAPI):
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
-        epoch: ChangeEpoch | None = getattr(self.state, "epoch", None)
-        if epoch is not None and epoch.remote:
-            found = _SURFACE_PATH.fullmatch(scope["path"])
-            if found is not None and found.group(1) in SURFACES:
+        found = _SURFACE_PATH.fullmatch(scope["path"])
+        if found is not None and found.group(2) in SURFACES:
+            # The run named by the path: the change epoch's key this request reads for.
+            reads_of(found.group(1))
+            epoch: ChangeEpoch | None = getattr(self.state, "epoch", None)
+            if epoch is not None and epoch.remote:
                 await epoch.snapshot()  # never raises: a failed read is no snapshot (SQL then)
         if scope["method"] == "GET":
             scope["app"] = self

@@ -24,8 +24,6 @@ from collections.abc import Callable, Hashable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
-from sqlalchemy import and_, select
-from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from assay.sandboxes import SURFACES, Deployment, SandboxHandle
@@ -34,9 +32,9 @@ from assay.service.auth.cache import TokenCache
 from assay.service.deps import limit_rate
 from assay.service.limits import storable_parameters
 from assay.service.runs import states
+from assay.service.sandboxes import actions
 from assay.store import Caller, Conflict, Database, Forbidden, NotFound, utcnow
-from assay.store.epoch import ChangeEpoch, epoch_of
-from assay.store.models import Sandbox, TaskRun
+from assay.store.epoch import ChangeEpoch, epoch_of, scope_writes
 
 __all__ = [
     "SandboxRows",
@@ -66,13 +64,13 @@ class SandboxRows:
         self._lock = threading.Lock()
 
     def get(self, key: _Key) -> list[Any] | None:
-        stamp = self.epoch.current()
+        stamp = self.epoch.current(epoch_key(key))
         found = self._entries.get(key) if stamp is not None else None
         return found[1] if found is not None and found[0] == stamp else None
 
     def load(self, key: _Key, read: Callable[[], list[Any]]) -> list[Any]:
         """`read()` now, remembered under the epoch read before it (on the calling thread)."""
-        stamp = self.epoch.current()
+        stamp = self.epoch.current(epoch_key(key))
         rows = read()
         if stamp is not None:
             with self._lock:
@@ -81,6 +79,12 @@ class SandboxRows:
                 while len(self._entries) > self.max_entries:
                     self._entries.popitem(last=False)
         return rows
+
+
+def epoch_key(key: _Key) -> str | None:
+    """The change epoch's key an entry is read for: its task run's, or for "the started one" its
+    benchmark run's (every start and end in the run moves that one)."""
+    return key[2] or key[1]
 
 
 def sandbox_rows(request: Request) -> SandboxRows:
@@ -107,30 +111,6 @@ async def _run_caller(request: Request, authorization: str | None) -> Caller:
     return caller
 
 
-_COLUMNS = (
-    TaskRun.id,
-    TaskRun.org_id,
-    TaskRun.phase,
-    TaskRun.status,
-    TaskRun.deadline_at,
-    TaskRun.playground_id,
-    Sandbox.id.label("sandbox_id"),
-    Sandbox.credentials,
-)
-
-
-def _rows(session: Session, caller: Caller, surface: str, *where: Any) -> list[Any]:
-    """The caller's task runs matching `where`, each with its `surface` sandbox row (or None)."""
-    sandbox = and_(Sandbox.playground_id == TaskRun.playground_id, Sandbox.type == surface)
-    statement = (
-        select(*_COLUMNS)
-        .outerjoin(Sandbox, sandbox)
-        .where(TaskRun.org_id == caller.org_id, TaskRun.benchmark_run_id == caller.benchmark_run_id, *where)
-        .order_by(TaskRun.position)
-    )
-    return list(session.execute(statement))
-
-
 def _open(deployment: Deployment, row: Any, surface: str) -> SandboxHandle:
     """The `surface` sandbox of a task run whose surfaces take traffic, else 409."""
     if not states.is_running((row.phase, row.status)):
@@ -144,12 +124,6 @@ def _open(deployment: Deployment, row: Any, surface: str) -> SandboxHandle:
     )
 
 
-def _read_rows(database: Database, caller: Caller, surface: str, task_run_id: str | None) -> list[Any]:
-    where = () if task_run_id is None else (TaskRun.id == task_run_id,)
-    with database.reading() as session:
-        return _rows(session, caller, surface, *where)
-
-
 async def _cached_rows(request: Request, caller: Caller, surface: str, task_run_id: str | None) -> list[Any]:
     """`_rows` for the caller: from the worker's `SandboxRows` on the event loop when nothing has
     changed since they were read, else read on a worker thread."""
@@ -159,7 +133,7 @@ async def _cached_rows(request: Request, caller: Caller, surface: str, task_run_
     if rows is None:
         database: Database = request.app.state.database
         rows = await run_in_threadpool(
-            cache.load, key, lambda: _read_rows(database, caller, surface, task_run_id)
+            cache.load, key, lambda: actions.read_rows(database, caller, surface, task_run_id)
         )
     return rows
 
@@ -205,7 +179,9 @@ def load_rows(
     cache = sandbox_rows(request)
     key = (caller.org_id, caller.benchmark_run_id, task_run_id, surface)
     database: Database = request.app.state.database
-    return ("rows", *key), lambda: cache.load(key, lambda: _read_rows(database, caller, surface, task_run_id))
+    return ("rows", *key), lambda: cache.load(
+        key, lambda: actions.read_rows(database, caller, surface, task_run_id)
+    )
 
 
 def task_run_target(surface: str) -> SurfaceTarget:
@@ -216,7 +192,9 @@ def task_run_target(surface: str) -> SurfaceTarget:
     ) -> SandboxHandle:
         caller = await _run_caller(request, authorization)
         rows = await _cached_rows(request, caller, surface, task_run_id)
-        return _task_run_sandbox(request.app.state.deployment, rows, task_run_id, surface)
+        handle = _task_run_sandbox(request.app.state.deployment, rows, task_run_id, surface)
+        scope_writes(handle.task_run_id, caller.benchmark_run_id)  # `store/epoch.py`
+        return handle
 
     return target
 
@@ -232,7 +210,9 @@ def benchmark_run_target(surface: str) -> SurfaceTarget:
         if caller.benchmark_run_id != benchmark_run_id:
             raise NotFound.of("benchmark run", benchmark_run_id)
         rows = await _cached_rows(request, caller, surface, None)
-        return _started_sandbox(request.app.state.deployment, rows, benchmark_run_id, surface)
+        handle = _started_sandbox(request.app.state.deployment, rows, benchmark_run_id, surface)
+        scope_writes(handle.task_run_id, caller.benchmark_run_id)  # `store/epoch.py`
+        return handle
 
     return target
 
