@@ -8,12 +8,14 @@ or its deadline passed — every surface answers 409, so the captured state is f
 Resolving a request needs no SQL and no thread hand-off when nothing changed (issue 9): the run
 token comes from the worker's cache (`service/auth/cache.py`), and the task run's state and its
 sandbox row from the worker's `SandboxRows`, on the event loop. The rows are what one read-only
-unit of work read (`Database.reading()`: no write lock, no `BEGIN IMMEDIATE`, only the columns the
-check needs), kept while the change epoch is the one read before them (`store/epoch.py`): any
-committed change anywhere — a `complete`, a cancel, the sweeper's timeout — moves it, and the next
-request reads them again on a worker thread. The checks themselves (state, deadline against the
-clock) run on every request. The stores take their own locks for writes, and re-check that the
-playground is still active under them.
+unit of work read (`actions.read_rows`: no write lock, no `BEGIN IMMEDIATE`, only the columns the
+check needs), kept while the change epoch for their run is the one read before them
+(`store/epoch.py`): a committed change to that task run — its `complete`, a write through its
+surfaces — or an unscoped one — a cancel, the sweeper's timeout — moves it, and the next request
+reads them again on a worker thread; another task run's writes leave them current. The dependency
+scopes the request's own writes to its task run and benchmark run (`scope_writes`). The checks
+themselves (state, deadline against the clock) run on every request. The stores take their own
+locks for writes, and re-check that the playground is still active under them.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "SandboxRows",
     "benchmark_run_target",
     "cached_handle",
+    "epoch_key",
     "load_rows",
     "sandbox_routers",
     "task_run_target",
@@ -52,9 +55,9 @@ _Key = tuple[str | None, str | None, str | None, str]
 
 
 class SandboxRows:
-    """Per worker: the rows `_rows` read for a caller's task run (or benchmark run) and surface,
-    each kept with the change epoch read before it was read; used only while that epoch is
-    current. Without an epoch (`current()` None: PostgreSQL outside a request that read it, or
+    """Per worker: the rows `actions.read_rows` read for a caller's task run (or benchmark run)
+    and surface, each kept with the change epoch for that run (`epoch_key`) read before it was
+    read; used only while that epoch is current. Without an epoch (`current()` None: PostgreSQL outside a request that read it, or
     when reading it failed) nothing is used or kept and the request reads."""
 
     def __init__(self, epoch: ChangeEpoch, max_entries: int = MAX_ENTRIES):
