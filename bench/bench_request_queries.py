@@ -17,6 +17,10 @@ commits, and on PostgreSQL the change epoch's reads and moves (each one round tr
 sweeper's and the event log writer's statements are left out (they run on their own threads,
 not on the request's path). A request's cost under load is these round trips times the per-round
 trip cost, so these counts are the lever for the closed-loop latency with C agents.
+
+Then `--task-runs` whole task runs of `bench_task_runs.py` (start, 20 operations over every
+protocol, complete) by `--agents` agents at once, and the same counts per task run: on the
+request path, and everything (the event log's writer and the sweeper included).
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from typing import Any
 import httpx
 import uvicorn
 from bench_complete import KEY, postgres
+from bench_task_runs import Timings, drive
+from bench_task_runs import prepare as prepare_task_runs
 from sqlalchemy import event
 
 from assay.client import Assay
@@ -96,12 +102,16 @@ class Counts:
         return self.on and threading.current_thread().name not in QUIET_THREADS
 
     def _statement(self, _conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if self.on:
+            self.seen["all statements"] += 1
         if self._counting():
             self.seen["statements"] += 1
             if self.verbose:
                 print("   ", " ".join(statement.split())[:160])
 
     def _commit(self, *_args: Any) -> None:
+        if self.on:
+            self.seen["all commits"] += 1
         if self._counting():
             self.seen["commits"] += 1
 
@@ -155,6 +165,8 @@ def main() -> None:
     )
     parser.add_argument("--postgres", action="store_true", help="PostgreSQL instead of SQLite")
     parser.add_argument("--statements", action="store_true", help="print each statement counted")
+    parser.add_argument("--task-runs", type=int, default=32, help="whole task runs counted")
+    parser.add_argument("--agents", type=int, default=8, help="agents working them at once")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="assay-bench-") as folder, ExitStack() as stack:
         database_url = stack.enter_context(postgres()) if args.postgres else None
@@ -209,12 +221,19 @@ def main() -> None:
             with counts.counting() as seen:
                 a.post(f"/v1/task-runs/{task_run_id}/complete").raise_for_status()
             rows.append(("complete", "after B wrote", seen))
+        todo = prepare_task_runs(url, args.task_runs, args.agents)
+        with counts.counting() as whole:
+            drive(url, todo, args.agents, Timings(), timed=False)
+        done = max(1, args.task_runs)
     backend = "PostgreSQL" if args.postgres else "SQLite"
     print(f"{backend}: per request of agent A (one worker, in process)")
     columns = ("statements", "commits", "epoch reads", "epoch moves")
     print(f"{'request':14} {'when':14} " + " ".join(f"{c:>12}" for c in columns))
     for name, when, seen in rows:
         print(f"{name:14} {when:14} " + " ".join(f"{seen[c]:12d}" for c in columns))
+    print(f"per whole task run ({args.task_runs} by {args.agents} agents at once):")
+    for what in ("statements", "commits", "epoch reads", "epoch moves", "all statements", "all commits"):
+        print(f"  {what:16} {whole[what] / done:8.1f}")
 
 
 if __name__ == "__main__":
