@@ -559,7 +559,7 @@ def test_an_epoch_answer_that_comes_while_the_read_is_still_being_sent_is_not_lo
             self.flushes = 0
             self.results: list[Any] = []
 
-        def send_query(self, statement: bytes) -> None:
+        def send_query_prepared(self, name: bytes, params: Any) -> None:
             pass
 
         def flush(self) -> int:

@@ -225,11 +225,19 @@ def _sequence(slot: int) -> str:
     return SEQUENCE if slot == _GLOBAL_SLOT else f"{SEQUENCE}_{slot}"
 
 
-def _read_statement(slots: Iterable[int]) -> str:
-    """One statement for the global value and `slots`' (rows of slot, value)."""
-    return " UNION ALL ".join(
-        f"SELECT {slot}, last_value FROM {_sequence(slot)}" for slot in (_GLOBAL_SLOT, *sorted(set(slots)))
-    )
+_PREPARED = "assay_epoch_read"
+_READ = (
+    f"SELECT {_GLOBAL_SLOT}, last_value FROM {SEQUENCE} UNION ALL "
+    # NULL until its first `nextval` (`last_value` alone reads 1 both before and after it).
+    f"SELECT s, coalesce(pg_sequence_last_value(format('{SEQUENCE}_%s', s)::regclass), 0) "
+    "FROM unnest($1::int[]) AS s"
+)
+"""The global value and the slots asked for, as rows of (slot, value): prepared once per
+connection, so a read costs the server no parsing or planning."""
+
+
+def _slots_parameter(slots: Iterable[int]) -> bytes:
+    return ("{" + ",".join(str(slot) for slot in sorted(set(slots))) + "}").encode()
 
 
 def _bump_statement(keys: Iterable[str] | None) -> str:
@@ -469,8 +477,8 @@ class _Reader:
 
 class _EpochConnection:
     """One autocommit connection reading the sequences through libpq directly (psycopg's `pq`
-    layer): each read a `send_query` answered through a reader callback registered on the socket
-    for the connection's life. Through psycopg's
+    layer): the statement prepared once, each read a `send_query_prepared` answered through a
+    reader callback registered on the socket for the connection's life. Through psycopg's
     `AsyncConnection.execute` and `fetchone` a read cost the event loop about 100 us of Python
     (a cursor, generators, a reader registered and removed for each wait) — one read per two agent
     requests under load, so ~10% of a loaded worker's GIL time (session 10)."""
@@ -491,6 +499,11 @@ class _EpochConnection:
         import psycopg
 
         connection = await psycopg.AsyncConnection.connect(*args, **params, autocommit=True)
+        try:
+            await connection.execute(f"PREPARE {_PREPARED}(int[]) AS {_READ}")
+        except BaseException:
+            await connection.close()
+            raise
         return cls(connection, asyncio.get_running_loop())
 
     @property
@@ -506,7 +519,7 @@ class _EpochConnection:
         self._value = self._error = None
         # Waited for before it is sent: the answer may come while the flush below waits.
         waiting = self._waiting = self._loop.create_future()
-        pg.send_query(_read_statement(slots).encode())
+        pg.send_query_prepared(_PREPARED.encode(), [_slots_parameter(slots)])
         while pg.flush():  # a few dozen bytes: sent at once unless the socket is backed up
             await asyncio.sleep(0.001)
         return await waiting
