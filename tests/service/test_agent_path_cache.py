@@ -17,15 +17,16 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import event, text, update
 
 from assay.sandboxes.fhir.routes import exchange as fhir_routes
 from assay.service import fast_path
 from assay.service.auth import cache as auth_cache
+from assay.service.sandboxes import actions as sandbox_actions
 from assay.service.sandboxes import routes as sandbox_routes
 from assay.store import Database, sqlite_url, utcnow
 from assay.store import epoch as epoch_module
-from assay.store.epoch import epoch_of
+from assay.store.epoch import epoch_of, reads_of
 from assay.store.models import Lease, Organization, TaskRun
 
 from .builders import make_benchmark, ok, start_run
@@ -35,25 +36,28 @@ from .conftest import Server, serving
 def test_the_epoch_moves_on_committed_writes_only_and_every_worker_sees_it(tmp_path: Path) -> None:
     url = sqlite_url(tmp_path)
     database, other_worker = Database(url), Database(url)
+    key = "tr_epoch_test"
     try:
         database.migrate()
         epoch, seen_elsewhere = epoch_of(database.engine), epoch_of(other_worker.engine)
-        first = epoch.current()
-        assert first is not None and seen_elsewhere.current() == first
+        assert epoch.current() is None, "no key: nothing may be cached"
+        first = epoch.current(key)
+        assert first is not None and seen_elsewhere.current(key) == first
         with database.reading() as session:
             session.query(Organization).all()
-        assert epoch.current() == first, "a read moves nothing"
+        assert epoch.current(key) == first, "a read moves nothing"
         with database.transaction() as session:
             session.add(Lease(name="quiet", holder="h", expires_at=utcnow()))
-        assert epoch.current() == first, "the sweeper's lease (like the event log) is not watched"
-        with database.transaction() as session:
             session.add(Organization(id="org_epoch", name="epoch test", created_at=utcnow()))
-        second = epoch.current()
-        assert second != first, "a committed write moves it"
-        assert seen_elsewhere.current() == second, "in every process that opened the database"
+        assert epoch.current(key) == first, "tables no cache reads are not watched"
+        with database.transaction() as session:
+            session.execute(update(TaskRun).where(TaskRun.id == "tr_none").values(status="x"))
+        second = epoch.current(key)
+        assert second != first, "a committed write to a watched table moves it"
+        assert seen_elsewhere.current(key) == second, "in every process that opened the database"
         with other_worker.transaction() as session:
-            session.get(Organization, "org_epoch").name = "renamed"  # type: ignore[union-attr]
-        assert epoch.current() not in (first, second)
+            session.execute(text("UPDATE organizations SET name = 'renamed' WHERE id = 'org_epoch'"))
+        assert epoch.current(key) not in (first, second), "SQL it cannot place moves it too"
     finally:
         database.dispose()
         other_worker.dispose()
@@ -71,6 +75,7 @@ def test_the_postgresql_epoch_is_read_once_per_request_and_moves_on_committed_wr
     monkeypatch.setattr(epoch_module, "RETRY_AFTER", 0.0)
 
     async def scenario() -> None:
+        reads_of("tr_pg_epoch")  # this request's key, as `AssayApp` sets it from the path
         epoch, elsewhere = epoch_of(database.engine), epoch_of(other_instance.engine)
         assert epoch.remote and epoch.current() is None, "no request read it: nothing may be cached"
         await epoch.snapshot()
@@ -80,11 +85,12 @@ def test_the_postgresql_epoch_is_read_once_per_request_and_moves_on_committed_wr
             session.query(Organization).all()
         with database.transaction() as session:
             session.add(Lease(name=f"quiet-{uuid.uuid4().hex[:8]}", holder="h", expires_at=utcnow()))
+            session.add(_organization())
         await epoch.snapshot()
-        assert epoch.current() == first, "reads and the sweeper's lease move nothing"
+        assert epoch.current() == first, "reads and tables no cache reads move nothing"
 
         with other_instance.transaction() as session:
-            session.add(_organization())
+            session.execute(_watched_write())
         assert epoch.current() == first, "the snapshot is this request's: read before it loaded"
         await epoch.snapshot()
         second = epoch.current()
@@ -93,7 +99,7 @@ def test_the_postgresql_epoch_is_read_once_per_request_and_moves_on_committed_wr
         assert elsewhere.current() == second
 
         with database.transaction() as session:
-            session.add(_organization())
+            session.execute(_watched_write())
         assert epoch.current() is None, "a write of this process voids the request's snapshot"
         await epoch.snapshot()
         third = epoch.current()
@@ -124,17 +130,17 @@ def test_a_request_arriving_during_an_epoch_read_has_one_sent_for_it_at_once() -
     class Connection:
         closed = False
 
-        async def read(self) -> int:
+        async def read(self, slots: Any) -> dict[int, int]:
             sent.append(gate := asyncio.Event())
             number = len(sent)
             await gate.wait()
-            return number
+            return {-1: number, 0: number}
 
     async def connect() -> Connection:
         return Connection()
 
     def value(number: int) -> bytes:
-        return number.to_bytes(8, "big", signed=True)
+        return epoch_module._reading({-1: number, 0: number}, 0) or b""
 
     async def settle() -> None:
         for _ in range(10):
@@ -142,12 +148,12 @@ def test_a_request_arriving_during_an_epoch_read_has_one_sent_for_it_at_once() -
 
     async def scenario() -> None:
         reader = epoch_module._Reader(asyncio.get_running_loop(), connect, connections=2)
-        a = asyncio.create_task(reader.read())
+        a = asyncio.create_task(reader.read(0))
         await settle()
-        b = asyncio.create_task(reader.read())
+        b = asyncio.create_task(reader.read(0))
         await settle()
         assert len(sent) == 2, "b did not wait for a's read to come back"
-        c, d = asyncio.create_task(reader.read()), asyncio.create_task(reader.read())
+        c, d = asyncio.create_task(reader.read(0)), asyncio.create_task(reader.read(0))
         await settle()
         assert len(sent) == 2, "both connections busy: c and d wait for the next read together"
         sent[0].set()
@@ -163,6 +169,11 @@ def test_a_request_arriving_during_an_epoch_read_has_one_sent_for_it_at_once() -
         assert len(sent) == 3
 
     asyncio.run(scenario())
+
+
+def _watched_write() -> Any:
+    """An unscoped write to a table the caches read (matching no row): it moves every key."""
+    return update(TaskRun).where(TaskRun.id == "tr_none").values(status="x")
 
 
 def _organization() -> Organization:
@@ -461,7 +472,7 @@ def test_requests_that_meet_a_moved_epoch_together_catch_up_with_one_read_and_sk
         ok(agent.get(path))  # warm
     reads: list[str] = []
     catch_ups: list[str] = []
-    original_read, original_catch_up = sandbox_routes._read_rows, EmbeddedFhir.catch_up
+    original_read, original_catch_up = sandbox_actions.read_rows, EmbeddedFhir.catch_up
 
     def read_rows(*args: Any) -> list[Any]:
         reads.append("rows")
@@ -501,15 +512,13 @@ def test_requests_that_meet_a_moved_epoch_together_catch_up_with_one_read_and_sk
         refreshed_in.append(getattr(in_handoff, "name", None) or "elsewhere")
         original_refresh(self, *args, **kwargs)
 
-    monkeypatch.setattr(sandbox_routes, "_read_rows", read_rows)
+    monkeypatch.setattr(sandbox_actions, "read_rows", read_rows)
     monkeypatch.setattr(EmbeddedFhir, "catch_up", catch_up)
     monkeypatch.setattr(FastAPI, "__call__", counted)
     monkeypatch.setattr(fast_path, "run_in_threadpool", handoff)
     monkeypatch.setattr(StoreIndex, "refresh", refresh)
-    with server.database.transaction() as session:  # any commit moves the epoch
-        session.add(
-            Organization(id=f"org_{uuid.uuid4().hex[:8]}", name="moves the epoch", created_at=utcnow())
-        )
+    with server.database.transaction() as session:  # an unscoped write moves every key's epoch
+        session.execute(update(TaskRun).where(TaskRun.id == "tr_none").values(status="x"))
 
     async def together() -> list[httpx.Response]:
         headers = {"Authorization": f"Bearer {run.token}"}
@@ -542,7 +551,7 @@ def test_an_epoch_answer_that_comes_while_the_read_is_still_being_sent_is_not_lo
         error_message = b""
 
         def get_value(self, row: int, column: int) -> bytes:
-            return b"42"
+            return b"-1" if column == 0 else b"42"  # (the global slot, its value)
 
     class PgConn:
         def __init__(self) -> None:
@@ -576,16 +585,16 @@ def test_an_epoch_answer_that_comes_while_the_read_is_still_being_sent_is_not_lo
     class Connection:
         pgconn = PgConn()
 
-    async def scenario() -> int:
+    async def scenario() -> dict[int, int]:
         connection = epoch_module._EpochConnection(Connection(), asyncio.get_running_loop())
         try:
             async with asyncio.timeout(5):
-                return await connection.read()
+                return await connection.read([])
         finally:
             connection.drop()
 
     try:
-        assert asyncio.run(scenario()) == 42
+        assert asyncio.run(scenario()) == {-1: 42}
     finally:
         first.close()
         second.close()

@@ -17,10 +17,10 @@ def test_a_read_only_copy_has_its_engines_epoch(tmp_path: Path) -> None:
         epoch = epoch_of(database.engine)
         reader = read_only(database.engine)
         assert epoch_of(reader) is epoch and epoch_of(read_only(reader)) is epoch
-        before = epoch.current()
+        before = epoch.current("tr_key")
         assert before is not None
         with database.engine.begin() as connection:
             connection.execute(text("CREATE TABLE noted (id INTEGER)"))
-        assert epoch_of(reader).current() != before
+        assert epoch_of(reader).current("tr_key") != before
     finally:
         database.dispose()

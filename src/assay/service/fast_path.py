@@ -13,9 +13,10 @@ serve this way — goes through FastAPI exactly as before, which answers it (and
 usual way; nothing is recorded by a request the fast path declined. The routes stay the
 documented surface (OpenAPI); the fast path only answers sooner what they would answer.
 
-**Catching up once.** Every committed change anywhere moves the change epoch, so after a
-`complete` (or a write) every cached row and index is stale at once, and each of the 16 requests
-in flight used to decline to the routes and read SQL on a thread of its own. Now the first
+**Catching up once.** A committed change to a task run's rows or FHIR store moves its slot of
+the change epoch (any unscoped change, all of them: `store/epoch.py`), so after a `complete` (or
+a write) of that task run its cached rows and index are stale at once, and each of the requests
+in flight for it used to decline to the routes and read SQL on a thread of its own. Now the first
 request that finds the task-run rows (or the surface's state, `CatchUp`) stale reads them on a
 worker thread, the others in flight for the same rows wait for that one read (`_Flights`), and
 all are then answered here. A read that fails sends its requests to the routes, which answer it.
@@ -23,10 +24,11 @@ Rows found stale are re-read and the surface's state brought current (`Surface.c
 hand-off: every commit makes both stale at once, and two hand-offs one after the other kept all
 of a worker's agent requests waiting twice as long after each `complete`.
 
-On PostgreSQL the change epoch costs a round trip (`store/epoch.py`, `PostgresEpoch`): a request
-to any surface path (`/v1/task-runs/{id}/<surface>/…`, `/v1/benchmark-runs/{id}/<surface>/…`,
-any method) reads it here, first, once, on the event loop — before anything is looked up — and
-the caches, here and in the routes, use that reading for the rest of the request.
+A request to any surface path (`/v1/task-runs/{id}/<surface>/…`, `/v1/benchmark-runs/{id}/<surface>/…`,
+any method) names here, first, the change epoch's key it reads for: the run in its path
+(`reads_of`). On PostgreSQL the epoch costs a round trip (`store/epoch.py`, `PostgresEpoch`): it
+is read here, once, on the event loop — before anything is looked up — and the caches, here and
+in the routes, use that reading for the rest of the request.
 
 **Grading first.** While this worker runs a `complete` or a `rescore`, a read waits for it to end
 (at most `priority.HOLD`) before it is looked at: the loop idles instead of taking the GIL from
@@ -49,12 +51,12 @@ from assay.service.auth.cache import TokenCache
 from assay.service.priority import GradingFirst
 from assay.service.sandboxes.routes import cached_handle, load_rows
 from assay.store import DomainError
-from assay.store.epoch import ChangeEpoch
+from assay.store.epoch import ChangeEpoch, reads_of
 
 __all__ = ["AssayApp", "serve_cached"]
 
 _AGENT_GET = re.compile(r"/v1/task-runs/([^/]+)/([a-z0-9]+)(/.*)")
-_SURFACE_PATH = re.compile(r"/v1/(?:task|benchmark)-runs/[^/]+/([a-z0-9]+)(?:/.*)?")
+_SURFACE_PATH = re.compile(r"/v1/(?:task|benchmark)-runs/([^/]+)/([a-z0-9]+)(?:/.*)?")
 
 
 class _Flights:
@@ -141,10 +143,12 @@ class AssayApp(FastAPI):
     async def answer_early(self, scope: Any) -> Response | None:
         """The answer to a warm run-token surface read, or None for the routes (which then find
         the change epoch read: PostgreSQL). A tool's own request comes here first too."""
-        epoch: ChangeEpoch | None = getattr(self.state, "epoch", None)
-        if epoch is not None and epoch.remote:
-            found = _SURFACE_PATH.fullmatch(scope["path"])
-            if found is not None and found.group(1) in SURFACES:
+        found = _SURFACE_PATH.fullmatch(scope["path"])
+        if found is not None and found.group(2) in SURFACES:
+            # The run named by the path: the change epoch's key this request reads for.
+            reads_of(found.group(1))
+            epoch: ChangeEpoch | None = getattr(self.state, "epoch", None)
+            if epoch is not None and epoch.remote:
                 await epoch.snapshot()  # never raises: a failed read is no snapshot (SQL then)
         if scope["method"] != "GET":
             return None

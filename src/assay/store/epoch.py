@@ -3,32 +3,42 @@
 The agent path keeps, per worker, what a request needs beyond its run token: the task run's state
 and sandbox (`service/sandboxes/routes.py`) and how far a FHIR store's index is current
 (`sandboxes/fhir/store.py`). Both go stale the moment any worker commits a change to those rows
-(a `complete`, a cancel, the sweeper's timeout, a FHIR write). So (issue 9):
+(a `complete`, a cancel, the sweeper's timeout, a FHIR write). So:
 
-- **Every committed write bumps the epoch.** `track` watches each connection of the engine: a
-  statement that writes (INSERT/UPDATE/DELETE, DDL, anything that is not a read) to a table other
-  than `QUIET_TABLES` marks the connection, and when the connection goes back to the pool — after
-  its commit or rollback, before the request that wrote answers — the epoch is bumped. No call
-  site has to remember to invalidate anything; the sweeper and the CLI are covered too.
-- **A cached entry is used only while the epoch is the one read before it was loaded.** Readers
-  read the epoch first, then SQL: a change committed in between bumps the epoch after the read,
-  so the entry is stale at once and reloaded on its next use. Never the other way round.
-- **Where it lives.** SQLite file: 16 bytes in a file beside the database (`assay.db-epoch`),
-  mapped into the memory of every process that opens the database through `Database`; a bump
-  writes 16 random bytes, a check is a 16-byte memory read (workers of one `assay serve` share
-  the file, as they share the database file). SQLite in memory: this process only (nobody else
-  can open it). PostgreSQL (`PostgresEpoch`): the sequence `assay_change_epoch` in the database
-  itself, so instances on several machines share it. A bump is a `nextval` on the connection
-  that wrote, after its commit (non-transactional: writers never wait for each other on it);
-  reading costs a round trip, so it is read once per agent request, on the event loop, before
-  anything is loaded (`snapshot`, called by `AssayApp` for the surface paths), and `current()`
-  answers that request's snapshot — None outside such a request, or once this process wrote
-  since, so whatever is not an agent request reads SQL as before. A failed read is a None
-  snapshot: the request reads SQL, it does not fail.
-
-The event log (`sandbox_events`, one insert per agent request), the tool calls' trajectory
-(`trajectory_steps`, a batch every few agent requests) and the sweeper's lease are
-`QUIET_TABLES`: the caches read none of them, and bumping on each would make them useless.
+- **Committed writes to what the caches read move the epoch.** `track` watches each connection of
+  the engine: a statement that writes one of `WATCHED_TABLES` (the task runs, playgrounds,
+  sandboxes and FHIR stores and versions), or a statement it cannot place (raw SQL that is not a
+  read, DDL), marks the connection, and when the connection goes back to the pool — after its
+  commit or rollback, before the request that wrote answers — the epoch is moved. No call site
+  has to remember to invalidate anything; the sweeper and the CLI are covered too. Writes to
+  other tables (the event log, HL7, X12, files, portal, voice, grading results) move nothing:
+  no epoch-checked cache reads them.
+- **Scoped, so one agent's write does not cold-start the others.** The epoch is a global value
+  plus `SLOTS` slots; a key (a task run's or a benchmark run's id) hashes to one slot. Writes made
+  inside `writes_of(task_run_id, benchmark_run_id)` (`start`, `complete`, and every request on a
+  task run's sandbox surfaces, set by their dependency) move only those keys' slots; any other
+  write moves the global value, which every reading checks. A reading is for one key (`current`,
+  or the request's key set by `reads_of`): the global value and that key's slot. So a write on
+  task run A leaves task run B's cached rows and FHIR index current unless their keys share a
+  slot (a needless reload, never a stale answer). A scoped unit of work that reaches beyond its
+  keys (`start` settling a sibling past its deadline) calls `widen` and moves the global value.
+- **A cached entry is used only while the reading is the one taken before it was loaded.**
+  Readers read the epoch first, then SQL: a change committed in between moves it after the read,
+  so the entry is stale at once and reloaded on its next use. Never the other way round. Without
+  a key there is no reading (`current` is None): nothing is cached, the caller reads SQL.
+- **Where it lives.** SQLite file: 16 bytes (global) and 8 per slot in a file beside the database
+  (`assay.db-epoch`), mapped into the memory of every process that opens the database through
+  `Database`; a move writes random bytes, a reading is a memory read (workers of one
+  `assay serve` share the file, as they share the database file). SQLite in memory: this process
+  only. PostgreSQL (`PostgresEpoch`): the sequence `assay_change_epoch` (global) and one sequence
+  per slot (`assay_change_epoch_<n>`, migration `0018_epoch_slots`) in the database itself, so
+  instances on several machines share them. A move is a `nextval` on the connection that wrote,
+  after its commit (non-transactional: writers never wait for each other on it); reading costs a
+  round trip (both values in one statement), so it is read once per agent request, on the event
+  loop, before anything is loaded (`snapshot`, called by `AssayApp` for the surface paths), and
+  `current()` answers that request's snapshot — None outside such a request, or once this process
+  wrote to the global value or that slot since. A failed read is a None snapshot: the request
+  reads SQL, it does not fail.
 """
 
 from __future__ import annotations
@@ -40,7 +50,9 @@ import os
 import threading
 import time
 import weakref
-from contextlib import suppress
+import zlib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -48,43 +60,96 @@ from typing import Any
 from sqlalchemy import Engine, event
 
 __all__ = [
-    "QUIET_TABLES",
     "SEQUENCE",
+    "SLOTS",
+    "WATCHED_TABLES",
     "ChangeEpoch",
     "Epoch",
     "PostgresEpoch",
     "epoch_of",
+    "reads_of",
+    "scope_writes",
+    "slot_of",
     "track",
+    "widen",
     "with_options",
+    "writes_of",
 ]
 
-QUIET_TABLES = frozenset({"sandbox_events", "trajectory_steps", "leases"})
-"""Tables whose writes do not bump the epoch: nothing cached reads them."""
+WATCHED_TABLES = frozenset({"task_runs", "playgrounds", "sandboxes", "fhir_stores", "fhir_versions"})
+"""Tables the epoch-checked caches read (`SandboxRows`, the FHIR index): a write to any other
+table moves nothing. A cache that starts reading another table adds it here."""
 
 SEQUENCE = "assay_change_epoch"
-"""PostgreSQL's epoch (migration `0009_change_epoch`)."""
+"""PostgreSQL's global epoch (migration `0009_change_epoch`); slot `n` is `<SEQUENCE>_<n>`."""
+
+SLOTS = 256
+"""Slots keys hash to (`slot_of`): with 32 agents at once, a task run shares its slot with
+another's about one time in eight, and then only reloads when that one writes."""
 
 _SIZE = 16
-_DIRTY = "assay_epoch_dirty"
+_SLOT_SIZE = 8
+_GLOBAL = "assay_epoch_global"
+_KEYS = "assay_epoch_keys"
 _READS = ("SELECT", "BEGIN", "PRAGMA", "SAVEPO", "RELEAS", "ROLLBA", "COMMIT", "SHOW")
 _LOG = logging.getLogger(__name__)
 
+_WRITES: ContextVar[tuple[str, ...] | None] = ContextVar("assay_epoch_writes", default=None)
+"""The keys this context's writes belong to; None: any write moves the global value."""
+_READ_KEY: ContextVar[str | None] = ContextVar("assay_epoch_read_key", default=None)
+"""The key this request reads for (`reads_of`), when a reader names none."""
+
+
+def slot_of(key: str) -> int:
+    """The slot `key` moves and is read from: the same in every process (not Python's `hash`)."""
+    return zlib.crc32(key.encode()) % SLOTS
+
+
+@contextmanager
+def writes_of(*keys: str | None) -> Iterator[None]:
+    """Writes inside move only `keys`' slots (module docstring); flush the session before leaving,
+    so the ORM's pending writes are issued inside."""
+    token = _WRITES.set(tuple(key for key in keys if key))
+    try:
+        yield
+    finally:
+        _WRITES.reset(token)
+
+
+def scope_writes(*keys: str | None) -> None:
+    """`writes_of` for the rest of this context: for a request's dependency, whose context the
+    handler (and its worker thread, which copies it) runs in."""
+    _WRITES.set(tuple(key for key in keys if key))
+
+
+def reads_of(key: str | None) -> None:
+    """The key readings in this context are for when the reader names none (for the rest of it:
+    a request's, set before anything is loaded)."""
+    _READ_KEY.set(key)
+
+
+def widen(connection: Any) -> None:
+    """This unit of work (on `connection`, a SQLAlchemy `Connection`) wrote beyond its scope's
+    keys: it moves the global value when it goes back to the pool."""
+    connection.info[_GLOBAL] = True
+
 
 class ChangeEpoch:
-    """What the caches ask: `current()` — bytes that change whenever a tracked write commits, or
-    None when nothing may be cached."""
+    """What the caches ask: `current(key)` — bytes that change whenever a tracked write that
+    concerns `key` commits, or None when nothing may be cached."""
 
     remote = False
     """True when reading it costs a round trip: `snapshot` it once per agent request first."""
 
-    def current(self) -> bytes | None:
+    def current(self, key: str | None = None) -> bytes | None:
         return None
 
     async def snapshot(self) -> None:
         """Read the epoch for the rest of this request (`PostgresEpoch`); nothing for the others."""
 
-    def bump(self, dbapi_connection: Any = None) -> None:
-        """A tracked write committed (on `dbapi_connection`, back in the pool, when known)."""
+    def bump(self, dbapi_connection: Any = None, keys: Iterable[str] | None = None) -> None:
+        """A tracked write committed (on `dbapi_connection`, back in the pool, when known): moves
+        `keys`' slots, or the global value when None."""
 
     async def aclose(self) -> None:
         """Close what `snapshot` opened on the running event loop."""
@@ -94,39 +159,55 @@ class ChangeEpoch:
 
 
 class Epoch(ChangeEpoch):
-    """16 bytes in memory (a file mapped by every process on one SQLite file, or this process's
-    own); None from `current` when disabled."""
+    """16 bytes and `SLOTS` slots of 8 in memory (a file mapped by every process on one SQLite
+    file, or this process's own); None from `current` when disabled."""
 
     def __init__(self, path: Path | None = None, *, enabled: bool = True):
         self.enabled = enabled
         self._lock = threading.Lock()
         self._map: mmap.mmap | bytearray
+        size = _SIZE + SLOTS * _SLOT_SIZE
         if path is None:
-            self._map = bytearray(os.urandom(_SIZE))
+            self._map = bytearray(os.urandom(size))
             return
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            if os.fstat(fd).st_size < _SIZE:
-                os.ftruncate(fd, _SIZE)  # two workers racing here both leave 16 zero bytes
-            self._map = mmap.mmap(fd, _SIZE)
+            if os.fstat(fd).st_size < size:
+                os.ftruncate(fd, size)  # two workers racing here both leave zero bytes
+            self._map = mmap.mmap(fd, size)
         finally:
             os.close(fd)
 
-    def current(self) -> bytes | None:
-        """The epoch now, or None when there is none (nothing may be cached)."""
-        return bytes(self._map[:_SIZE]) if self.enabled else None
+    def current(self, key: str | None = None) -> bytes | None:
+        """The reading for `key` (default: this request's) now, or None (nothing may be cached)."""
+        if key is None:
+            key = _READ_KEY.get()
+        if key is None or not self.enabled:
+            return None
+        slot = slot_of(key)
+        at = _SIZE + slot * _SLOT_SIZE
+        found = self._map
+        return bytes(found[:_SIZE]) + bytes(found[at : at + _SLOT_SIZE]) + slot.to_bytes(2, "big")
 
-    def bump(self, dbapi_connection: Any = None) -> None:
+    def bump(self, dbapi_connection: Any = None, keys: Iterable[str] | None = None) -> None:
         with self._lock:
-            self._map[:_SIZE] = os.urandom(_SIZE)
+            if keys is None:
+                self._map[:_SIZE] = os.urandom(_SIZE)
+                return
+            for slot in {slot_of(key) for key in keys}:
+                at = _SIZE + slot * _SLOT_SIZE
+                self._map[at : at + _SLOT_SIZE] = os.urandom(_SLOT_SIZE)
 
     def close(self) -> None:
         if isinstance(self._map, mmap.mmap):
             self._map.close()
 
 
-_SNAPSHOT: ContextVar[tuple[PostgresEpoch, bytes, int] | None] = ContextVar("assay_epoch", default=None)
-"""(epoch, its value read at the start of this request, that process's write count then)."""
+_SNAPSHOT: ContextVar[tuple[PostgresEpoch, int, bytes, int, int] | None] = ContextVar(
+    "assay_epoch", default=None
+)
+"""(epoch, the slot read, the reading at the start of this request, that process's global and
+slot write counts then)."""
 
 READ_WAIT = 2.0
 """Seconds a read of PostgreSQL's epoch may take (connecting included) before the request goes
@@ -136,15 +217,48 @@ RETRY_AFTER = 1.0
 CONNECTIONS = 2
 """Epoch reads one worker may have in flight at once (`_Reader`), each on a connection of its own."""
 
-_READ = f"SELECT last_value FROM {SEQUENCE}"
-_PREPARED = "assay_epoch_read"
 _TUPLES_OK = 2  # psycopg.pq.ExecStatus.TUPLES_OK, without importing psycopg where it is absent
-_BUMP = f"SELECT nextval('{SEQUENCE}')"
+_GLOBAL_SLOT = -1
+
+
+def _sequence(slot: int) -> str:
+    return SEQUENCE if slot == _GLOBAL_SLOT else f"{SEQUENCE}_{slot}"
+
+
+_PREPARED = "assay_epoch_read"
+_READ = (
+    f"SELECT {_GLOBAL_SLOT}, last_value FROM {SEQUENCE} UNION ALL "
+    # NULL until its first `nextval` (`last_value` alone reads 1 both before and after it).
+    f"SELECT s, coalesce(pg_sequence_last_value(format('{SEQUENCE}_%s', s)::regclass), 0) "
+    "FROM unnest($1::int[]) AS s"
+)
+"""The global value and the slots asked for, as rows of (slot, value): prepared once per
+connection, so a read costs the server no parsing or planning."""
+
+
+def _slots_parameter(slots: Iterable[int]) -> bytes:
+    return ("{" + ",".join(str(slot) for slot in sorted(set(slots))) + "}").encode()
+
+
+def _bump_statement(keys: Iterable[str] | None) -> str:
+    slots = [_GLOBAL_SLOT] if keys is None else sorted({slot_of(key) for key in keys})
+    return "SELECT " + ", ".join(f"nextval('{_sequence(slot)}')" for slot in slots)
+
+
+def _reading(values: dict[int, int], slot: int) -> bytes | None:
+    found = values.get(slot)
+    if found is None or _GLOBAL_SLOT not in values:
+        return None
+    return (
+        values[_GLOBAL_SLOT].to_bytes(8, "big", signed=True)
+        + found.to_bytes(8, "big", signed=True)
+        + slot.to_bytes(2, "big")
+    )
 
 
 class PostgresEpoch(ChangeEpoch):
-    """The sequence `assay_change_epoch`: bumped after each tracked commit, read once per agent
-    request on the event loop (module docstring)."""
+    """The sequences `assay_change_epoch` and `assay_change_epoch_<slot>`: moved after each
+    tracked commit, read once per agent request on the event loop (module docstring)."""
 
     remote = True
 
@@ -155,17 +269,34 @@ class PostgresEpoch(ChangeEpoch):
         self._args, self._params = list(args), {**params, "application_name": "assay-epoch"}
         self._lock = threading.Lock()
         self._writes = 0
-        """Tracked commits by this process: a snapshot older than one of them vouches for nothing."""
+        """Commits by this process that moved the global value: a snapshot older than one of
+        them vouches for nothing."""
+        self._slot_writes = [0] * SLOTS
+        """The same, per slot."""
         self._reader: _Reader | None = None
 
-    def current(self) -> bytes | None:
+    def current(self, key: str | None = None) -> bytes | None:
         found = _SNAPSHOT.get()
-        if found is None or found[0] is not self or found[2] != self._writes:
+        if found is None or found[0] is not self:
             return None
-        return found[1]
+        if key is None:
+            key = _READ_KEY.get()
+            if key is None:
+                return None
+        slot = slot_of(key)
+        if found[1] != slot or found[3] != self._writes or found[4] != self._slot_writes[slot]:
+            return None
+        return found[2]
 
     async def snapshot(self) -> None:
-        writes = self._writes  # before the read: a commit of ours after it voids the snapshot
+        """Read the global value and the slot of this request's key (`reads_of`, set first)."""
+        key = _READ_KEY.get()
+        if key is None:
+            _SNAPSHOT.set(None)
+            return
+        slot = slot_of(key)
+        # Before the read: a commit of ours after it voids the snapshot.
+        writes, slot_writes = self._writes, self._slot_writes[slot]
         reader = self._reader
         loop = asyncio.get_running_loop()
         if reader is None or reader.loop is not loop:
@@ -173,25 +304,30 @@ class PostgresEpoch(ChangeEpoch):
                 reader.drop()
             reader = self._reader = _Reader(loop, self._connect)
         try:
-            value = await reader.read()
+            value = await reader.read(slot)
         except Exception:  # never the request's failure: it reads SQL instead
             _LOG.exception("reading the change epoch failed")
             value = None
-        _SNAPSHOT.set(None if value is None else (self, value, writes))
+        _SNAPSHOT.set(None if value is None else (self, slot, value, writes, slot_writes))
 
     async def _connect(self) -> _EpochConnection:
         return await _EpochConnection.open(self._args, self._params)
 
-    def bump(self, dbapi_connection: Any = None) -> None:
+    def bump(self, dbapi_connection: Any = None, keys: Iterable[str] | None = None) -> None:
         with self._lock:
-            self._writes += 1
-        if dbapi_connection is not None and _nextval(dbapi_connection):
+            if keys is None:
+                self._writes += 1
+            else:
+                for slot in {slot_of(key) for key in keys}:
+                    self._slot_writes[slot] += 1
+        statement = _bump_statement(keys)
+        if dbapi_connection is not None and _nextval(dbapi_connection, statement):
             return
         # The connection that wrote is gone (invalidated) or failed just now: one of our own.
         try:
             connection = self._connect_sync()
             try:
-                connection.execute(_BUMP)
+                connection.execute(statement)
             finally:
                 connection.close()
         except Exception:
@@ -217,9 +353,9 @@ class PostgresEpoch(ChangeEpoch):
             reader.drop()
 
 
-def _nextval(connection: Any) -> bool:
-    """`nextval` on a psycopg connection just back in the pool (its transaction already ended),
-    in autocommit for one round trip; False when that failed."""
+def _nextval(connection: Any, statement: str) -> bool:
+    """`statement` (the `nextval`s) on a psycopg connection just back in the pool (its transaction
+    already ended), in autocommit for one round trip; False when that failed."""
     try:
         import psycopg.pq
 
@@ -228,7 +364,7 @@ def _nextval(connection: Any) -> bool:
         autocommit = connection.autocommit
         connection.autocommit = True
         try:
-            connection.execute(_BUMP)
+            connection.execute(statement)
         finally:
             connection.autocommit = autocommit
         return True
@@ -251,29 +387,35 @@ class _Reader:
         self._connections: list[Any] = [None] * (connections or CONNECTIONS)
         self._free = list(range(len(self._connections)))
         """Connections with no read in flight and no task serving them."""
-        self._next: asyncio.Future[bytes | None] | None = None
+        self._next: asyncio.Future[dict[int, int] | None] | None = None
+        self._next_slots: set[int] = set()
+        """The slots the requests waiting for `_next` read."""
         self._tasks: set[asyncio.Task[None]] = set()
         """The serving tasks, held so the loop's weak references do not let them be collected."""
         self._retry_at = 0.0
         self._failing = False
 
-    async def read(self) -> bytes | None:
+    async def read(self, slot: int) -> bytes | None:
+        """The global value and `slot`'s, read by a statement sent after this call."""
         waiting = self._next
         if waiting is None:
             waiting = self._next = self.loop.create_future()
+            self._next_slots = set()
             if self._free:
                 task = self.loop.create_task(self._serve(self._free.pop()))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+        self._next_slots.add(slot)
         # Shielded: one caller cancelled (its client went away) must not cancel the others' read.
-        return await asyncio.shield(waiting)
+        values = await asyncio.shield(waiting)
+        return None if values is None else _reading(values, slot)
 
     async def _serve(self, slot: int) -> None:
-        waiting: asyncio.Future[bytes | None] | None = None
+        waiting: asyncio.Future[dict[int, int] | None] | None = None
         try:
             while self._next is not None:
                 waiting, self._next = self._next, None
-                value = await self._read_once(slot)
+                value = await self._read_once(slot, self._next_slots)
                 if not waiting.done():
                     waiting.set_result(value)
         finally:
@@ -286,7 +428,7 @@ class _Reader:
                     self._next.set_result(None)
                 self._next = None
 
-    async def _read_once(self, slot: int) -> bytes | None:
+    async def _read_once(self, slot: int, slots: set[int]) -> dict[int, int] | None:
         try:
             async with asyncio.timeout(READ_WAIT):
                 connection = self._connections[slot]
@@ -294,16 +436,16 @@ class _Reader:
                     if time.monotonic() < self._retry_at:
                         return None
                     connection = self._connections[slot] = await self._connect()
-                    value = await connection.read()
+                    value = await connection.read(slots)
                 else:
                     try:
-                        value = await connection.read()
+                        value = await connection.read(slots)
                     except ConnectionError:
                         # A connection the server closed since its last read (a restart): one new
                         # connection, at once, rather than a second of requests without an epoch.
                         self._drop(slot)
                         connection = self._connections[slot] = await self._connect()
-                        value = await connection.read()
+                        value = await connection.read(slots)
         except Exception:  # lost, timed out, no sequence yet: this request reads SQL instead
             if not self._failing:
                 _LOG.warning(
@@ -314,7 +456,7 @@ class _Reader:
             self._drop(slot)
             return None
         self._failing = False
-        return value.to_bytes(8, "big", signed=True)
+        return value
 
     def _drop(self, slot: int) -> None:
         connection, self._connections[slot] = self._connections[slot], None
@@ -334,7 +476,7 @@ class _Reader:
 
 
 class _EpochConnection:
-    """One autocommit connection reading the sequence through libpq directly (psycopg's `pq`
+    """One autocommit connection reading the sequences through libpq directly (psycopg's `pq`
     layer): the statement prepared once, each read a `send_query_prepared` answered through a
     reader callback registered on the socket for the connection's life. Through psycopg's
     `AsyncConnection.execute` and `fetchone` a read cost the event loop about 100 us of Python
@@ -346,8 +488,8 @@ class _EpochConnection:
         self._pg = connection.pgconn
         self._loop = loop
         self._fd = self._pg.socket
-        self._waiting: asyncio.Future[int] | None = None
-        self._value: int | None = None
+        self._waiting: asyncio.Future[dict[int, int]] | None = None
+        self._value: dict[int, int] | None = None
         self._error: str | None = None
         self.closed = False
         loop.add_reader(self._fd, self._readable)
@@ -358,7 +500,7 @@ class _EpochConnection:
 
         connection = await psycopg.AsyncConnection.connect(*args, **params, autocommit=True)
         try:
-            await connection.execute(f"PREPARE {_PREPARED} AS {_READ}")
+            await connection.execute(f"PREPARE {_PREPARED}(int[]) AS {_READ}")
         except BaseException:
             await connection.close()
             raise
@@ -368,15 +510,16 @@ class _EpochConnection:
     def info(self) -> Any:
         return self._connection.info
 
-    async def read(self) -> int:
-        """The sequence's `last_value`, read by a statement sent now."""
+    async def read(self, slots: Iterable[int]) -> dict[int, int]:
+        """The global value and `slots`' (`_GLOBAL_SLOT` for the global one), read by a statement
+        sent now."""
         if self.closed or self._waiting is not None:
             raise ConnectionError("the epoch connection is closed or busy")
         pg = self._pg
         self._value = self._error = None
         # Waited for before it is sent: the answer may come while the flush below waits.
         waiting = self._waiting = self._loop.create_future()
-        pg.send_query_prepared(_PREPARED.encode(), None)
+        pg.send_query_prepared(_PREPARED.encode(), [_slots_parameter(slots)])
         while pg.flush():  # a few dozen bytes: sent at once unless the socket is backed up
             await asyncio.sleep(0.001)
         return await waiting
@@ -389,8 +532,11 @@ class _EpochConnection:
                 result = pg.get_result()
                 if result is None:
                     break  # the statement's results are all in
-                if result.status == _TUPLES_OK and result.ntuples == 1:
-                    self._value = int(result.get_value(0, 0) or b"")
+                if result.status == _TUPLES_OK and result.ntuples >= 1:
+                    self._value = {
+                        int(result.get_value(row, 0) or b""): int(result.get_value(row, 1) or b"")
+                        for row in range(result.ntuples)
+                    }
                 else:
                     self._error = (result.error_message or b"no row").decode(errors="replace")
             else:
@@ -465,24 +611,43 @@ def track(engine: Engine, epoch: ChangeEpoch) -> ChangeEpoch:
     @event.listens_for(engine, "after_cursor_execute")
     def _noted(conn: Any, _cursor: Any, statement: str, _params: Any, context: Any, _many: bool) -> None:
         info = conn.info
-        if info.get(_DIRTY):
+        if info.get(_GLOBAL):
             return
         if context is not None and (context.isinsert or context.isupdate or context.isdelete):
             table = getattr(getattr(context.compiled, "statement", None), "table", None)
-            if getattr(table, "name", None) not in QUIET_TABLES:
-                info[_DIRTY] = True
-        elif not statement.lstrip()[:6].upper().startswith(_READS):
-            info[_DIRTY] = True
+            name = getattr(table, "name", None)
+            if name is not None and name not in WATCHED_TABLES:
+                return
+        elif statement.lstrip()[:6].upper().startswith(_READS):
+            return
+        keys = _WRITES.get()
+        if keys:
+            found = info.get(_KEYS)
+            if found is None:
+                info[_KEYS] = set(keys)
+            else:
+                found.update(keys)
+        else:
+            info[_GLOBAL] = True
 
     @event.listens_for(engine, "checkin")
     def _returned(dbapi_connection: Any, record: Any) -> None:
         # After the commit (or rollback): a reader that sees the new epoch sees the change.
-        if record is None or record.info.pop(_DIRTY, False):
+        if record is None:
             epoch.bump(dbapi_connection)
+            return
+        moved, keys = record.info.pop(_GLOBAL, False), record.info.pop(_KEYS, None)
+        if moved or keys:
+            epoch.bump(dbapi_connection, None if moved else keys)
 
     @event.listens_for(engine, "invalidate")
     def _invalidated(_dbapi_connection: Any, record: Any, _exception: Any) -> None:
-        if record is None or record.info.pop(_DIRTY, False):
-            epoch.bump()  # whether it committed is unknown: move it anyway, elsewhere
+        # Whether it committed is unknown: move it anyway, elsewhere.
+        if record is None:
+            epoch.bump()
+            return
+        moved, keys = record.info.pop(_GLOBAL, False), record.info.pop(_KEYS, None)
+        if moved or keys:
+            epoch.bump(None, None if moved else keys)
 
     return epoch

@@ -335,15 +335,19 @@ class EmbeddedFhir:
                 admit_surface(conn, store_id, "fhir")
             except SandboxClosed as closed:
                 raise FhirError(409, closed.reason) from None
+            # The row locked and its sequence read in one round trip: the index catches up to it.
             locked = conn.execute(
-                update(FhirStoreRow).where(FhirStoreRow.id == store_id).values(locked_at=now_dt)
-            ).rowcount
-            if not locked:
+                update(FhirStoreRow)
+                .where(FhirStoreRow.id == store_id)
+                .values(locked_at=now_dt)
+                .returning(FhirStoreRow.seq)
+            ).first()
+            if locked is None:
                 raise FhirError(404, f"no FHIR store {store_id}")
             index = self._index(store_id, conn)
             with index.lock:
                 index.refreshed_at = None  # refreshed inside a write transaction: vouches for nothing
-                index.refresh(conn)
+                index.refresh(conn, upto=locked.seq)
             tx = WriteTransaction(index, conn, iso(now_dt) or "")
             yield tx
             if tx.rows:

@@ -51,6 +51,7 @@ from assay.service.runs.schemas import BenchmarkRunCreate
 from assay.service.sandboxes.datasets import DatasetChanged, datasets_for
 from assay.store import Caller, Conflict, Database, DomainError, Invalid, NotFound, new_id, owned, utcnow
 from assay.store.database import pipelined
+from assay.store.epoch import writes_of
 from assay.store.models import (
     Benchmark,
     BenchmarkRun,
@@ -268,6 +269,17 @@ def start_task_run(
     and their provisioning.
     """
     benchmark_run, task_run = _lock_for(session, caller, task_run_id)
+    # Its writes concern this task run (and its run's started set) only: the other agents'
+    # cached rows and FHIR indexes stay current (`store/epoch.py`).
+    with writes_of(task_run.id, benchmark_run.id):
+        started = _start(session, benchmark_run, task_run, host=host, deployment=deployment)
+        session.flush()
+    return started
+
+
+def _start(
+    session: Session, benchmark_run: BenchmarkRun, task_run: TaskRun, *, host: str, deployment: Deployment
+) -> Started:
     now = utcnow()
     settle_task_run(session, benchmark_run, task_run, now)
     if states.is_running((task_run.phase, task_run.status)):
@@ -338,6 +350,19 @@ def complete_task_run(
 ) -> Completion:
     """Capture, verify, record, finalize — once. Later or concurrent calls get the stored result."""
     benchmark_run, task_run = _lock_for(session, caller, task_run_id)
+    with writes_of(task_run.id, benchmark_run.id):  # as `start_task_run`
+        completion = _complete(session, benchmark_run, task_run, deployment, grading)
+        session.flush()
+    return completion
+
+
+def _complete(
+    session: Session,
+    benchmark_run: BenchmarkRun,
+    task_run: TaskRun,
+    deployment: Deployment | None,
+    grading: Grading | None,
+) -> Completion:
     now = utcnow()
     if task_run.phase == "created":
         raise Conflict(f"task run {task_run.id} has not been started; call start first")

@@ -28,6 +28,7 @@ from assay.core.scoring import TaskScore, score_benchmark_run
 from assay.sandboxes import teardown
 from assay.service.runs import states
 from assay.service.runs.repository import task_runs_of
+from assay.store.epoch import widen
 from assay.store.models import BenchmarkRun, TaskRun, UtcDateTime
 
 __all__ = [
@@ -249,6 +250,8 @@ def settle_due(
         end_task_run(session, task_run, event, now)
         ended += 1
     if ended:
+        # Other task runs than a scoped caller's own (`start` making room): every cache hears.
+        widen(session.connection())
         count_ended(session, benchmark_run.id, now, ended=ended, released=released)
     return ended
 

@@ -8,12 +8,14 @@ or its deadline passed — every surface answers 409, so the captured state is f
 Resolving a request needs no SQL and no thread hand-off when nothing changed (issue 9): the run
 token comes from the worker's cache (`service/auth/cache.py`), and the task run's state and its
 sandbox row from the worker's `SandboxRows`, on the event loop. The rows are what one read-only
-unit of work read (`Database.reading()`: no write lock, no `BEGIN IMMEDIATE`, only the columns the
-check needs), kept while the change epoch is the one read before them (`store/epoch.py`): any
-committed change anywhere — a `complete`, a cancel, the sweeper's timeout — moves it, and the next
-request reads them again on a worker thread. The checks themselves (state, deadline against the
-clock) run on every request. The stores take their own locks for writes, and re-check that the
-playground is still active under them.
+unit of work read (`actions.read_rows`: no write lock, no `BEGIN IMMEDIATE`, only the columns the
+check needs), kept while the change epoch for their run is the one read before them
+(`store/epoch.py`): a committed change to that task run — its `complete`, a write through its
+surfaces — or an unscoped one — a cancel, the sweeper's timeout — moves it, and the next request
+reads them again on a worker thread; another task run's writes leave them current. The dependency
+scopes the request's own writes to its task run and benchmark run (`scope_writes`). The checks
+themselves (state, deadline against the clock) run on every request. The stores take their own
+locks for writes, and re-check that the playground is still active under them.
 """
 
 from __future__ import annotations
@@ -24,8 +26,6 @@ from collections.abc import Callable, Hashable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
-from sqlalchemy import and_, select
-from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from assay.sandboxes import SURFACES, Deployment, SandboxHandle
@@ -34,14 +34,15 @@ from assay.service.auth.cache import TokenCache
 from assay.service.deps import limit_rate
 from assay.service.limits import storable_parameters
 from assay.service.runs import states
+from assay.service.sandboxes import actions
 from assay.store import Caller, Conflict, Database, Forbidden, NotFound, utcnow
-from assay.store.epoch import ChangeEpoch, epoch_of
-from assay.store.models import Sandbox, TaskRun
+from assay.store.epoch import ChangeEpoch, epoch_of, scope_writes
 
 __all__ = [
     "SandboxRows",
     "benchmark_run_target",
     "cached_handle",
+    "epoch_key",
     "load_rows",
     "sandbox_routers",
     "task_run_target",
@@ -54,9 +55,9 @@ _Key = tuple[str | None, str | None, str | None, str]
 
 
 class SandboxRows:
-    """Per worker: the rows `_rows` read for a caller's task run (or benchmark run) and surface,
-    each kept with the change epoch read before it was read; used only while that epoch is
-    current. Without an epoch (`current()` None: PostgreSQL outside a request that read it, or
+    """Per worker: the rows `actions.read_rows` read for a caller's task run (or benchmark run)
+    and surface, each kept with the change epoch for that run (`epoch_key`) read before it was
+    read; used only while that epoch is current. Without an epoch (`current()` None: PostgreSQL outside a request that read it, or
     when reading it failed) nothing is used or kept and the request reads."""
 
     def __init__(self, epoch: ChangeEpoch, max_entries: int = MAX_ENTRIES):
@@ -66,13 +67,13 @@ class SandboxRows:
         self._lock = threading.Lock()
 
     def get(self, key: _Key) -> list[Any] | None:
-        stamp = self.epoch.current()
+        stamp = self.epoch.current(epoch_key(key))
         found = self._entries.get(key) if stamp is not None else None
         return found[1] if found is not None and found[0] == stamp else None
 
     def load(self, key: _Key, read: Callable[[], list[Any]]) -> list[Any]:
         """`read()` now, remembered under the epoch read before it (on the calling thread)."""
-        stamp = self.epoch.current()
+        stamp = self.epoch.current(epoch_key(key))
         rows = read()
         if stamp is not None:
             with self._lock:
@@ -81,6 +82,12 @@ class SandboxRows:
                 while len(self._entries) > self.max_entries:
                     self._entries.popitem(last=False)
         return rows
+
+
+def epoch_key(key: _Key) -> str | None:
+    """The change epoch's key an entry is read for: its task run's, or for "the started one" its
+    benchmark run's (every start and end in the run moves that one)."""
+    return key[2] or key[1]
 
 
 def sandbox_rows(request: Request) -> SandboxRows:
@@ -107,30 +114,6 @@ async def _run_caller(request: Request, authorization: str | None) -> Caller:
     return caller
 
 
-_COLUMNS = (
-    TaskRun.id,
-    TaskRun.org_id,
-    TaskRun.phase,
-    TaskRun.status,
-    TaskRun.deadline_at,
-    TaskRun.playground_id,
-    Sandbox.id.label("sandbox_id"),
-    Sandbox.credentials,
-)
-
-
-def _rows(session: Session, caller: Caller, surface: str, *where: Any) -> list[Any]:
-    """The caller's task runs matching `where`, each with its `surface` sandbox row (or None)."""
-    sandbox = and_(Sandbox.playground_id == TaskRun.playground_id, Sandbox.type == surface)
-    statement = (
-        select(*_COLUMNS)
-        .outerjoin(Sandbox, sandbox)
-        .where(TaskRun.org_id == caller.org_id, TaskRun.benchmark_run_id == caller.benchmark_run_id, *where)
-        .order_by(TaskRun.position)
-    )
-    return list(session.execute(statement))
-
-
 def _open(deployment: Deployment, row: Any, surface: str) -> SandboxHandle:
     """The `surface` sandbox of a task run whose surfaces take traffic, else 409."""
     if not states.is_running((row.phase, row.status)):
@@ -144,12 +127,6 @@ def _open(deployment: Deployment, row: Any, surface: str) -> SandboxHandle:
     )
 
 
-def _read_rows(database: Database, caller: Caller, surface: str, task_run_id: str | None) -> list[Any]:
-    where = () if task_run_id is None else (TaskRun.id == task_run_id,)
-    with database.reading() as session:
-        return _rows(session, caller, surface, *where)
-
-
 async def _cached_rows(request: Request, caller: Caller, surface: str, task_run_id: str | None) -> list[Any]:
     """`_rows` for the caller: from the worker's `SandboxRows` on the event loop when nothing has
     changed since they were read, else read on a worker thread."""
@@ -159,7 +136,7 @@ async def _cached_rows(request: Request, caller: Caller, surface: str, task_run_
     if rows is None:
         database: Database = request.app.state.database
         rows = await run_in_threadpool(
-            cache.load, key, lambda: _read_rows(database, caller, surface, task_run_id)
+            cache.load, key, lambda: actions.read_rows(database, caller, surface, task_run_id)
         )
     return rows
 
@@ -205,7 +182,9 @@ def load_rows(
     cache = sandbox_rows(request)
     key = (caller.org_id, caller.benchmark_run_id, task_run_id, surface)
     database: Database = request.app.state.database
-    return ("rows", *key), lambda: cache.load(key, lambda: _read_rows(database, caller, surface, task_run_id))
+    return ("rows", *key), lambda: cache.load(
+        key, lambda: actions.read_rows(database, caller, surface, task_run_id)
+    )
 
 
 def task_run_target(surface: str) -> SurfaceTarget:
@@ -216,7 +195,9 @@ def task_run_target(surface: str) -> SurfaceTarget:
     ) -> SandboxHandle:
         caller = await _run_caller(request, authorization)
         rows = await _cached_rows(request, caller, surface, task_run_id)
-        return _task_run_sandbox(request.app.state.deployment, rows, task_run_id, surface)
+        handle = _task_run_sandbox(request.app.state.deployment, rows, task_run_id, surface)
+        scope_writes(handle.task_run_id, caller.benchmark_run_id)  # `store/epoch.py`
+        return handle
 
     return target
 
@@ -232,7 +213,9 @@ def benchmark_run_target(surface: str) -> SurfaceTarget:
         if caller.benchmark_run_id != benchmark_run_id:
             raise NotFound.of("benchmark run", benchmark_run_id)
         rows = await _cached_rows(request, caller, surface, None)
-        return _started_sandbox(request.app.state.deployment, rows, benchmark_run_id, surface)
+        handle = _started_sandbox(request.app.state.deployment, rows, benchmark_run_id, surface)
+        scope_writes(handle.task_run_id, caller.benchmark_run_id)  # `store/epoch.py`
+        return handle
 
     return target
 
