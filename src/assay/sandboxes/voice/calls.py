@@ -47,6 +47,7 @@ from assay.sandboxes.voice.tables import VoiceCallRow
 from assay.sandboxes.x12.store import EMPTY_PAYER
 from assay.sandboxes.x12.tables import X12Payer
 from assay.store import Conflict, Invalid, NotFound, new_id, utcnow
+from assay.store.database import write_turn
 from assay.store.models import Sandbox
 
 __all__ = [
@@ -350,14 +351,18 @@ class _Unvoiced(Exception):
 
 def run_action(engine: Engine, action: Action[T], model: Restyle | None) -> T:
     """Run one action in its own transaction; with a persona model, ask the model between
-    transactions, never inside one (see the module's docstring)."""
+    transactions, never inside one (see the module's docstring).
+
+    On SQLite the transaction first waits its turn in this process's queue for the write lock
+    (`write_turn`), as the event log's writer does: at SQLite's own lock a waiter polls with
+    sleeps of up to 100 ms, which under a hundred calls made the slowest turns seconds long."""
     if model is None:
-        with engine.begin() as conn:
+        with write_turn(engine), engine.begin() as conn:
             return action(conn, None)
     voicing = _Voicing(model)
     for round_ in range(1, VOICING_ROUNDS + 1):
         try:
-            with engine.begin() as conn:
+            with write_turn(engine), engine.begin() as conn:
                 answer = action(conn, voicing)
                 if voicing.wanted and round_ < VOICING_ROUNDS:
                     raise _Unvoiced
