@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -15,7 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
-from assay.sandboxes.voice.tables import VoiceCallRow
+from assay.sandboxes.voice.tables import VoiceCallRow, VoiceTurnRow
 from assay.store import utcnow
 from assay.store.models import TaskRun
 from tests.sandboxes.portal.world import PAYER, PORTAL, SUBMISSION, dataset
@@ -306,6 +308,15 @@ def test_a_call_open_at_the_deadline_is_hung_up(server: Server, api: httpx.Clien
             )
         ).one()
     assert row and tuple(mine) == ("ended", "the task deadline passed")
+    with server.database.transaction() as session:
+        turns = session.execute(
+            select(VoiceTurnRow.speaker, VoiceTurnRow.text, VoiceTurnRow.kind, VoiceTurnRow.source)
+            .where(VoiceTurnRow.call_id == call.rsplit("/", 1)[1])
+            .order_by(VoiceTurnRow.seq)
+        ).all()
+    # the line's hang-up is written although the agent's `say` was refused: a system write
+    assert tuple(turns[-1]) == ("ivr", "the task deadline passed", "hangup", "line")
+    assert "hello" not in [turn.text for turn in turns]
 
 
 def test_an_idle_agent_earns_nothing_and_a_hung_up_call_ends_at_complete(
@@ -634,6 +645,56 @@ def test_the_llm_persona_rewords_within_the_facts_is_recorded_and_its_failure_is
             transcript_asks = len(asked)
             rescored = ok(api.post(f"/task-runs/{task_run_id}/rescore"))
             assert rescored["checks"][0]["status"] == "error" and len(asked) == transcript_asks
+
+
+def _held_persona_model() -> tuple[FastAPI, threading.Event, threading.Event, list[str]]:
+    """An OpenAI-compatible stub that holds each answer until the test releases it (or 15 s pass):
+    `asked` is set when a request arrives; it rewords with "Sure." before the words."""
+    app, asked, release, heard = FastAPI(), threading.Event(), threading.Event(), []
+
+    @app.post("/v1/chat/completions")
+    def complete(body: dict[str, Any]) -> JSONResponse:  # a worker thread: it may block
+        heard.append(body["messages"][1]["content"])
+        asked.set()
+        release.wait(15)
+        words = f"Sure. {body['messages'][1]['content']}"
+        return JSONResponse(
+            {"model": "stub", "choices": [{"message": {"role": "assistant", "content": words}}]}
+        )
+
+    return app, asked, release, heard
+
+
+def test_the_persona_model_is_asked_outside_the_lock_and_a_hang_up_meanwhile_wins(
+    server: Server, api: httpx.Client
+) -> None:
+    from assay.judge import JudgeSettings
+    from tests.sandboxes.conftest import serve
+    from tests.service.conftest import serving
+
+    app, asked, release, heard = _held_persona_model()
+    for stub in serve(app):
+        with serving(server, sim=JudgeSettings(url=f"{stub}/v1", model="stub", timeout=30)) as voiced:
+            _, token, started = start_call_task(voiced, api, {"rep": {"llm": True}})
+            with voiced.client(token) as agent, voiced.client(token) as other, ThreadPoolExecutor(1) as pool:
+                call, _ = dial(agent, started)
+                to_the_rep = pool.submit(agent.post, f"{call}/dtmf", json={"digits": "0"})
+                assert asked.wait(30), "the representative's greeting goes to the persona model"
+                # While the model thinks, the line serves another call and this one's hang-up.
+                second, hello = dial(other, started)
+                assert "press 1" in words(hello)
+                assert "National Provider Identifier" in words(
+                    ok(other.post(f"{second}/dtmf", json={"digits": "1"}))
+                )
+                hung_up = ok(other.post(f"{call}/hangup"))
+                assert hung_up["status"] == "ended" and not to_the_rep.done()
+                release.set()
+                # The keys were pressed on a call that had ended by the time the words came.
+                error(to_the_rep.result(30), 409, "CONFLICT")
+                turns = ok(agent.get(call))["turns"]
+            assert [(t["speaker"], t["kind"]) for t in turns][-1] == ("agent", "hangup")
+            assert not [t for t in turns if t["kind"] == "dtmf"]  # nothing of the refused action
+            assert len(heard) == 1 and "Thank you for calling" in heard[0]
 
 
 def test_joining_a_ringing_call_on_the_stream_answers_it(server: Server, api: httpx.Client) -> None:

@@ -21,6 +21,15 @@ waits for the lock finds the sandbox torn down, and is refused. The lock order i
 of the run lifecycle: benchmark run, task runs, sandboxes, then a surface's own rows (the FHIR
 store row, the portal store row), so a write takes the sandbox row before its surface's rows.
 
+System writes. A few writes are the sandbox's own record of what happened to it, not the agent's
+acts: the phone line hanging up a call still open when the task run ends (`complete`, the
+deadline, a cancel) writes the hang-up to the call's transcript. Such a write goes through the
+gate in `system` mode: it takes the same lock in the same order and reads the same check, so it
+serialises with the agent's writes and with the capture, but it is never refused, because it
+happens *because* the task run stops taking the agent's writes — in the very transaction that ends
+it (before the capture reads, so the graded transcript holds the hang-up) or in its teardown. It
+must never be reachable from an agent's request: only the sandbox's lifecycle hooks pass `system`.
+
 Each surface answers `SandboxClosed` in its own terms: HTTP surfaces 409 in the API's error
 envelope naming the phase (it is a `Conflict`), FHIR an OperationOutcome 409, MLLP an `AR` whose
 ERR-8 says why, SFTP a failure status.
@@ -114,10 +123,16 @@ def _refusal(row: Any, what: str) -> SandboxClosed | None:
 
 
 def admit(
-    conn: Db, sandbox_id: str, check: Select[Any] = _CHECK, params: dict[str, Any] | None = None
+    conn: Db,
+    sandbox_id: str,
+    check: Select[Any] = _CHECK,
+    params: dict[str, Any] | None = None,
+    *,
+    system: bool = False,
 ) -> Any:
     """Open the write on `sandbox_id` in `conn`'s transaction: lock the row, then check it in a
     statement of its own; the check's row (with the columns `check_of` added), or `SandboxClosed`.
+    `system`: a system write (see above), refused only when the sandbox does not exist.
 
     Call it first in the write's transaction, before anything of the surface is read or locked."""
     values = {"sandbox_id": sandbox_id, **(params or {})}
@@ -125,7 +140,7 @@ def admit(
         conn.execute(_LOCK, {"sandbox_id": sandbox_id})
     row = conn.execute(check, values).first()
     refused = _refusal(row, f"sandbox {sandbox_id}")
-    if refused is not None:
+    if refused is not None and not (system and row is not None):
         raise refused
     return row
 

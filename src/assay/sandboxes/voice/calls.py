@@ -9,6 +9,21 @@ clearinghouse answers 270/276/278 from), else the default portal's `payer`, and 
 
 Calls still open when the task run ends are hung up then (`end_calls`): at `complete`, before the
 capture, so the hang-up is in the graded transcript; at teardown (a cancel, the deadline) too.
+That hang-up is a system write of the gate (`sandboxes/gate.py`): the sandbox's own, recorded
+although the agent's writes are refused from then on.
+
+A turn is the hot path: after the row's lock, one statement reads the gate's check, the
+transcript's last number and the call's row together; the line steps; one insert writes every
+turn it said and one update saves the call. The payer is parsed once per playground, and the
+portal's prior-authorization rows are read only when the representative is asked about one.
+
+With a persona model (`ASSAY_SIM_URL`) the model is never asked inside the transaction, which
+holds the sandbox's row (on SQLite, the database's write lock) and would stall every other call
+for as long as the model takes: `run_action` steps the line once to learn what it will say,
+rolls that back, asks the model outside any transaction, then steps again under the lock with the
+words fetched. The second step re-reads the call, so whatever committed meanwhile (a hang-up,
+another action) is what it acts on — the dialogue manager decides from the state it locked; the
+model's words only reword it.
 """
 
 from __future__ import annotations
@@ -16,26 +31,30 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar, cast, overload
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, Engine, Table, bindparam, insert, select, update
 
+from assay.sandboxes.gate import admit, check_of
 from assay.sandboxes.payer import PayerDefinition, PayerDefinitionInvalid, parse_payer
-from assay.sandboxes.portal.store import StoreHead, head, rows_of
+from assay.sandboxes.portal.store import head, rows_of
 from assay.sandboxes.voice.line.call import Facts, Said, begin, ringing, step
 from assay.sandboxes.voice.line.config import Line, parse_line
-from assay.sandboxes.voice.store import append_turns
+from assay.sandboxes.voice.store import LAST_TURN, write_turns
 from assay.sandboxes.voice.tables import VoiceCallRow
 from assay.sandboxes.x12.store import EMPTY_PAYER
 from assay.sandboxes.x12.tables import X12Payer
 from assay.store import Conflict, Invalid, NotFound, new_id, utcnow
+from assay.store.database import write_turn
 from assay.store.models import Sandbox
 
 __all__ = [
     "CURRENT",
     "LINE_KEY",
+    "VOICING_ROUNDS",
+    "Restyle",
     "act",
     "call_view",
     "calls_of",
@@ -43,14 +62,16 @@ __all__ = [
     "phone_number",
     "place_call",
     "ring",
+    "run_action",
 ]
 
 CURRENT = "current"
 """A call id that means the task run's latest call: a reference solution's actions are fixed
 paths (`voice/calls/current/say`), and the id of the call they placed is not known in advance."""
 LINE_KEY = "line"
-Restyle = Callable[[str, str], str]
 """Where the sandbox row's `credentials` keep the line definition its `voice` datasets gave."""
+Restyle = Callable[[str, str], str]
+"""The persona model's rewording, (role, words) → words (`sim.restyler`)."""
 
 
 def phone_number(credentials: Mapping[str, Any]) -> str:
@@ -76,14 +97,14 @@ class _Payers:
         self.entries: OrderedDict[tuple[int, str], PayerDefinition] = OrderedDict()
         self.lock = threading.Lock()
 
-    def get(self, conn: Connection, playground_id: str, store: StoreHead | None) -> PayerDefinition:
+    def get(self, conn: Connection, playground_id: str) -> PayerDefinition:
         key = (id(conn.engine), playground_id)
         with self.lock:
             found = self.entries.get(key)
             if found is not None:
                 self.entries.move_to_end(key)
                 return found
-        payer = _payer(conn, playground_id, store)
+        payer = _payer(conn, playground_id)
         with self.lock:
             self.entries[key] = payer
             while len(self.entries) > self.size:
@@ -91,12 +112,13 @@ class _Payers:
         return payer
 
 
-def _payer(conn: Connection, playground_id: str, store: StoreHead | None) -> PayerDefinition:
+def _payer(conn: Connection, playground_id: str) -> PayerDefinition:
     raw = conn.execute(
         select(X12Payer.definition)
         .join(Sandbox, Sandbox.id == X12Payer.sandbox_id)
         .where(Sandbox.playground_id == playground_id, Sandbox.type == "x12")
     ).scalar()
+    store = head(conn, playground_id) if raw is None else None
     if raw is None and store is not None:
         raw = store.payers.get("") or next(iter(store.payers.values()), None)
     if raw is None:
@@ -110,21 +132,96 @@ def _payer(conn: Connection, playground_id: str, store: StoreHead | None) -> Pay
 _PAYERS = _Payers()
 
 
+class _PriorAuths(Sequence[dict[str, Any]]):
+    """The portal's prior-authorization rows, read on first use in the action's transaction: they
+    change during a run (the agent submits one), so they are read as they are now, but only the
+    turn that asks about a prior authorization reads them."""
+
+    def __init__(self, conn: Connection, playground_id: str):
+        self.conn, self.playground_id = conn, playground_id
+        self.rows: list[dict[str, Any]] | None = None
+
+    def _all(self) -> list[dict[str, Any]]:
+        if self.rows is None:
+            store = head(self.conn, self.playground_id)
+            self.rows = [
+                row.row
+                for slug in (store.keys if store is not None else ())
+                for row in rows_of(self.conn, self.playground_id, slug, "prior_auth_requests")
+            ]
+        return self.rows
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[dict[str, Any]]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        return self._all()[index]
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
 def _facts(conn: Connection, playground_id: str, restyle: Restyle | None = None) -> Facts:
-    store = head(conn, playground_id)
-    auths: list[dict[str, Any]] = []
-    if store is not None:
-        for slug in store.keys:
-            auths += [row.row for row in rows_of(conn, playground_id, slug, "prior_auth_requests")]
-    return Facts(_PAYERS.get(conn, playground_id, store), auths, restyle)
+    return Facts(_PAYERS.get(conn, playground_id), _PriorAuths(conn, playground_id), restyle)
 
 
 def _store(
-    conn: Connection, sandbox_id: str, call_id: str, said: list[Said], *, gated: bool = True
+    conn: Connection, sandbox_id: str, call_id: str, said: list[Said], last: int | None
 ) -> list[dict[str, Any]]:
     turns = [s.json() for s in said]
-    stored = append_turns(conn, sandbox_id, turns, seeded=False, source="line", call_id=call_id, gated=gated)
+    stored = write_turns(conn, sandbox_id, turns, (last or 0) + 1, source="line", call_id=call_id)
     return [{"seq": row["seq"], **turn} for row, turn in zip(stored, turns, strict=True)]
+
+
+_CALLS = cast(Table, VoiceCallRow.__table__)
+_OPEN_WRITE = check_of(LAST_TURN)
+"""The write gate's check and the transcript's last number, for a new call and for hang-ups."""
+
+
+def _call_columns(*where: Any) -> list[Any]:
+    return [
+        select(column).where(*where).scalar_subquery().label(name)
+        for column, name in (
+            (_CALLS.c.id, "call_id"),
+            (_CALLS.c.status, "call_status"),
+            (_CALLS.c.state, "call_state"),
+        )
+    ]
+
+
+_LATEST = _CALLS.alias("latest")
+_LATEST_ID = (
+    select(_LATEST.c.id)
+    .where(_LATEST.c.sandbox_id == bindparam("sandbox_id"))
+    .order_by(_LATEST.c.created_at.desc(), _LATEST.c.id.desc())
+    .limit(1)
+    .scalar_subquery()
+)
+_ACT = check_of(
+    LAST_TURN,
+    *_call_columns(_CALLS.c.id == bindparam("call_id"), _CALLS.c.sandbox_id == bindparam("sandbox_id")),
+)
+_ACT_CURRENT = check_of(LAST_TURN, *_call_columns(_CALLS.c.id == _LATEST_ID))
+"""An action's one read after the lock: the gate's check, the transcript's last number and the
+call's row (`current`: the latest call). Every writer of a call holds its sandbox's row, so the
+call's row needs no lock of its own."""
+_NEW_CALL = insert(_CALLS)
+_SAVE = (
+    update(_CALLS)
+    .where(_CALLS.c.id == bindparam("call"))
+    .values(
+        state=bindparam("new_state"),
+        status=bindparam("new_status"),
+        end_reason=bindparam("new_reason"),
+        ended_at=bindparam("new_ended_at"),
+    )
+)
+_OPEN_CALLS = (
+    select(_CALLS.c.id, _CALLS.c.state)
+    .where(_CALLS.c.sandbox_id == bindparam("sandbox_id"), _CALLS.c.status.in_(("active", "ringing")))
+    .order_by(_CALLS.c.created_at, _CALLS.c.id)
+)
 
 
 def place_call(
@@ -144,17 +241,18 @@ def place_call(
     if _digits(to) != _digits(number):
         raise Invalid({"to": [f"no line answers at {to!r}; this task run's line is {number}"]})
     call_id, now = new_id("call_"), utcnow()
-    conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
+    last = admit(conn, sandbox_id, _OPEN_WRITE).last
     state, said = begin(_line_of(credentials), _facts(conn, playground_id, restyle), call_id, now)
-    turns = _store(conn, sandbox_id, call_id, said)
+    turns = _store(conn, sandbox_id, call_id, said, last)
     state["answered_at"] = time.time()
     ended = state["phase"] == "ended"
     conn.execute(
-        insert(VoiceCallRow).values(
-            id=call_id, sandbox_id=sandbox_id, direction="outbound", number=number,
-            status="ended" if ended else "active", end_reason=state.get("end_reason"), state=state,
-            created_at=now, ended_at=now if ended else None,
-        )
+        _NEW_CALL,
+        {
+            "id": call_id, "sandbox_id": sandbox_id, "direction": "outbound", "number": number,
+            "status": "ended" if ended else "active", "end_reason": state.get("end_reason"), "state": state,
+            "created_at": now, "ended_at": now if ended else None,
+        },
     )  # fmt: skip
     return _answer(call_id, "ended" if ended else "active", state, turns)
 
@@ -172,25 +270,17 @@ def act(
     restyle: Restyle | None = None,
 ) -> dict[str, Any]:
     """One agent action on a call; what the line said next."""
-    conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
-    statement = select(VoiceCallRow.id, VoiceCallRow.status, VoiceCallRow.state).where(
-        VoiceCallRow.sandbox_id == sandbox_id
-    )
-    if call_id == CURRENT:
-        statement = statement.order_by(VoiceCallRow.created_at.desc(), VoiceCallRow.id.desc()).limit(1)
-    else:
-        statement = statement.where(VoiceCallRow.id == call_id)
-    row = conn.execute(statement.with_for_update()).first()
-    if row is None:
+    row = admit(conn, sandbox_id, _ACT_CURRENT if call_id == CURRENT else _ACT, {"call_id": call_id})
+    if row.call_id is None:
         raise NotFound("no call has been placed" if call_id == CURRENT else f"call {call_id} not found")
-    call_id = row.id
-    if action == "answer" and row.status != "ringing":
-        raise Conflict(f"call {row.id} is not ringing ({row.status})")
-    if action != "answer" and row.status == "ringing":
-        raise Conflict(f"call {row.id} is ringing: answer it first (POST voice/calls/{row.id}/answer)")
-    if row.status == "ended":
-        raise Conflict(f"call {row.id} has ended ({row.state.get('end_reason') or 'hung up'})")
-    state = dict(row.state)
+    call_id, status = row.call_id, row.call_status
+    if action == "answer" and status != "ringing":
+        raise Conflict(f"call {call_id} is not ringing ({status})")
+    if action != "answer" and status == "ringing":
+        raise Conflict(f"call {call_id} is ringing: answer it first (POST voice/calls/{call_id}/answer)")
+    if status == "ended":
+        raise Conflict(f"call {call_id} has ended ({row.call_state.get('end_reason') or 'hung up'})")
+    state = dict(row.call_state)
     latency = int(max(0.0, time.time() - float(state.get("answered_at") or time.time())) * 1000)
     said = step(
         _line_of(credentials),
@@ -201,20 +291,85 @@ def act(
         latency,
         barge_in=barge_in,
     )
-    turns = _store(conn, sandbox_id, call_id, said)
+    turns = _store(conn, sandbox_id, call_id, said, row.last)
     state["answered_at"] = time.time()
     ended = state["phase"] == "ended"
     conn.execute(
-        update(VoiceCallRow)
-        .where(VoiceCallRow.id == call_id)
-        .values(
-            state=state,
-            status="ended" if ended else "active",
-            end_reason=(state.get("end_reason") or "")[:64] or None,
-            ended_at=utcnow() if ended else None,
-        )
+        _SAVE,
+        {
+            "call": call_id,
+            "new_state": state,
+            "new_status": "ended" if ended else "active",
+            "new_reason": (state.get("end_reason") or "")[:64] or None,
+            "new_ended_at": utcnow() if ended else None,
+        },
     )
     return _answer(call_id, "ended" if ended else "active", state, turns)
+
+
+T = TypeVar("T")
+Action = Callable[[Connection, Restyle | None], T]
+"""One action's transaction: `place_call` or `act` on a connection, with the persona's words."""
+VOICING_ROUNDS = 3
+"""Transactions an action with a persona model takes at most: the first learns what the line will
+say, the next speaks the words fetched; a third only when what the line says changed in between
+(another action committed, or a reworded line moved the virtual clock). What is still unfetched
+then is said in the rules' own words."""
+
+
+class _Voicing:
+    """The persona's words for one action, fetched outside its transaction. Under the lock it
+    answers from what was fetched and notes what was not; a failure to fetch is raised where the
+    words are spoken, so the line treats it as it treats the model failing (`line/call.py`)."""
+
+    def __init__(self, model: Restyle):
+        self.model = model
+        self.words: dict[tuple[str, str], str | Exception] = {}
+        self.wanted: list[tuple[str, str]] = []
+
+    def __call__(self, role: str, text: str) -> str:
+        found = self.words.get((role, text))
+        if found is None:
+            self.wanted.append((role, text))
+            return text
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    def fetch(self) -> None:
+        for role, text in dict.fromkeys(self.wanted):
+            try:
+                self.words[role, text] = self.model(role, text)
+            except Exception as exc:  # kept, and raised under the lock where the line can judge it
+                self.words[role, text] = exc
+        self.wanted = []
+
+
+class _Unvoiced(Exception):
+    """Roll back: the line wants words not fetched yet."""
+
+
+def run_action(engine: Engine, action: Action[T], model: Restyle | None) -> T:
+    """Run one action in its own transaction; with a persona model, ask the model between
+    transactions, never inside one (see the module's docstring).
+
+    On SQLite the transaction first waits its turn in this process's queue for the write lock
+    (`write_turn`), as the event log's writer does: at SQLite's own lock a waiter polls with
+    sleeps of up to 100 ms, which under a hundred calls made the slowest turns seconds long."""
+    if model is None:
+        with write_turn(engine), engine.begin() as conn:
+            return action(conn, None)
+    voicing = _Voicing(model)
+    for round_ in range(1, VOICING_ROUNDS + 1):
+        try:
+            with write_turn(engine), engine.begin() as conn:
+                answer = action(conn, voicing)
+                if voicing.wanted and round_ < VOICING_ROUNDS:
+                    raise _Unvoiced
+                return answer
+        except _Unvoiced:
+            voicing.fetch()
+    raise AssertionError("unreachable: the last round returns")
 
 
 def _answer(
@@ -266,28 +421,24 @@ def call_view(row: Any) -> dict[str, Any]:
 
 
 def end_calls(conn: Connection, sandbox_ids: list[str], reason: str) -> int:
-    """Hang up every call still open on these sandboxes, the hang-up written to the transcript."""
-    if not sandbox_ids:
-        return 0
-    rows = conn.execute(
-        select(VoiceCallRow.id, VoiceCallRow.sandbox_id, VoiceCallRow.state).where(
-            VoiceCallRow.sandbox_id.in_(sandbox_ids), VoiceCallRow.status.in_(("active", "ringing"))
-        )
-    ).all()
-    now = utcnow()
-    for row in rows:
-        state = dict(row.state)
-        at = int(state.get("clock_ms", 0))
-        phase = state.get("phase")
-        speaker = {"rep": "rep", "caller": "caller", "ringing": "caller"}.get(str(phase), "ivr")
-        said = reason if phase != "ringing" else f"missed: {reason}"
-        # The sandbox's own write, in the transaction that ends the task run (complete, a
-        # deadline, a cancel): past the write gate, which refuses the agent's writes from then on.
-        _store(conn, row.sandbox_id, row.id, [Said(speaker, said, "hangup", at, at)], gated=False)
-        state.update(phase="ended", end_reason=reason)
-        conn.execute(
-            update(VoiceCallRow)
-            .where(VoiceCallRow.id == row.id)
-            .values(state=state, status="ended", end_reason=reason[:64], ended_at=now)
-        )
-    return len(rows)
+    """Hang up every call still open on these sandboxes, the hang-up written to the transcript:
+    a system write of the gate, in the transaction that ends the task run (complete, a deadline,
+    a cancel), which refuses the agent's writes from then on."""
+    ended, now = 0, utcnow()
+    for sandbox_id in sorted(set(sandbox_ids)):  # the gate's lock order
+        last = admit(conn, sandbox_id, _OPEN_WRITE, system=True).last
+        for row in conn.execute(_OPEN_CALLS, {"sandbox_id": sandbox_id}).all():
+            state = dict(row.state)
+            at = int(state.get("clock_ms", 0))
+            phase = state.get("phase")
+            speaker = {"rep": "rep", "caller": "caller", "ringing": "caller"}.get(str(phase), "ivr")
+            said = reason if phase != "ringing" else f"missed: {reason}"
+            last = _store(conn, sandbox_id, row.id, [Said(speaker, said, "hangup", at, at)], last)[-1]["seq"]
+            state.update(phase="ended", end_reason=reason)
+            conn.execute(
+                _SAVE,
+                {"call": row.id, "new_state": state, "new_status": "ended", "new_reason": reason[:64],
+                 "new_ended_at": now},
+            )  # fmt: skip
+            ended += 1
+    return ended

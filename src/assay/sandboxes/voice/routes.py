@@ -18,18 +18,19 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 from starlette.concurrency import run_in_threadpool
 
 from assay.sandboxes.gate import SandboxClosed
 from assay.sandboxes.openapi import json_answer, listed
 from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
-from assay.sandboxes.voice.calls import act, call_view, calls_of, place_call
+from assay.sandboxes.voice.calls import Restyle, act, call_view, calls_of, place_call, run_action
 from assay.sandboxes.voice.sim import restyler
 from assay.sandboxes.voice.store import LINE_SPEAKERS, append_turns, transcript, turn_problems
 from assay.sandboxes.voice.stream import add_stream_routes
 from assay.sandboxes.voice.tables import VoiceCallRow
 from assay.store import BadRequest, DomainError, Invalid, NotFound
+from assay.store.database import write_turn
 from assay.store.json_values import storable_json_problem
 
 __all__ = ["MAX_TURNS", "voice_router"]
@@ -131,7 +132,7 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
 
         def work() -> list[dict[str, Any]]:
             try:
-                with handle.deployment.engine.begin() as conn:
+                with write_turn(handle.deployment.engine), handle.deployment.engine.begin() as conn:
                     stored = append_turns(conn, handle.sandbox_id, turns, seeded=False)
             except SandboxClosed as closed:  # 409 in the API's envelope, logged like every request
                 handle.record("voice_turn", method="POST", path=request.url.path, status=409, request=raw)
@@ -186,13 +187,15 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
         """Dial the line (`to`: `credentials.voice.phone_number`); 201 with `call_id` and `said`."""
         body = _body(await request.body(), "to")
 
+        def dial(conn: Connection, restyle: Restyle | None) -> dict[str, Any]:
+            return place_call(
+                conn, sandbox_id=handle.sandbox_id, playground_id=handle.playground_id,
+                task_run_id=handle.task_run_id, credentials=handle.credentials, to=body.get("to"),
+                restyle=restyle,
+            )  # fmt: skip
+
         def work() -> dict[str, Any]:
-            with handle.deployment.engine.begin() as conn:
-                return place_call(
-                    conn, sandbox_id=handle.sandbox_id, playground_id=handle.playground_id,
-                    task_run_id=handle.task_run_id, credentials=handle.credentials, to=body.get("to"),
-                    restyle=restyler(handle.deployment),
-                )  # fmt: skip
+            return run_action(handle.deployment.engine, dial, restyler(handle.deployment))
 
         answer = await run_in_threadpool(work)
         _call_event(handle, request, 201, body, answer)
@@ -214,13 +217,15 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
         if not isinstance(barge_in, bool):
             raise Invalid({"barge_in": ["must be true or false"]})
 
+        def acted(conn: Connection, restyle: Restyle | None) -> dict[str, Any]:
+            return act(
+                conn, sandbox_id=handle.sandbox_id, playground_id=handle.playground_id,
+                credentials=handle.credentials, call_id=call_id, action=action, value=value,
+                barge_in=barge_in, restyle=restyle,
+            )  # fmt: skip
+
         def work() -> dict[str, Any]:
-            with handle.deployment.engine.begin() as conn:
-                return act(
-                    conn, sandbox_id=handle.sandbox_id, playground_id=handle.playground_id,
-                    credentials=handle.credentials, call_id=call_id, action=action, value=value,
-                    barge_in=barge_in, restyle=restyler(handle.deployment),
-                )  # fmt: skip
+            return run_action(handle.deployment.engine, acted, restyler(handle.deployment))
 
         answer = await run_in_threadpool(work)
         _call_event(handle, request, 200, body, answer)

@@ -7,9 +7,9 @@ stores nothing (422 naming `<i>.speaker`). Turns are numbered per sandbox in arr
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Connection, Select, bindparam, func, insert, select
+from sqlalchemy import Connection, Select, Table, bindparam, func, insert, select
 from sqlalchemy.orm import Session
 
 from assay.core.state import VoiceTurn
@@ -19,6 +19,7 @@ from assay.store import utcnow
 from assay.store.models import Sandbox
 
 __all__ = [
+    "LAST_TURN",
     "LINE_SPEAKERS",
     "MAX_TEXT",
     "SPEAKERS",
@@ -27,6 +28,7 @@ __all__ = [
     "transcript",
     "turn_problems",
     "turns_until",
+    "write_turns",
 ]
 
 SPEAKERS = ("agent", "caller", "ivr", "rep")
@@ -68,8 +70,13 @@ def turn_problems(turns: Sequence[Any], prefix: str = "") -> dict[str, list[str]
 
 
 _LAST = select(func.max(VoiceTurnRow.seq)).where(VoiceTurnRow.sandbox_id == bindparam("sandbox_id"))
-_ADMIT = check_of(_LAST.scalar_subquery().label("last"))
+LAST_TURN = _LAST.scalar_subquery().label("last")
+"""The sandbox's last turn number as a column of the write gate's check (`check_of(LAST_TURN,
+…)`): read in the statement after the lock, so the next number is taken under it."""
+_ADMIT = check_of(LAST_TURN)
 """The write gate's check and the last turn's number: one statement after the lock."""
+_INSERT = insert(cast(Table, VoiceTurnRow.__table__))
+"""Core, not the ORM's bulk insert: the rows are plain dicts already, and this is every turn's path."""
 
 
 def append_turns(
@@ -80,23 +87,39 @@ def append_turns(
     seeded: bool,
     source: str | None = None,
     call_id: str | None = None,
-    gated: bool = True,
+    system: bool = False,
 ) -> list[dict[str, Any]]:
     """Insert valid turns with the next numbers; appends to one sandbox take turns on its row.
     `source` defaults to `seeded` or `reported`; a turn's own `kind` (line turns) is kept.
 
     An agent's turns (`seeded` False: reported ones and the line's alike) go through the write
     gate (`sandboxes/gate.py`): `SandboxClosed`, nothing stored, once the task run takes no writes.
-    Seeding runs inside `start`, before the task run is started, and only takes the row; so does
-    the line's own hang-up when the task run ends (`gated` False: written by the sandbox, in the
-    transaction that ends the run)."""
-    if seeded or not gated:
+    `system` True is the gate's system write (the line's own hang-up when the task run ends).
+    Seeding runs inside `start`, before the task run is started, and only takes the row."""
+    if seeded:
         if conn.dialect.name != "sqlite":
             conn.execute(select(Sandbox.id).where(Sandbox.id == sandbox_id).with_for_update())
         last = conn.execute(_LAST, {"sandbox_id": sandbox_id}).scalar()
     else:
-        last = admit(conn, sandbox_id, _ADMIT).last
-    now, first = utcnow(), (last or 0) + 1
+        last = admit(conn, sandbox_id, _ADMIT, system=system).last
+    return write_turns(
+        conn, sandbox_id, turns, (last or 0) + 1, seeded=seeded, source=source, call_id=call_id
+    )
+
+
+def write_turns(
+    conn: Connection,
+    sandbox_id: str,
+    turns: Sequence[Mapping[str, Any]],
+    first: int,
+    *,
+    seeded: bool = False,
+    source: str | None = None,
+    call_id: str | None = None,
+) -> list[dict[str, Any]]:
+    """Insert turns numbered from `first` in one statement; the rows written. The caller has
+    opened the write through the gate (`admit`) and read `LAST_TURN` under its lock."""
+    now = utcnow()
     rows = [
         {
             "sandbox_id": sandbox_id,
@@ -114,7 +137,7 @@ def append_turns(
         for i, turn in enumerate(turns)
     ]
     if rows:
-        conn.execute(insert(VoiceTurnRow), rows)
+        conn.execute(_INSERT, rows)
     return rows
 
 

@@ -35,7 +35,7 @@ from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
 from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
-from assay.sandboxes.voice.calls import act, place_call
+from assay.sandboxes.voice.calls import act, place_call, run_action
 from assay.sandboxes.voice.sim import restyler
 from assay.sandboxes.voice.tables import VoiceCallRow
 from assay.store import DomainError
@@ -74,10 +74,9 @@ async def _serve(websocket: WebSocket, resolve: Any, call_id: str | None) -> Non
     try:
         if call_id is None:
             to = websocket.query_params.get("to")
-            answer = await stream.run("dial", lambda conn: place_call(
+            answer = await stream.run("dial", lambda conn, restyle: place_call(
                 conn, sandbox_id=handle.sandbox_id, playground_id=handle.playground_id,
-                task_run_id=handle.task_run_id, credentials=handle.credentials, to=to,
-                restyle=restyler(handle.deployment),
+                task_run_id=handle.task_run_id, credentials=handle.credentials, to=to, restyle=restyle,
             ), {"to": to})  # fmt: skip
             if answer is None:
                 await websocket.close(code=1008, reason="the call could not be placed")
@@ -121,8 +120,7 @@ class _Stream:
         """One action on the line through the HTTP API's write path; None after an error frame."""
 
         def transaction() -> dict[str, Any]:
-            with self.handle.deployment.engine.begin() as conn:
-                return work(conn)  # type: ignore[no-any-return]
+            return run_action(self.handle.deployment.engine, work, restyler(self.handle.deployment))
 
         try:
             answer = await run_in_threadpool(transaction)
@@ -202,11 +200,11 @@ def _ringing(handle: SandboxHandle, call_id: str) -> bool:
 
 
 def _acting(handle: SandboxHandle, call_id: str, action: str, value: str, barge_in: bool) -> Any:
-    def work(conn: Any) -> dict[str, Any]:
+    def work(conn: Any, restyle: Any) -> dict[str, Any]:
         return act(
             conn, sandbox_id=handle.sandbox_id, playground_id=handle.playground_id,
             credentials=handle.credentials, call_id=call_id, action=action, value=value, barge_in=barge_in,
-            restyle=restyler(handle.deployment),
+            restyle=restyle,
         )  # fmt: skip
 
     return work
