@@ -55,7 +55,7 @@ def _scripted(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> di
     return {"content": None, "tool_calls": [tool_call(f"call_{turn}", name, arguments)]}
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def published(server: Server) -> str:
     """A fresh org with the bundled package published as `front-office@1`. The publish gate's own
     proof is `test_front_office.py`; here it is forced, to keep this test to the front doors."""
