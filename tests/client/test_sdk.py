@@ -246,3 +246,25 @@ class socket_closed_port:
 
     def __exit__(self, *_exc: object) -> None:
         return None
+
+
+def test_publish_waits_for_the_self_tests_longer_than_other_calls() -> None:
+    # Publishing self-tests every task inside the request: a 40-task benchmark on a busy
+    # PostgreSQL server outlasted the client's default 60 s read timeout.
+    read_timeouts: dict[str, float] = {}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        read_timeouts[request.url.path] = request.extensions["timeout"]["read"]
+        if request.url.path.endswith("/publish"):
+            return httpx.Response(
+                409, json={"error": {"code": "CONFLICT", "message": "self-tests failed", "details": {}}}
+            )
+        return httpx.Response(200, json={"status": "ok"})
+
+    http = httpx.Client(base_url="http://assay.test", transport=httpx.MockTransport(handler))
+    client = Assay(api_key="vk_x", http_client=http, sleep=lambda _s: None)
+    client.health()
+    with pytest.raises(AssayError):
+        client.benchmarks.publish("bm_1")
+    publish = read_timeouts.pop("/benchmarks/bm_1/publish")
+    assert publish == 600.0 and list(read_timeouts.values()) == [60.0]

@@ -39,6 +39,9 @@ class Call(Generic[T]):
     params: Mapping[str, Any] | None = None
     token: str | None = None
     """Bearer token for this call only (a run token), instead of the client's key."""
+    timeout: float | None = None
+    """Seconds for this call only, instead of the client's: a call the server answers only after
+    long work (publishing self-tests every task) must not give up at the default."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,13 +84,16 @@ def _retryable_transport(call: Call[Any], exc: httpx.TransportError) -> bool:
 
 def _request(call: Call[Any], token: str | None) -> dict[str, Any]:
     """The arguments of `httpx.Client.request` / `AsyncClient.request` for one call."""
-    return {
+    arguments = {
         "method": call.method,
         "url": call.path,
         "json": call.json,
         "params": _params(call),
         "headers": _headers(call, token),
     }
+    if call.timeout is not None:
+        arguments["timeout"] = call.timeout
+    return arguments
 
 
 def _wait_after_failure(

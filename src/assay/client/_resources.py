@@ -181,8 +181,15 @@ class Benchmarks(_Collection[Benchmark]):
         every task (docs/scoring.md) and refuses with `ConflictError` (each task's problems in
         `details["self_tests"]`) unless `force`."""
         body = _body(slug=slug, force=force or None)
-        call = Call("POST", f"{self.path}/{id}/publish", _reader(BenchmarkVersion), json=body)
+        call = Call(
+            "POST", f"{self.path}/{id}/publish", _reader(BenchmarkVersion), json=body, timeout=PUBLISH_TIMEOUT
+        )
         return self._run(call)
+
+
+PUBLISH_TIMEOUT = 600.0
+"""Seconds a publish may take: the server self-tests every task (reference and idle agent) in the
+request, so a benchmark of tens of tasks on a busy server takes longer than the default 60 s."""
 
 
 class Tasks(_Collection[Task]):
