@@ -267,4 +267,4 @@ def test_publish_waits_for_the_self_tests_longer_than_other_calls() -> None:
     with pytest.raises(AssayError):
         client.benchmarks.publish("bm_1")
     publish = read_timeouts.pop("/benchmarks/bm_1/publish")
-    assert publish == 600.0 and list(read_timeouts.values()) == [60.0]
+    assert publish == 600.0 and all(other < publish for other in read_timeouts.values())
