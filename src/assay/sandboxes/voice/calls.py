@@ -42,7 +42,7 @@ from assay.sandboxes.payer import PayerDefinition, PayerDefinitionInvalid, parse
 from assay.sandboxes.portal.store import head, rows_of
 from assay.sandboxes.voice.line.call import Facts, Said, begin, ringing, step
 from assay.sandboxes.voice.line.config import Line, parse_line
-from assay.sandboxes.voice.store import LAST_TURN, write_turns
+from assay.sandboxes.voice.store import LAST_TURN, transcript, write_turns
 from assay.sandboxes.voice.tables import VoiceCallRow
 from assay.sandboxes.x12.store import EMPTY_PAYER
 from assay.sandboxes.x12.tables import X12Payer
@@ -56,8 +56,11 @@ __all__ = [
     "VOICING_ROUNDS",
     "Restyle",
     "act",
+    "acting",
     "call_view",
+    "call_with_turns",
     "calls_of",
+    "dialling",
     "end_calls",
     "phone_number",
     "place_call",
@@ -347,6 +350,24 @@ class _Voicing:
 
 class _Unvoiced(Exception):
     """Roll back: the line wants words not fetched yet."""
+
+
+def dialling(**call: Any) -> Action[dict[str, Any]]:
+    """`place_call` with its keywords bound, as `run_action` runs it."""
+    return lambda conn, restyle: place_call(conn, restyle=restyle, **call)
+
+
+def acting(**call: Any) -> Action[dict[str, Any]]:
+    """`act` with its keywords bound, as `run_action` runs it."""
+    return lambda conn, restyle: act(conn, restyle=restyle, **call)
+
+
+def call_with_turns(conn: Connection, sandbox_id: str, call_id: str) -> dict[str, Any] | None:
+    """One call of the sandbox and its turns, oldest first; None when the sandbox has no such call."""
+    row = conn.execute(
+        select(VoiceCallRow).where(VoiceCallRow.id == call_id, VoiceCallRow.sandbox_id == sandbox_id)
+    ).first()
+    return None if row is None else {**call_view(row), "turns": transcript(conn, sandbox_id, call_id)}
 
 
 def run_action(engine: Engine, action: Action[T], model: Restyle | None) -> T:

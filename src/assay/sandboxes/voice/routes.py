@@ -18,17 +18,15 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy import Connection, select
 from starlette.concurrency import run_in_threadpool
 
 from assay.sandboxes.gate import SandboxClosed
 from assay.sandboxes.openapi import json_answer, listed
 from assay.sandboxes.surface import SandboxHandle, SurfaceTarget
-from assay.sandboxes.voice.calls import Restyle, act, call_view, calls_of, place_call, run_action
+from assay.sandboxes.voice.calls import acting, call_with_turns, calls_of, dialling, run_action
 from assay.sandboxes.voice.sim import restyler
 from assay.sandboxes.voice.store import LINE_SPEAKERS, append_turns, transcript, turn_problems
 from assay.sandboxes.voice.stream import add_stream_routes
-from assay.sandboxes.voice.tables import VoiceCallRow
 from assay.store import BadRequest, DomainError, Invalid, NotFound
 from assay.store.database import write_turn
 from assay.store.json_values import storable_json_problem
@@ -187,12 +185,10 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
         """Dial the line (`to`: `credentials.voice.phone_number`); 201 with `call_id` and `said`."""
         body = _body(await request.body(), "to")
 
-        def dial(conn: Connection, restyle: Restyle | None) -> dict[str, Any]:
-            return place_call(
-                conn, sandbox_id=handle.sandbox_id, playground_id=handle.playground_id,
-                task_run_id=handle.task_run_id, credentials=handle.credentials, to=body.get("to"),
-                restyle=restyle,
-            )  # fmt: skip
+        dial = dialling(
+            sandbox_id=handle.sandbox_id, playground_id=handle.playground_id,
+            task_run_id=handle.task_run_id, credentials=handle.credentials, to=body.get("to"),
+        )  # fmt: skip
 
         def work() -> dict[str, Any]:
             return run_action(handle.deployment.engine, dial, restyler(handle.deployment))
@@ -217,12 +213,11 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
         if not isinstance(barge_in, bool):
             raise Invalid({"barge_in": ["must be true or false"]})
 
-        def acted(conn: Connection, restyle: Restyle | None) -> dict[str, Any]:
-            return act(
-                conn, sandbox_id=handle.sandbox_id, playground_id=handle.playground_id,
-                credentials=handle.credentials, call_id=call_id, action=action, value=value,
-                barge_in=barge_in, restyle=restyle,
-            )  # fmt: skip
+        acted = acting(
+            sandbox_id=handle.sandbox_id, playground_id=handle.playground_id,
+            credentials=handle.credentials, call_id=call_id, action=action, value=value,
+            barge_in=barge_in,
+        )  # fmt: skip
 
         def work() -> dict[str, Any]:
             return run_action(handle.deployment.engine, acted, restyler(handle.deployment))
@@ -270,14 +265,10 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
     def get_call(call_id: str, handle: SandboxHandle = Depends(target)) -> JSONResponse:
         """One call and its turns (`turns`), oldest first."""
         with handle.deployment.engine.connect() as conn:
-            row = conn.execute(
-                select(VoiceCallRow).where(
-                    VoiceCallRow.id == call_id, VoiceCallRow.sandbox_id == handle.sandbox_id
-                )
-            ).first()
-            if row is None:
-                raise NotFound.of("call", call_id)
-            return JSONResponse({**call_view(row), "turns": transcript(conn, handle.sandbox_id, call_id)})
+            found = call_with_turns(conn, handle.sandbox_id, call_id)
+        if found is None:
+            raise NotFound.of("call", call_id)
+        return JSONResponse(found)
 
     add_stream_routes(router, target)
 
