@@ -1,4 +1,4 @@
-"""Big datasets (issue 9): the 16 Synthea patients replicated, uploaded, started, searched, verified.
+"""Big datasets: the 16 Synthea patients replicated, uploaded, started, searched, verified.
 
     uv run python bench/bench_big_datasets.py [--scale 1,8,64] [--postgres]
 
@@ -28,7 +28,7 @@ For each scale, on a fresh `assay serve` (SQLite, 1 worker; `--postgres`: Postgr
   `fhir-resource-state` criterion over a patient), wall time of the command; `--keep-state DIR`
   keeps the archive and the task file (`state-64x.tar.gz`, `task-64x.json`) for profiling.
 
-Targets (issue 9, the 1,024-patient set = 64×, on the 2-core machine): upload < 15 s, first
+Targets (the 1,024-patient set = 64×, on the 2-core machine): upload < 15 s, first
 start < 10 s, second start < 0.5 s, RSS < 1.5 GB per worker, verify < 10 s, search p50 unchanged
 from 1×, no other request blocked while a big start runs. Prints the load average with each row:
 on a loaded machine the times are pessimistic.

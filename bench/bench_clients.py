@@ -1,4 +1,4 @@
-"""Clients benchmark (issue 12): `assay demo` wall time, and what the SDK adds over raw httpx.
+"""Clients benchmark: `assay demo` wall time, and what the SDK adds over raw httpx.
 
     uv run python bench/bench_clients.py [--requests 300] [--demo-runs 1]
 

@@ -1,4 +1,4 @@
-"""Service benchmark (issue 4): `POST /v1/task-runs/{id}/complete` throughput and latency.
+"""Service benchmark: `POST /v1/task-runs/{id}/complete` throughput and latency.
 
     uv run python bench/bench_complete.py [--runs N] [--clients C]
 

@@ -1,12 +1,12 @@
-"""Micro-benchmark (issue 9): the sandbox event log's writer on PostgreSQL: statements, COPY, lz4.
+"""Micro-benchmark: the sandbox event log's writer on PostgreSQL: statements, COPY, lz4.
 
     ASSAY_BENCH_POSTGRES_URL=postgresql+psycopg://… uv run python bench/bench_event_log.py [--events N]
 
 Writes `--events` events (default 2,000) through `_EventLog._write`, the writer thread's own path,
 in batches of `--batches` sizes, into 16 sandboxes round robin (16 agents). Each event is a FHIR
 search answer as the server renders it (a `searchset` Bundle of Synthea resources, ~5.6 KB of
-JSON, passed through as `JsonText`) for a GET. Modes (`MODES`): `before`, the code before issue 9
-session 8 (each sandbox locked and its last event read by a statement each, then executemany of
+JSON, passed through as `JsonText`) for a GET. Modes (`MODES`): `before`, the code before the event
+log's COPY writer (each sandbox locked and its last event read by a statement each, then executemany of
 the INSERT); `lookups`, a batch's sandboxes locked and read by two statements, then the INSERT;
 `after`, two statements then `COPY` — each with the bodies' TOAST compression pglz or lz4 (set on
 the columns before each run). `sandbox_events` is emptied before each run.

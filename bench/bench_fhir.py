@@ -1,4 +1,4 @@
-"""FHIR verification benchmark (issue 2): snapshot load, search latency, criteria per second.
+"""FHIR verification benchmark: snapshot load, search latency, criteria per second.
 
 Run: `uv run python bench/bench_fhir.py`
 

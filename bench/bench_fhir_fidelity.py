@@ -1,4 +1,4 @@
-"""FHIR fidelity benchmark (issue 15): chained and `_has` search, `$everything`, and the cost of
+"""FHIR fidelity benchmark: chained and `_has` search, `$everything`, and the cost of
 validating writes. In-process, on the 18 bundled Synthea files.
 
 Run: `uv run python bench/bench_fhir_fidelity.py`
@@ -13,7 +13,7 @@ Run: `uv run python bench/bench_fhir_fidelity.py`
    resource), and `actions.create` of a Patient on a validating store against a lenient one
    (p50 per write; the difference is what validation costs a write).
 
-Targets (issue 15): chained and `_has` p50 < 5 ms; `$everything` < 50 ms.
+Targets: chained and `_has` p50 < 5 ms; `$everything` < 50 ms.
 """
 
 from __future__ import annotations

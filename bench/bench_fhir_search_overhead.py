@@ -1,7 +1,7 @@
-"""Per-search constant cost of the FHIR engine, robust to a loaded machine (issue 15 regression).
+"""Per-search constant cost of the FHIR engine, robust to a loaded machine.
 
 Run: `uv run python bench/bench_fhir_search_overhead.py`, here and in a checkout of the code before
-issue 15 (`git worktree add /tmp/old a999672`) to compare. For 200 searches of `bench_fhir.py`'s
+the FHIR fidelity work (`git worktree add /tmp/old a999672`) to compare. For 200 searches of `bench_fhir.py`'s
 mix, each timed as the minimum of 15 x 20 calls (a minimum drops the time the process was
 preempted, so other load barely moves it), prints the median of those minima for
 `FhirStore.search` and for `parse_search` alone.

@@ -1,12 +1,12 @@
-"""FHIR REST server benchmark (issue 5): dataset load into a playground, search latency over HTTP.
+"""FHIR REST server benchmark: dataset load into a playground, search latency over HTTP.
 
 Run: `uv run python bench/bench_fhir_server.py [--backend embedded|tag|assay-store|all]
 [--datasets all|smart-2019]`
 
 1. Dataset load, store level: a fresh SQLite database (the service's `Database`, WAL, migrated);
    `EmbeddedFhir.provision` of a playground seeded with all 18 Synthea files
-   (tests/fixtures/fhir/synthea) as 18 datasets in order — SPEC §5.1 loading, the layer stored
-   once. Best and median of 3 fresh databases.
+   (tests/fixtures/fhir/synthea) as 18 datasets in order — dataset loading (docs/sandboxes.md), the layer
+   stored once. Best and median of 3 fresh databases.
 2. The whole service (`uvicorn --factory assay.service.app:create_app` in its own process): the 18 files as 18 `fhir` datasets of
    one environment; `POST /v1/task-runs/{id}/start` timed cold (loads the layer) and for a second
    task run of the same datasets (a pointer to the shared layer).
@@ -19,7 +19,7 @@ Run: `uv run python bench/bench_fhir_server.py [--backend embedded|tag|assay-sto
 Targets on the 2-core reference machine: load < 3 s, search p50 < 10 ms end to end.
 
 `--backend tag`, `assay-store` or `all` measure what an external FHIR server (`ASSAY_FHIR_URL`,
-SPEC §7) costs: steps 2-3 run first against the embedded store (the baseline), then against the
+docs/deployment.md) costs: steps 2-3 run first against the embedded store (the baseline), then against the
 service configured with `ASSAY_FHIR_URL` pointing at a second Assay FHIR server (`assay
 fhir-server`, i.e. `create_fhir_server` under uvicorn, in a third process with its own fresh
 SQLite database) with `ASSAY_FHIR_ISOLATION=tag` (one store on that server, a tag and an id

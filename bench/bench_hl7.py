@@ -1,4 +1,4 @@
-"""HL7v2 benchmark (issue 3): parse + 20 path reads per message, against hl7apy and python-hl7.
+"""HL7v2 benchmark: parse + 20 path reads per message, against hl7apy and python-hl7.
 
     uv run python bench/bench_hl7.py [--rounds N]
 

@@ -1,4 +1,4 @@
-"""Load benchmark (issue 9): the agent path under 16 concurrent clients vs a bare FastAPI hello-world.
+"""Load benchmark: the agent path under 16 concurrent clients vs a bare FastAPI hello-world.
 
     uv run python bench/bench_load.py [--seconds 10] [--clients 16] [--postgres]
 
@@ -11,7 +11,7 @@ from one asyncio process, each sending its next request as soon as the last answ
 minimal client, so the generator costs little of the 2 cores it shares with the server). All servers are up at once and take
 turns: the measured seconds of each are `--rounds` slices, hello-world, SQLite, PostgreSQL,
 hello-world, … — on this shared machine the speed of the same code moves by a third within
-minutes, and measured one after the other the ratio compared one phase with another (session 9:
+minutes, and measured one after the other the ratio compared one phase with another (measured:
 hello-world 9,236 and 6,396 req/s in two runs ten minutes apart, the agent path the same).
 
 - hello-world: `GET /hello` → `{"hello": "world"}` from a bare FastAPI app;
@@ -25,8 +25,8 @@ Prints requests/s, p50/p99 latency and errors for each, the agent/hello ratio an
 load average, and the servers' CPU per request over the measured seconds (user + system, from
 `/proc`: the `assay serve` process group — workers, listener process — and, on PostgreSQL, the
 cluster's processes too; the completes of that window are in it): on this shared machine it
-moves far less with the load than requests/s do. Targets on the 2-core machine (issue 9): ratio ≥ 0.40, p99 < 50 ms, 0 errors,
-`complete` p50 < 50 ms under load. `--postgres`: the agent path on PostgreSQL with 2 workers
+moves far less with the load than requests/s do. Targets on the 2-core machine: ratio ≥ 0.40, p99 < 50 ms, 0
+errors, `complete` p50 < 50 ms under load. `--postgres`: the agent path on PostgreSQL with 2 workers
 (`ASSAY_BENCH_POSTGRES_URL`, else a throwaway cluster, as `bench_complete.py` does).
 """
 

@@ -1,4 +1,4 @@
-"""MLLP benchmark (issue 10): ACKs per second on one connection, and per-message latency.
+"""MLLP benchmark: ACKs per second on one connection, and per-message latency.
 
     uv run python bench/bench_mllp.py [--messages N]
 
@@ -12,7 +12,7 @@ Peer: a bare asyncio MLLP server on the same machine that answers every frame wi
 (no parsing, no routing, no database) — the floor of the framing and socket round trip, so the
 ratio shows what the HL7 work and the one commit per message (the message and its event) cost.
 
-Targets (issue 10): ≥ 1,000 ACKs/s, p50 < 5 ms.
+Targets: ≥ 1,000 ACKs/s, p50 < 5 ms.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Payer portal benchmark (issue 11): p50 server time of the web portal's pages and the REST surface.
+"""Payer portal benchmark: p50 server time of the web portal's pages and the REST surface.
 
     uv run python bench/bench_portal.py [--repeat 200] [--rows 200]
 

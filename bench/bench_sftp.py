@@ -1,4 +1,4 @@
-"""SFTP benchmark (issue 11): a 10 MB upload and 20 concurrent sessions, through the real service.
+"""SFTP benchmark: a 10 MB upload and 20 concurrent sessions, through the real service.
 
     uv run python bench/bench_sftp.py [--repeat 3] [--sessions 20]
 

@@ -1,4 +1,4 @@
-"""Soak (issue 9): a steady agent load for `--minutes` while the server's resources are sampled.
+"""Soak: a steady agent load for `--minutes` while the server's resources are sampled.
 
     uv run python bench/bench_soak.py [--minutes 10] [--clients 8] [--interval 10] [--postgres [--workers 2]]
 

@@ -1,4 +1,4 @@
-"""Viewer benchmark (issue 16): server time of the task-run page with 50 criteria and 2,000 events.
+"""Viewer benchmark: server time of the task-run page with 50 criteria and 2,000 events.
 
     uv run python bench/bench_viewer.py [--criteria 50] [--events 2000] [--repeat 20]
 

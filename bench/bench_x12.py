@@ -1,4 +1,4 @@
-"""X12 005010 benchmark (issue 3): parsing against pyx12, and our loop resolution on 271/277/278.
+"""X12 005010 benchmark: parsing against pyx12, and our loop resolution on 271/277/278.
 
     uv run python bench/bench_x12.py [--rounds N]
 

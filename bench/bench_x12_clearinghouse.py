@@ -1,4 +1,4 @@
-"""X12 clearinghouse benchmark (issue 10): 270→271 over HTTP, p50 and p99.
+"""X12 clearinghouse benchmark: 270→271 over HTTP, p50 and p99.
 
     uv run python bench/bench_x12_clearinghouse.py [--requests N]
 

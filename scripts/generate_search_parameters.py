@@ -10,7 +10,7 @@ For every resource type and every search parameter the table holds
   parameter such as `patient` lists thirty types in one expression). Parameters defined on
   `Resource`/`DomainResource` (`_id`, `_lastUpdated`, `_tag`, `_profile`, `_security`, `_source`)
   stay under the key `"Resource"` with a `Resource.` root; the table reader re-roots them per type.
-- `.where(resolve() is X)` is rewritten to a reference-type filter (SPEC §3.2), because no
+- `.where(resolve() is X)` is rewritten to a reference-type filter (docs/assertions.md), because no
   FHIRPath engine here can resolve references:
   `.where(reference.startsWith('X/') or reference.contains('/X/') or type = 'X')`.
 - `targets` are the reference target types (empty for other parameter types).

@@ -1,4 +1,4 @@
-"""Task files for `assay verify` (SPEC §7): YAML or JSON with `criteria`, `input_entity` and
+"""Task files for `assay verify` (docs/deployment.md): YAML or JSON with `criteria`, `input_entity` and
 `vocabulary` (the benchmark's own lexicon entries, as a task run's snapshot carries them).
 
 Extra keys are ignored, so `GET /tasks/{id}` output, a task run's `snapshot` (which nests the

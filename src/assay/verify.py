@@ -1,7 +1,7 @@
 """`verify_task`: parse → dispatch → time limit → score. Pure: state in, results out.
 
 `complete`, `rescore` and `assay verify` all call this one function, so the service and the
-command line can never disagree about a score (style.md, after Inspect's re-scoring of logs).
+command line can never disagree about a score (as Inspect re-scores its logs).
 """
 
 from __future__ import annotations
@@ -235,7 +235,7 @@ def verify_task(
     judge: Judge | None = None,
     vocabulary: Any = None,
 ) -> TaskVerification:
-    """Judge every criterion in order and score the task (SPEC §3.1 Order, §4)."""
+    """Judge every criterion in order and score the task (docs/assertions.md, docs/scoring.md)."""
     if input_entity is None:
         input_entity = state.input_entity()
     runs: list[CriterionRunResult] = []

@@ -1,4 +1,4 @@
-"""The check registry: one module per `assert`, one line each here (SPEC §3).
+"""The check registry: one module per `assert`, one line each here (docs/assertions.md).
 
 Each module exposes `check(assertion, state, context) -> CriterionResult`. A check returns a failed
 result for bad data and never raises; anything it does raise is a bug that `verify_task` records

@@ -15,7 +15,7 @@ __all__ = ["CheckContext"]
 @dataclass(frozen=True, slots=True)
 class CheckContext:
     input_entity: Mapping[str, Any] | None = None
-    """The criterion's input entity (its `input_entity_id`), else the task's (SPEC §3.4)."""
+    """The criterion's input entity (its `input_entity_id`), else the task's (docs/assertions.md)."""
     semantic: bool = False
     """Whether the deployment turned the semantic voice tier on (`ASSAY_VOICE_SEMANTIC=1`)."""
     judge: Judge | None = None

@@ -1,4 +1,4 @@
-"""Judging a list of field assertions against one target, and the details sentences (SPEC §3.1)."""
+"""Judging a list of field assertions against one target, and the details sentences (docs/assertions.md)."""
 
 from __future__ import annotations
 

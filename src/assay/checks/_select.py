@@ -1,4 +1,4 @@
-"""Choosing among candidates by `match` (SPEC §3.1), shared by every check that selects.
+"""Choosing among candidates by `match` (docs/assertions.md), shared by every check that selects.
 
 Candidates arrive in recency order, oldest first. `any` keeps the best score, ties to the latest;
 `first`/`latest` judge one end only; `all` scores the minimum and shows the lowest-scoring one
@@ -34,7 +34,7 @@ class Judged:
 
     @property
     def details(self) -> str:
-        """The SPEC §3.1 matched sentence for this candidate."""
+        """The matched sentence (docs/assertions.md) for this candidate."""
         return matched_details(self.target, self.passed, self.total, errors=self.errors)
 
 

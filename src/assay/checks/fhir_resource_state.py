@@ -1,4 +1,4 @@
-"""`fhir-resource-state`: a FHIR search returns a resource whose fields hold (SPEC §3.2).
+"""`fhir-resource-state`: a FHIR search returns a resource whose fields hold (docs/assertions.md).
 
 Candidates are `state.fhir_search(resource_type, search)`: every match, all pages, in recency
 order or `_sort` order, capped by `_count`. `match` picks one (checks/_select.py). A field reads

@@ -1,4 +1,4 @@
-"""`hl7-structural`: judge the HL7v2 messages the agent sent (SPEC §3.3).
+"""`hl7-structural`: judge the HL7v2 messages the agent sent (docs/assertions.md).
 
 Candidates are the accepted outbound messages in arrival order, each message of an FHS/BHS batch
 on its own. A stored message that does not parse is not a candidate; its parse error only shows
@@ -36,7 +36,7 @@ _ALIASES: Mapping[str, Callable[[Hl7Message], Hl7Value]] = {
     "trigger_event": lambda message: message.trigger_event,
     "control_id": lambda message: message.control_id,
 }
-"""The `correlate_by` aliases of SPEC §3.3; keys equal `core.assertions.hl7.CORRELATION_ALIASES`."""
+"""The `correlate_by` aliases of docs/assertions.md; keys equal `core.assertions.hl7.CORRELATION_ALIASES`."""
 
 
 @dataclass(frozen=True, slots=True)

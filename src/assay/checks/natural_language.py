@@ -1,4 +1,4 @@
-"""`natural-language`: a free-text eval scored by the LLM judge (SPEC §8, issue 13).
+"""`natural-language`: a free-text eval scored by the LLM judge (docs/assertions.md).
 
 The judge reads what the run left that can be listed without knowing what to look for: the call
 transcript, the HL7 messages sent, the X12 responses received and the files present (FHIR and

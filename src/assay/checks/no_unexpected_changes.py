@@ -1,4 +1,4 @@
-"""`no-unexpected-changes` (issue 14): every change the agent made on a surface is allowed.
+"""`no-unexpected-changes`: every change the agent made on a surface is allowed.
 
 Changes are keys whose digest differs between the seeded baseline and the final state: FHIR
 `Patient/p1`, a file path, an outbound HL7 message (`outbound/1`, nothing outbound is seeded), a

@@ -1,7 +1,7 @@
-"""`portal-state-match`: a portal resource row holds the expected values (SPEC §3.4).
+"""`portal-state-match`: a portal resource row holds the expected values (docs/assertions.md).
 
 Candidates are the rows of `correlate_by.resource` (of one portal when `portal` is set) whose
-`correlate_by.key` equals the wanted value by the SPEC §3.1 rules. The wanted value is
+`correlate_by.key` equals the wanted value by the rules of docs/assertions.md. The wanted value is
 `correlate_by.value` when the assertion gives one — an explicit `null` included, which selects rows
 whose key is empty — else the input entity's value of `key`. With neither, every row of the
 resource is a candidate. `match` then picks one (checks/_select.py).

@@ -1,4 +1,4 @@
-"""`sftp-file-present`: a file was uploaded, optionally with the expected content (SPEC §3.5).
+"""`sftp-file-present`: a file was uploaded, optionally with the expected content (docs/assertions.md).
 
 Candidates are the files of the final SFTP tree whose path equals `path` or matches the glob
 `path_pattern`, leaving out files seeded by datasets or scenarios unless `include_seeded`. A `key`
@@ -54,12 +54,12 @@ def _path_test(assertion: SftpFilePresent) -> tuple[Callable[[str], bool], str]:
 
 
 def glob_regex(pattern: str) -> str:
-    """The anchored RE2 source of a SPEC §3.5 glob.
+    """The anchored RE2 source of a `sftp-file-present` glob.
 
     `*` is any run of characters other than `/` (dotfiles included), `?` one such character,
     `**/` zero or more whole segments, and a trailing `**` everything below its folder. A `**`
     elsewhere (`a**b`) is a plain `*`. Every other character is literal, case-sensitive —
-    there are no `[...]` classes or `{a,b}` alternatives (docs/decisions.md). RE2 keeps matching
+    there are no `[...]` classes or `{a,b}` alternatives (docs/decisions/verification.md). RE2 keeps matching
     linear however many `**/` a pattern stacks.
     """
     parts: list[str] = []

@@ -1,4 +1,4 @@
-"""`voice-transcript`: phrases that must, and must not, appear in the call (SPEC §3.6).
+"""`voice-transcript`: phrases that must, and must not, appear in the call (docs/assertions.md).
 
 The transcript is the target and always exists. Each phrase is searched turn by turn (a phrase
 matches within one turn) through a list of tiers, in order; the first tier that finds a match the
@@ -17,7 +17,7 @@ guards accept decides, and its name is recorded as `method`:
    is configured (`ASSAY_JUDGE_URL`) or listed in `tiers`; its answer is recorded in the evidence.
 
 The default install runs tiers 1–2 and the vocabulary: offline and deterministic
-(docs/decisions.md).
+(docs/decisions/voice.md).
 
 Two guards check every tier's match, so a near-match never flips meaning: numbers in the phrase
 (or the variant) and in the matched span must agree, and the span (or the three words before it)
@@ -61,12 +61,13 @@ __all__ = [
 
 FUZZY_THRESHOLD = 90.0
 NEGATIONS = frozenset({"no", "not", "never", "without", "none", "neither", "nor"})
-"""SPEC §3.6's negations; `n't` and `cannot` arrive as a `not` token (see `_speech`)."""
+"""The negations `voice-transcript` knows (docs/assertions.md); `n't` and `cannot` arrive as a `not` token
+(see `_speech`)."""
 VARIANT_NEGATIONS = NEGATIONS | NEGATED_PREFIXES
 VARIANT_TIERS = frozenset({"exact", "semantic"})
 """Tiers a vocabulary variant goes through. Not `fuzzy`: a near-spelling of a synonym stacks two
 approximations; at tier 2's bar it adds a false accept on the labelled set's calibration split, and
-at a stricter one it finds one more item there for six times the cost (docs/decisions.md)."""
+at a stricter one it finds one more item there for six times the cost (docs/decisions/voice.md)."""
 _WORDS_BEFORE = 3
 
 PhraseKind = Literal["contains", "not_contains"]
@@ -133,7 +134,7 @@ def _tokens_covering(turn: Speech, start: int, end: int) -> tuple[int, int]:
 CONTAINS_TIERS: tuple[PhraseMatcher, ...] = (ExactMatcher(), FuzzyMatcher())
 """Tiers 1–2, for `contains` by default; tier 3 is appended when it is on (`_plan`)."""
 NOT_CONTAINS_TIERS: tuple[PhraseMatcher, ...] = (ExactMatcher(), FuzzyMatcher())
-"""`not_contains` uses tiers 1–2 only (SPEC §3.6)."""
+"""`not_contains` uses tiers 1–2 only (docs/assertions.md)."""
 JUDGE_PROMPT = ("voice-phrase", 1)
 JUDGE_TRANSCRIPT_BUDGET = 24_000
 """Characters of transcript shown to the judge; longer calls are cut, and the cut is said."""
@@ -376,7 +377,7 @@ def _locate(quote: Speech, turn: Speech) -> SpanMatch:
 def _guards_accept(
     phrase: Speech, turn: Speech, span: SpanMatch, negations: frozenset[str] = NEGATIONS
 ) -> bool:
-    """The number guard and the negation guard (SPEC §3.6), on any tier's span."""
+    """The number guard and the negation guard (docs/assertions.md), on any tier's span."""
     if not turn.tokens:
         return False
     last_phrase = len(phrase.tokens) - 1

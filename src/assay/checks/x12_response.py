@@ -1,4 +1,4 @@
-"""`x12-response`: judge the clearinghouse responses the agent received (SPEC §3.7).
+"""`x12-response`: judge the clearinghouse responses the agent received (docs/assertions.md).
 
 Candidates are the ST…SE transaction sets of every stored response, in arrival order (999/997
 acknowledgements and TA1s are not candidates). `transaction` keeps one exchange family,

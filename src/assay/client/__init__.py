@@ -1,4 +1,4 @@
-"""The Assay Python SDK (SPEC §7.1): `from assay.client import Assay, AsyncAssay`.
+"""The Assay Python SDK (docs/sdk.md): `from assay.client import Assay, AsyncAssay`.
 
 httpx and pydantic only: this package never imports the service, the store or the sandboxes
 (an import-linter contract holds it to that), so an agent harness can use it against a remote

@@ -33,7 +33,7 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8400"
 
 
 class _Resources:
-    """The resource attributes both clients expose (SPEC §7.1)."""
+    """The resource attributes both clients expose (docs/sdk.md)."""
 
     criteria: Criteria
     benchmarks: Benchmarks

@@ -1,4 +1,4 @@
-"""Errors of the Assay SDK: one class per SPEC §5 error code, each carrying the envelope.
+"""Errors of the Assay SDK: one class per error code of docs/api.md, each carrying the envelope.
 
 Tree::
 
@@ -61,7 +61,7 @@ class APIConnectionError(AssayError):
 
 
 class APIStatusError(AssayError):
-    """The API answered with an error status and the SPEC §5 envelope."""
+    """The API answered with an error status and the envelope of docs/api.md."""
 
     def __init__(
         self,

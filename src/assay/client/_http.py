@@ -24,7 +24,7 @@ __all__ = ["PAGE_SIZE", "AsyncEngine", "Call", "Engine", "RetryPolicy", "SyncEng
 
 T = TypeVar("T")
 PAGE_SIZE = 100
-"""Items asked for per page while iterating a list: the API's maximum (SPEC §5)."""
+"""Items asked for per page while iterating a list: the API's maximum (docs/api.md)."""
 _RETRY_STATUSES = frozenset({429, 503})
 
 

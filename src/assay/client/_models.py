@@ -1,4 +1,4 @@
-"""Typed views of the API's JSON (SPEC §1.1, §5): what the SDK's methods return.
+"""Typed views of the API's JSON (docs/api.md): what the SDK's methods return.
 
 Every model keeps keys it does not know (`extra="allow"`), so a newer server never breaks an older
 client, and `model_dump()` gives back the JSON as it came. Timestamps stay RFC 3339 strings, as on

@@ -1,4 +1,4 @@
-"""Resources that mirror the API (SPEC §5, §7.1): one class per collection, shared by `Assay` and
+"""Resources that mirror the API (docs/api.md, docs/sdk.md): one class per collection, shared by `Assay` and
 `AsyncAssay`.
 
 A method builds a `Call` and hands it to the client's engine: `Assay`'s runs it and returns the
@@ -7,7 +7,7 @@ iterator) over every page. The annotations show the synchronous types; with `Asy
 call (`await client.criteria.get(id)`) and `async for` over lists.
 
 `update(id, **changes)` sends a PATCH of exactly the keys given: top-level fields merge, nested ones
-(`assertion`, `data`) are replaced whole, and `None` clears a nullable field (SPEC §5).
+(`assertion`, `data`) are replaced whole, and `None` clears a nullable field (docs/api.md).
 """
 
 from __future__ import annotations
@@ -128,8 +128,8 @@ class Criteria(_Collection[Criterion]):
         required: bool | None = None,
         idle_ok: bool | None = None,
     ) -> Criterion:
-        """Create a criterion; `assertion` is one of the typed shapes of SPEC §3 (422 names the bad key).
-        `required` makes it a gate, `idle_ok` says an idle agent may pass it (docs/scoring.md)."""
+        """Create a criterion; `assertion` is one of the typed shapes of docs/assertions.md (422 names the bad
+        key). `required` makes it a gate, `idle_ok` says an idle agent may pass it (docs/scoring.md)."""
         return self._create(
             _body(
                 task_id=task_id,
@@ -249,7 +249,7 @@ class Datasets(_Collection[Dataset]):
     def create(
         self, *, name: str, type: str, data: dict[str, Any], entities: Sequence[dict[str, Any]] | None = None
     ) -> Dataset:
-        """`type` is fhir, files, portal, hl7, x12 or voice; `data` is shaped by type (SPEC §5.1)."""
+        """`type` is fhir, files, portal, hl7, x12 or voice; `data` is shaped by type (docs/api.md)."""
         return self._create(_body(name=name, type=type, data=data, entities=entities))
 
     def list(self) -> Iterator[Dataset]:
@@ -396,7 +396,7 @@ class TaskRuns(_Resource):
         return self._pages(f"/task-runs/{id}/events", SandboxEvent.model_validate)
 
     def state(self, id: str) -> bytes:
-        """The captured state as a SPEC §6 snapshot tar.gz (what `assay verify` reads)."""
+        """The captured state as a snapshot tar.gz (what `assay verify` reads)."""
         return self._run(Call("GET", f"/task-runs/{id}/state", lambda response: response.content))
 
 

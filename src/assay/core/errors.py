@@ -7,8 +7,8 @@ Tree::
     ├── SnapshotError         a snapshot directory or archive cannot be read
     └── TaskFileError         a task file for `assay verify` cannot be read
 
-Core errors carry no HTTP status; the service maps them to SPEC §5 in one place. (`AssayError`
-is the SDK's: `assay.client` raises it for API errors; one name, one meaning.)
+Core errors carry no HTTP status; the service maps them to the error codes of docs/api.md in one place.
+(`AssayError` is the SDK's: `assay.client` raises it for API errors; one name, one meaning.)
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """The LLM-judge seam: what a check asks, what it gets back, and how verdicts are replayed.
 
-Tier 4 of `voice-transcript` (SPEC §3.6) and `natural-language` evals (SPEC §8) ask a judge. The
-core never talks HTTP (import-linter forbids it), so the judge is a protocol the caller passes to
+Tier 4 of `voice-transcript` (docs/assertions.md) and `natural-language` evals (docs/assertions.md) ask a
+judge. The core never talks HTTP (import-linter forbids it), so the judge is a protocol the caller passes to
 `verify_task`; the OpenAI-compatible client lives above, in `assay.judge`, wired by the service
 and the command line.
 
 A judge's answer is data like any other evidence: each one is recorded beside the verdict it
 decided (`JudgeAnswer.record`), keyed by the hash of the exact question. `ReplayJudge` answers
-from those records, so `rescore` reproduces a judged score without asking again (issue 13).
+from those records, so `rescore` reproduces a judged score without asking again.
 """
 
 from __future__ import annotations

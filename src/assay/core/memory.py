@@ -1,4 +1,4 @@
-"""Bulk loading without the garbage collector in the loop (issue 9: big datasets).
+"""Bulk loading without the garbage collector in the loop (for big datasets).
 
 Decoding and indexing 137k FHIR resources allocates tens of millions of containers; CPython's
 cyclic collector runs a full pass each time the oldest generation grows by a quarter, so the

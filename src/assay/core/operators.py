@@ -1,4 +1,4 @@
-"""Field operators and the comparison rules behind them (SPEC §3.1).
+"""Field operators and the comparison rules behind them (docs/assertions.md).
 
 The vocabulary is FHIR TestScript's `assert.operator` plus `greaterOrEqual`, `lessOrEqual`,
 `matches` (unanchored RE2 search: linear time on any input, so an agent-influenced value cannot
@@ -136,7 +136,7 @@ def _contains(expected: Any, reading: Reading) -> bool:
 
 
 def values_equal(actual: Any, expected: Any) -> bool:
-    """Equality by the SPEC §3.1 comparison rules, deep for objects and arrays."""
+    """Equality by the comparison rules of docs/assertions.md, deep for objects and arrays."""
     if isinstance(expected, dict):
         return (
             isinstance(actual, dict)

@@ -1,7 +1,7 @@
 """The outcome of one check on one criterion.
 
 A check never raises for bad data: it returns a `CriterionResult`. The named constructors cover the
-outcomes that are not an honest score (SPEC §3.1): an assertion that does not parse is
+outcomes that are not an honest score (docs/assertions.md): an assertion that does not parse is
 `unsupported`, an infrastructure failure (time limit, store down) is `error`.
 """
 
@@ -24,7 +24,7 @@ class CriterionResult:
     score: Fraction
     """Fraction of the criterion's field or phrase assertions that hold, in [0, 1]."""
     details: str
-    """One human sentence that explains the score (SPEC §3.1)."""
+    """One human sentence that explains the score (docs/assertions.md)."""
     evidence: dict[str, Any] = field(default_factory=dict)
     """Structured payload that justifies the score; its keys depend on the check."""
     status: Status = "ok"

@@ -1,4 +1,4 @@
-"""Task, axis and benchmark-run scores, exactly as the seeds define them (SPEC §4).
+"""Task, axis and benchmark-run scores, exactly as the seeds define them (docs/scoring.md).
 
 All arithmetic is on `fractions.Fraction` built from the decimal text of each weight, so a task that
 scores 9 of 10 equal weights is exactly 0.9 and passes; floats appear only on output.
@@ -53,7 +53,7 @@ class ScoredCriterion:
     weight: Fraction
     axis: str | None = None
     errored: bool = False
-    """A criterion run with `status: error` counts as 0 (SPEC §4)."""
+    """A criterion run with `status: error` counts as 0 (docs/scoring.md)."""
     required: bool = False
     """A gate (docs/scoring.md): if it does not pass, the task scores 0 and fails."""
     passed: bool = True

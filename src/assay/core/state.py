@@ -1,9 +1,9 @@
-"""`SandboxState`: the one read interface every check uses (SPEC §2, §6).
+"""`SandboxState`: the one read interface every check uses (docs/sandboxes.md, docs/snapshots.md).
 
 A snapshot directory, the embedded live stores and the PostgreSQL stores all implement it, so a
 check never knows where the state came from — the seam httpx has in `BaseTransport`.
 
-Every sequence a method returns is in the store's recency order, oldest first (SPEC §2):
+Every sequence a method returns is in the store's recency order, oldest first (docs/snapshots.md):
 HL7 and X12 by arrival sequence, portal rows by insertion, files by `uploaded_at` then path.
 FHIR search returns resources in recency order too, unless `_sort` asks for another order.
 """
@@ -72,7 +72,7 @@ class PortalRow:
 
 @dataclass(frozen=True, slots=True)
 class FileRecord:
-    """One file in the playground's SFTP tree, with its metadata sidecar (SPEC §3.5)."""
+    """One file in the playground's SFTP tree, with its metadata sidecar (docs/assertions.md)."""
 
     path: str
     """Relative to the SFTP root, `/`-separated, no leading slash."""
@@ -122,7 +122,7 @@ class SandboxState(Protocol):
     """The final state of one playground, as the checks read it."""
 
     def input_entity(self) -> Mapping[str, Any] | None:
-        """The task's input entity (SPEC §3.4), or None."""
+        """The task's input entity (docs/assertions.md), or None."""
         ...
 
     def entity(self, entity_id: str) -> Mapping[str, Any] | None:

@@ -1,7 +1,7 @@
 """How much a benchmark run's score means: repeated trials, intervals and paired comparisons.
 
 A single run says little: identical runs flip verdicts, so a mean needs an interval and a gap
-between two runs needs a paired test before anyone reads it as a difference (issue 14). The
+between two runs needs a paired test before anyone reads it as a difference. The
 interval is a percentile bootstrap over *tasks* (each task's trials averaged first, since trials of
 one task are not independent of each other), with a fixed seed so the same runs always give the same
 interval. pass@k and pass^k are the unbiased estimators of Chen et al. (2021) and tau-bench (2024)

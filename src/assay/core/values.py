@@ -1,4 +1,4 @@
-"""Values read from a target, and the dotted JSON path that reads them (SPEC §3.1).
+"""Values read from a target, and the dotted JSON path that reads them (docs/assertions.md).
 
 A read is a `Reading`: whether the path resolved at all (`found`, which `exists` tests), the
 flattened leaf values the operators compare, and the `actual` that evidence shows.

@@ -1,4 +1,4 @@
-"""The LLM judge over HTTP: an OpenAI-compatible chat-completions client (issue 13).
+"""The LLM judge over HTTP: an OpenAI-compatible chat-completions client.
 
 `verify_task` receives a `core.judging.Judge`; this package is the real one, above the
 verification core in the layers contract (the core never imports HTTP libraries). The service

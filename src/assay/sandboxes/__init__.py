@@ -1,10 +1,10 @@
 """Playgrounds and their sandboxes: the seam between the run lifecycle and the sandbox surfaces.
 
 Every surface implements `Surface` (`surface.py`) and is one line in `registry.SURFACES`; nothing
-here names a surface. `provision` creates a task run's playground (one sandbox per surface, SPEC
-§1), `seed` loads its datasets and `run_scenario` its scenario steps, `describe` gives its
-endpoints and credentials (SPEC §5.2), `capture` pins its final state when the task run ends,
-`state_of` reads a capture as a `SandboxState`, and `materialize` writes it as a SPEC §6 snapshot;
+here names a surface. `provision` creates a task run's playground (one sandbox per
+surface), `seed` loads its datasets and `run_scenario` its scenario steps, `describe` gives its
+endpoints and credentials (docs/sandboxes.md), `capture` pins its final state when the task run ends,
+`state_of` reads a capture as a `SandboxState`, and `materialize` writes it as a snapshot;
 `purge_playgrounds` deletes the playgrounds of deleted runs with what their surfaces keep.
 `listeners` runs the surfaces' servers (MLLP, SFTP) once per deployment; `lifetime` opens and
 closes what surfaces keep while the app runs.

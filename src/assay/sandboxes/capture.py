@@ -1,4 +1,4 @@
-"""Captured state (SPEC §6): a pointer stored on the task run, read back as a `SandboxState`.
+"""Captured state (docs/snapshots.md): a pointer stored on the task run, read back as a `SandboxState`.
 
 `complete` stores the capture and scores it; `rescore` and `GET /task-runs/{id}/state` read the
 same capture, so all three agree. The pointer carries the input entity and the entities criteria
@@ -80,11 +80,11 @@ def _read_all(queries: list[Select[Any] | None], session: Session) -> list[Any]:
 
 class CapturedState:
     """The `SandboxState` of a capture: each field read from the surface that owns it, plus the
-    frozen entities. A field no live surface owns is an empty store (SPEC §6).
+    frozen entities. A field no live surface owns is an empty store (docs/snapshots.md).
 
     A surface's view is read the first time a criterion asks for one of its fields: a task's
     criteria read one or two surfaces, and reading all six for every `complete` was a third of
-    its SQL (issue 9: `complete` under agent load, `docs/performance.md` "Session 7")."""
+    its SQL (`complete` under agent load, `docs/performance.md`, "The agent path under load")."""
 
     def __init__(self, pointer: Mapping[str, Any], session: Session | None = None):
         self.pointer = pointer
@@ -156,7 +156,7 @@ def state_of(pointer: Mapping[str, Any], session: Session | None = None) -> Capt
 
 
 def materialize(pointer: Mapping[str, Any], root: Path, session: Session | None = None) -> Path:
-    """Write the capture as a SPEC §6 snapshot directory (for `GET /task-runs/{id}/state`)."""
+    """Write the capture as a snapshot directory (for `GET /task-runs/{id}/state`)."""
     manifest = {
         "task_run_id": pointer.get("task_run_id"),
         "captured_at": pointer.get("captured_at"),

@@ -1,8 +1,8 @@
-"""Datasets into a playground (SPEC §5.1): validated at create by their surface, loaded at `start`.
+"""Datasets into a playground (docs/sandboxes.md): validated at create by their surface, loaded at `start`.
 
 Each dataset type is loaded by the surface that declares it (`Surface.dataset_type`); a task run
 whose datasets include a type no live surface loads cannot be provisioned faithfully, so `start`
-fails it with the reason (SPEC §1.1: `dataset type voice is not supported`) instead of running on
+fails it with the reason (docs/api.md: `dataset type voice is not supported`) instead of running on
 partial state.
 """
 
@@ -46,7 +46,7 @@ def seed(run: RunContext, datasets: Sequence[Mapping[str, Any]]) -> None:
 def prepare_datasets(datasets: Sequence[Mapping[str, Any]], deployment: Deployment) -> None:
     """Before `start`'s transaction, with no lock held: each surface with datasets builds what its
     `seed` will find ready (the FHIR dataset layer), so the transaction that follows stays short
-    and other requests do not wait behind a big load (issue 9)."""
+    and other requests do not wait behind a big load."""
     for name, surface in PREPARING.items():
         mine = [dataset for dataset in datasets if dataset.get("type") == SURFACES[name].dataset_type]
         if mine:

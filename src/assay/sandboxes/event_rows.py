@@ -131,7 +131,7 @@ def _last_events(
     serializes, and would ignore FOR UPDATE): another worker's writer may be appending to it
     too. The last events are read after the locks are held, by a statement of their own (under
     READ COMMITTED it sees what the previous holder committed). In a writer's batch on
-    PostgreSQL that is two statements for all its sandboxes, locked in id order (issue 9: two
+    PostgreSQL that is two statements for all its sandboxes, locked in id order (two
     per sandbox were most of a small batch's client CPU; and two workers' writers locking the
     same sandboxes in different orders could deadlock)."""
     if isinstance(conn, Connection) and conn.dialect.name == "postgresql":
@@ -165,14 +165,14 @@ def _copies(dialect: Dialect, rows: int) -> bool:
 
 
 def copy(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """Write `rows` with `COPY sandbox_events (…) FROM STDIN` in `conn`'s transaction (issue 9:
+    """Write `rows` with `COPY sandbox_events (…) FROM STDIN` in `conn`'s transaction (
     psycopg's pipelined executemany of the INSERT was a quarter of an agent-loaded process's
     samples, in the writer thread). Each value goes through its column's bind processor for this
     dialect, as the INSERT's does, so the rows stored are the same: JSON bodies serialized by the
     engine's `json_serializer` (a `JsonText` as it is, None as JSON `null`), `created_at` as
     naive UTC. The batch goes as one text-format payload built here (`_copy_payload`): psycopg's
-    `write_row`, a Python call per field, was 45% of the writer thread's GIL time under agent load
-    (session 9). A row the database refuses fails the whole COPY, as it failed the INSERT: the
+    `write_row`, a Python call per field, was 45% of the writer thread's GIL time under agent load.
+    A row the database refuses fails the whole COPY, as it failed the INSERT: the
     transaction is rolled back and `_EventLog._write` retries the batch one event at a time."""
     dialect = conn.dialect
     columns = SandboxEvent.__table__.columns
@@ -214,7 +214,7 @@ def listed_after(last: tuple[int, datetime, str] | None, ident: str, created_at:
     """The `created_at` of the next event: never before `last`'s, and after it on a tie that its id
     would not break.
 
-    Event lists page by (`created_at`, `id`) (SPEC §5), so that order must be `seq` order. Ids are
+    Event lists page by (`created_at`, `id`) (docs/api.md), so that order must be `seq` order. Ids are
     monotonic per process only, and another worker's clock may run ahead, so the id is kept (it was
     returned to the caller) and the time moves on by a millisecond when it has to.
     """

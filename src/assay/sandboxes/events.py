@@ -1,6 +1,6 @@
-"""The sandbox event log (SPEC §1.1): every request to a surface, in order, bodies capped at 1 MiB.
+"""The sandbox event log (docs/api.md): every request to a surface, in order, bodies capped at 1 MiB.
 
-`record_event` keeps its call signature but no longer writes on the caller's thread (issue 9: every
+`record_event` keeps its call signature but no longer writes on the caller's thread (every
 agent request was a write transaction behind one lock, 16% of a FHIR read's server time). It
 gives the event its id and time, puts it on this process's bounded queue and returns; one writer
 thread per engine takes whatever has queued up and appends it in one transaction, each event
@@ -102,7 +102,7 @@ _LINGER = 0.005
 """Seconds a woken writer waits for more events before it writes a small batch (unless a flush
 waits): one transaction per batch is the point, and each costs far more than the wait."""
 _LINGER_POSTGRESQL = 0.05
-"""At least this on PostgreSQL (session 10). Each batch there is a transaction of five statements,
+"""At least this on PostgreSQL. Each batch there is a transaction of five statements,
 and two workers' writers appending to the same sandboxes wait for each other's row lock; at 5 ms
 a loaded worker wrote ~60 batches a second of ~35 events. Swapped A/B runs, 16 agent clients,
 `complete`s running: 20 ms served 7–12 % more requests than 5 ms, 50 ms 5–8 % more than 20 ms,
@@ -311,7 +311,7 @@ class _EventLog:
 
     def flush(self, timeout: float, selection: _Wanted | None = None) -> None:
         """Write, on the caller's thread, whatever of the events queued before the call is not
-        written yet (issue 9: waiting for the writer thread instead meant a hand-off each way,
+        written yet (waiting for the writer thread instead meant a hand-off each way,
         each a wait for the GIL behind the busy event loop; and a flush cut the writer's linger
         short, so under load it wrote batch after tiny batch).
 
@@ -451,7 +451,7 @@ class _EventLog:
 
 
 def _new(org_id: str, sandbox_id: str, type: str, interaction: Interaction) -> _Queued:
-    """The event with its id and time, given now: its place in line (SPEC §1.1)."""
+    """The event with its id and time, given now: its place in line (docs/api.md)."""
     path = interaction["path"]
     return _Queued(
         new_id("evt_"), utcnow(), org_id, sandbox_id, type, interaction["method"],

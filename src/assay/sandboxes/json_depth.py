@@ -1,4 +1,4 @@
-"""How deeply a request body may nest (SPEC §5: bad input is a 4xx, never a 500).
+"""How deeply a request body may nest (docs/api.md: bad input is a 4xx, never a 500).
 
 Real bodies (FHIR resources, datasets, assertions) stay far below `MAX_JSON_DEPTH`. Past it the
 recursive work on a body — copying, reference rewriting, JSON Patch, pydantic serialization of the
@@ -19,7 +19,7 @@ def nested_deeper_than(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether `value` nests arrays/objects more than `limit` levels; iterative, so any depth is safe.
 
     One level at a time: the next level's containers are picked out of all of this level's children
-    by one comprehension, so the Python work per child is one `isinstance` (issue 9: a node-by-node
+    by one comprehension, so the Python work per child is one `isinstance` (a node-by-node
     walk of the 1,024-patient upload cost 5 ms per MB, this 2.8)."""
     containers = (dict, list)
     level = [value] if isinstance(value, containers) else []

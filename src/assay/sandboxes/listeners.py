@@ -1,4 +1,4 @@
-"""Running the surfaces' listeners (MLLP, SFTP): once per deployment (SPEC §5.2, §7).
+"""Running the surfaces' listeners (MLLP, SFTP): once per deployment (docs/sandboxes.md, docs/deployment.md).
 
 A surface with a server of its own returns a `Listener` from `Surface.listener(deployment)`.
 `Listeners` starts every one of them on the running event loop and writes each bound port into

@@ -1,4 +1,4 @@
-"""The success answers the non-FHIR surfaces publish in OpenAPI (issue 9: a schema-driven client or
+"""The success answers the non-FHIR surfaces publish in OpenAPI (a schema-driven client or
 tester learns each body's shape; schemathesis checks every answer against it).
 
 The handlers build their JSON themselves (the agents' hot path skips FastAPI's re-encoding), so

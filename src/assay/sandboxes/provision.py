@@ -1,5 +1,5 @@
 """A task run's playground: created at `start` with one sandbox per registered surface, described
-to the agent, and torn down when the task run ends (SPEC §1, §1.1, §5.2).
+to the agent, and torn down when the task run ends (docs/api.md, docs/sandboxes.md).
 
 Credentials are random per task run and kept in each sandbox row; surfaces accept them only while
 the task run is started.
@@ -56,7 +56,7 @@ def sandboxes_of(session: Session, playground_id: str) -> list[Sandbox]:
 
 
 def surface_endpoints(base: str) -> dict[str, str]:
-    """The live surfaces' endpoints under a task-run or benchmark-run base (SPEC §5.2)."""
+    """The live surfaces' endpoints under a task-run or benchmark-run base (docs/sandboxes.md)."""
     endpoints: dict[str, str] = {}
     for surface in SURFACES.values():
         endpoints.update(surface.endpoints(base))
@@ -65,7 +65,7 @@ def surface_endpoints(base: str) -> dict[str, str]:
 
 def describe(session: Session, playground: Playground, *, host: str, deployment: Deployment) -> Access:
     """Endpoints (URL paths, no trailing slash) and credentials of a started task run, for the
-    surfaces that are live (SPEC §5.2): nothing is advertised that would answer 404."""
+    surfaces that are live (docs/sandboxes.md): nothing is advertised that would answer 404."""
     base = f"/v1/task-runs/{playground.task_run_id}"
     credentials: dict[str, object] = {}
     for sandbox in sandboxes_of(session, playground.id):

@@ -2,7 +2,7 @@
 
 A `start` that builds a big FHIR layer reads each dataset's stored text and decodes it, one after
 the other; the read (a round trip, the server decompressing and sending ~0.5 MB) left the
-decoding thread waiting 1.6 s of a 1,024-patient start on PostgreSQL (issue 9). A dataset that
+decoding thread waiting 1.6 s of a 1,024-patient start on PostgreSQL. A dataset that
 can be read on another thread says so with `read_ahead()` (the service's `StoredDataset`, whose
 reads are units of work of their own); `contents` asks the next `AHEAD` of them to start while
 it hands out the current one. Anything else is read when asked, as before.

@@ -44,10 +44,11 @@ SURFACES: dict[str, Surface] = {
 """Surface name (sandbox type, URL segment, snapshot folder) → surface; in provisioning order."""
 
 DATASET_TYPES: dict[str, Surface] = {}
-"""Dataset type (SPEC §5.1) → the surface that loads it."""
+"""Dataset type (docs/sandboxes.md) → the surface that loads it."""
 
 SCENARIO_STEPS: dict[str, tuple[Surface, ScenarioStep]] = {}
-"""Scenario step name (SPEC §5.3) → (its surface, the step); a step no surface offers fails `start`."""
+"""Scenario step name (docs/sandboxes.md) → (its surface, the step); a step no surface offers fails
+`start`."""
 
 FIELD_OWNERS: dict[str, str] = {}
 """`SandboxState` method → the name of the surface whose view answers it."""

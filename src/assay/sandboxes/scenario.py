@@ -1,4 +1,4 @@
-"""Scenario steps (SPEC §5.3): a task's `scenario: [{step, ...}]`, run at `start` in order.
+"""Scenario steps (docs/sandboxes.md): a task's `scenario: [{step, ...}]`, run at `start` in order.
 
 Each surface contributes its steps (`Surface.scenario_steps`, gathered in `registry.SCENARIO_STEPS`).
 A step no live surface offers fails the start (409, task run `failed`) rather than being skipped:

@@ -1,4 +1,4 @@
-"""The environment a task run uses (SPEC §5.1): resolved once per `start` and passed down.
+"""The environment a task run uses (docs/sandboxes.md): resolved once per `start` and passed down.
 
 The environment is the one a published run froze (its `BenchmarkVersion`) or, for a draft run,
 the benchmark's current environment row, exactly as the datasets are chosen. Its `settings`
@@ -26,7 +26,7 @@ class RunEnvironment:
 
     dataset_ids: list[str] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
-    """`settings` of SPEC §5.1 (`{"fhir": {"strict_validation": true}}`)."""
+    """`settings` of docs/sandboxes.md (`{"fhir": {"strict_validation": true}}`)."""
     frozen_datasets: dict[str, Any] | None = None
     """A published run's datasets by id as frozen at publish (id, type, content hash; the content
     in `BenchmarkVersionDataset`, or inline as `data` for versions published before it); None for

@@ -7,7 +7,7 @@ never names a surface; it loops over the registry:
     dataset create   validate_dataset(data)            -> {"data.<key.path>": [message]} (422)
     start            provision(run)                    -> the sandbox row's `credentials` JSON
                      seed(run, sandbox, datasets)      datasets of its `dataset_type`, in order
-                     scenario_steps[step](run, sandbox, step)   SPEC §5.3, in task order
+                     scenario_steps[step](run, sandbox, step)   in task order
                      endpoints(base), credentials(sandbox, host, deployment)   what `start` shows
     traffic          router(target)                    mounted under /v1/task-runs/{id}/<name>/ and
                                                        /v1/benchmark-runs/{id}/<name>/; every write
@@ -16,7 +16,7 @@ never names a surface; it loops over the registry:
     complete         capture_read(sandbox_id, playground_id) -> a one-value SELECT (or None)
                      capture(session, sandbox_id, playground_id, deployment, read) -> a JSON pointer
     score, rescore   read(pointer, session)            -> a view with the `SandboxState` fields it owns
-    state tar.gz     snapshot(view, writer)            its part of the SPEC §6 layout
+    state tar.gz     snapshot(view, writer)            its part of the snapshot layout
     deleted          purge(gone)                       the rows (and files) it keeps for torn-down
                                                        playgrounds whose runs go
     agents           tools                             the typed tools it offers a model (`sandboxes/tools.py`)
@@ -30,7 +30,7 @@ transaction), `Caching` (serve_cached, catch_up: warm reads below FastAPI).
 it has.
 Anything a hook cannot do for a reason the task author should read (a bad scenario step, a dataset
 that cannot be loaded) is `ProvisionFailed(reason)`: `start` answers 409 and the task run is
-`failed` with that reason (SPEC §1.1).
+`failed` with that reason (docs/api.md).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class Deployment:
     """One deployment's view of its surfaces: shared by the API workers' lifespan and the listener
     process. `ports` starts as the configured listener ports (`{"hl7": 2575, "files": 2222}`,
     0 = any free port) and holds the bound port once a listener is up, so credentials always report
-    the port actually bound (SPEC §7)."""
+    the port actually bound (docs/deployment.md)."""
 
     engine: Engine
     host: str = "127.0.0.1"
@@ -165,7 +165,7 @@ class SandboxHandle:
     credentials: Mapping[str, Any]
 
     def record(self, type: str, **interaction: Unpack[Interaction]) -> str:
-        """Queue one sandbox event (SPEC §1.1) for the event log (`events.record_event`); its id."""
+        """Queue one sandbox event (docs/api.md) for the event log (`events.record_event`); its id."""
         return record_event(
             self.deployment.engine,
             org_id=self.org_id,
@@ -182,12 +182,12 @@ rate limit, and resolves the task run (or the benchmark run's single started one
 or answers 401/403/404/409. A surface's router depends on it for every route."""
 
 ScenarioStep = Callable[[RunContext, Sandbox, Mapping[str, Any]], None]
-"""One SPEC §5.3 scenario step; raises `ProvisionFailed` with the reason when it cannot run."""
+"""One scenario step (docs/sandboxes.md); raises `ProvisionFailed` with the reason when it cannot run."""
 
 
 @dataclass(frozen=True, slots=True)
 class Access:
-    """What `start` shows the agent (SPEC §5.2): endpoint paths and credentials, by key."""
+    """What `start` shows the agent (docs/sandboxes.md): endpoint paths and credentials, by key."""
 
     endpoints: dict[str, str]
     credentials: dict[str, Any]
@@ -301,12 +301,12 @@ class Surface(Protocol):
 
     @property
     def dataset_type(self) -> str | None:
-        """The dataset type it loads (SPEC §5.1), or None."""
+        """The dataset type it loads (docs/sandboxes.md), or None."""
         ...
 
     @property
     def scenario_steps(self) -> Mapping[str, ScenarioStep]:
-        """Scenario steps it runs (SPEC §5.3), by step name."""
+        """Scenario steps it runs (docs/sandboxes.md), by step name."""
         ...
 
     @property
@@ -337,7 +337,7 @@ class Surface(Protocol):
     def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None: ...
 
     def endpoints(self, base: str) -> dict[str, str]:
-        """Endpoint key → URL path under a task-run or benchmark-run base (SPEC §5.2)."""
+        """Endpoint key → URL path under a task-run or benchmark-run base (docs/sandboxes.md)."""
         ...
 
     def credentials(self, sandbox: Sandbox, host: str, deployment: Deployment) -> dict[str, Any]:
@@ -351,7 +351,7 @@ class Surface(Protocol):
     def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any] | None:
         """The one value `capture` needs from the database, as a SELECT of one column and at
         most one row; None when it reads nothing. `complete` reads every surface's in a single
-        statement (issue 9: one round trip instead of six, each a wait behind a busy machine),
+        statement (one round trip instead of six, each a wait behind a busy machine),
         after the statement that locked the playground's sandbox rows (the write gate,
         `sandboxes/gate.py`: every admitted write has committed), and hands each `capture` its
         value as `read`."""

@@ -2,7 +2,7 @@
 
 The lifespan opens the database, upgrades the schema (Alembic, under a lock, so several workers
 may start together), makes sure `ASSAY_BOOTSTRAP_API_KEY` exists, and runs the sweeper thread that
-times out task runs and expires run tokens (SPEC §1.1), opens what the surfaces keep while the app
+times out task runs and expires run tokens (docs/api.md), opens what the surfaces keep while the app
 runs (the FHIR surface's external-server client, from `Settings`), and starts the surfaces'
 listeners (MLLP, SFTP) unless `ASSAY_LISTENERS=0` (a multi-worker `serve` runs them in its
 listener process); on shutdown it stops and closes them and the sweeper and disposes of the engine.

@@ -105,7 +105,7 @@ async def _caller(request: Request, authorization: Annotated[str | None, Header(
 
 
 def limit_rate(request: Request, caller: Caller) -> Caller:
-    """Take one request from `caller`'s token bucket (SPEC §5, off unless `ASSAY_RATE_LIMIT`);
+    """Take one request from `caller`'s token bucket (docs/api.md, off unless `ASSAY_RATE_LIMIT`);
     429 `RATE_LIMITED` when it is empty. Every route that resolves a token calls it, the sandbox
     surfaces included."""
     limiter: RateLimiter | None = request.app.state.rate_limiter
@@ -161,7 +161,7 @@ PageDep = Annotated[PageQuery, Depends(_page)]
 
 
 def public_host(request: Request, settings: Settings) -> str:
-    """`ASSAY_PUBLIC_HOST`, else the host the request was sent to (SPEC §5.2)."""
+    """`ASSAY_PUBLIC_HOST`, else the host the request was sent to (docs/api.md)."""
     if settings.public_host:
         return settings.public_host
     return request.url.hostname or "127.0.0.1"

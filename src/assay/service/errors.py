@@ -1,4 +1,4 @@
-"""The one place errors become the SPEC §5 envelope `{"error": {"code", "message", "details"}}`.
+"""The one place errors become the envelope of docs/api.md `{"error": {"code", "message", "details"}}`.
 
 Mapping (everything else is a bug and a 500 `INTERNAL_ERROR`)::
 
@@ -90,7 +90,7 @@ class ErrorBody(BaseModel):
 
 
 class ErrorEnvelope(BaseModel):
-    """Every error response (SPEC §5)."""
+    """Every error response (docs/api.md)."""
 
     error: ErrorBody
 

@@ -1,10 +1,10 @@
-"""The agent path below FastAPI: warm run-token sandbox reads answered before routing (issue 9).
+"""The agent path below FastAPI: warm run-token sandbox reads answered before routing.
 
 A run-token FHIR search through FastAPI cost about nine times a bare hello-world of the same
 stack, and most of that was not FHIR work: route matching over every route, dependency solving
 (pydantic validation of the path, query and `Authorization` parameters), and the middleware
-layers each wrapping `send` (`docs/performance.md`, "Issue 9"). `AssayApp` looks at a request
-before all of that: a `GET /v1/task-runs/{id}/<surface>/…` whose run token and task-run rows this
+layers each wrapping `send` (`docs/performance.md`, "The agent path under load"). `AssayApp` looks at a
+request before all of that: a `GET /v1/task-runs/{id}/<surface>/…` whose run token and task-run rows this
 worker already holds (`TokenCache.cached`, `SandboxRows.get`: the same caches, and the same
 change epoch, the dependencies use on the event loop) is handed to the surface's `serve_cached`,
 which answers it from memory or declines. Anything else — an unknown or expired token, a task

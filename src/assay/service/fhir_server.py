@@ -1,13 +1,13 @@
-"""A standalone Assay FHIR R4 server with a store per tenant (`assay fhir-server`, issue 5).
+"""A standalone Assay FHIR R4 server with a store per tenant (`assay fhir-server`).
 
 The embedded FHIR store and REST surface, served on their own: `PUT /stores/{id}` creates an empty
-store (201; 200 when it exists), `/stores/{id}/fhir/...` is its FHIR base (SPEC §5.2's
-interactions), `GET /stores/{id}` tells whether it exists, and `DELETE /stores/{id}` drops it with
+store (201; 200 when it exists), `/stores/{id}/fhir/...` is its FHIR base (the interactions
+docs/sandboxes.md lists), `GET /stores/{id}` tells whether it exists, and `DELETE /stores/{id}` drops it with
 every version it wrote (204; 404 when unknown). It is what `ASSAY_FHIR_ISOLATION=assay-store`
 manages (a store per playground), and a plain FHIR server for anything else.
 
 `ASSAY_FHIR_SERVER_TOKEN` (or `token=`), when set, is required as `Authorization: Bearer <token>`
-on every route. Management errors use SPEC §5's envelope; FHIR errors are OperationOutcomes (an
+on every route. Management errors use the envelope of docs/api.md; FHIR errors are OperationOutcomes (an
 unknown store's FHIR base answers 404 with one).
 """
 

@@ -1,4 +1,4 @@
-"""What the deployment adds to grading: the semantic voice tier and the LLM judge (issue 13).
+"""What the deployment adds to grading: the semantic voice tier and the LLM judge.
 
 Built once at start-up from `Settings` (`ASSAY_VOICE_SEMANTIC`, `ASSAY_JUDGE_*`) and handed to
 `complete` and `rescore`, which pass it on to `verify_task`; the core never reads the

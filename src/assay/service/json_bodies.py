@@ -1,10 +1,10 @@
-"""Big JSON request bodies are parsed and checked once, on a worker thread (issue 9: big datasets).
+"""Big JSON request bodies are parsed and checked once, on a worker thread (for big datasets).
 
 FastAPI parses a JSON body with `json.loads` on the event loop, and `limits.json_body_limit` then
 walked it for depth and encoded it for the strict-JSON check, also on the event loop: a 4 MB
 dataset held every other request for ~60 ms, and the 1,024-patient upload (469 MB) spent more
-time there than anywhere else (docs/performance.md, "Session 7"). For a body of `BIG_BODY` bytes
-or more, `TransactionRoute` now calls `read_big_body_first` before FastAPI looks at the request: it
+time there than anywhere else (`docs/performance.md`, "The agent path under load"). For a body of `BIG_BODY`
+bytes or more, `TransactionRoute` now calls `read_big_body_first` before FastAPI looks at the request: it
 reads the bytes, and on a worker thread, with the cyclic garbage collector paused, parses them
 (`loads`) and runs the body checks (`body_problem`). The parsed value goes where Starlette
 caches `request.json()`, so FastAPI uses it instead of parsing again, and the verdict goes in the

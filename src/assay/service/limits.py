@@ -1,4 +1,4 @@
-"""Request limits (SPEC §5, §5.1): per-token rate limits and the request body cap.
+"""Request limits (docs/api.md): per-token rate limits and the request body cap.
 
 Rate limits (`RATE_LIMITED`, configurable, off by default in embedded mode):
 A token bucket per token in each worker process: `ASSAY_RATE_LIMIT` requests per second,
@@ -63,7 +63,7 @@ def payload_too_large(max_bytes: int) -> JSONResponse:
 
 
 class BodySizeLimit:
-    """Refuse a body over the cap with 413 in the SPEC §5 envelope: a declared `Content-Length`
+    """Refuse a body over the cap with 413 in the envelope of docs/api.md: a declared `Content-Length`
     before anything is read; a chunked body (no length) as soon as the bytes received pass the
     cap, so it is never buffered whole. Either way nothing of the request is acted on."""
 

@@ -1,4 +1,4 @@
-"""The listener process of a multi-worker deployment (`assay serve --workers N`, SPEC §5.2).
+"""The listener process of a multi-worker deployment (`assay serve --workers N`, docs/api.md).
 
 Each surface listener (MLLP, SFTP) must run once per deployment, not once per API worker: two
 workers cannot both bind port 2575, and a message must be handled once. So `serve` starts this

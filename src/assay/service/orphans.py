@@ -4,8 +4,8 @@
 (`service/listeners.py`) are its children. When the supervisor is killed with SIGKILL (the OOM
 killer, `kill -9 <pid>`, a process manager that signals only the main pid), nothing told them:
 the workers kept answering on the API port and the listener process kept the MLLP and SFTP ports,
-so a restart could not bind them (issue 9's fault test found this). Each child therefore watches
-its parent: `serve` puts its pid in `ASSAY_SERVE_PID`, and a child whose parent is no longer that
+so a restart could not bind them (a fault test that kills the main process shows it). Each child therefore
+watches its parent: `serve` puts its pid in `ASSAY_SERVE_PID`, and a child whose parent is no longer that
 process (it was re-parented) stops itself the way SIGTERM stops it — requests in flight finish,
 the event queue is drained — and exits outright if that has not happened after `GRACE` seconds.
 

@@ -1,4 +1,4 @@
-"""List responses (SPEC §5): `{"data": [...], "_meta": {"next", "prev", "limit"}}`."""
+"""List responses (docs/api.md): `{"data": [...], "_meta": {"next", "prev", "limit"}}`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`complete` keeps its pace while the agent path is busy: the GIL, shared sooner, and agent reads
-held back while a worker grades (issue 9).
+held back while a worker grades.
 
 One worker is one process and one GIL. Under agent load the event loop (uvloop) holds the GIL
 almost without pause: the fast path answers warm reads on it and never blocks. A `complete` runs
@@ -12,7 +12,7 @@ default, so a `complete` of a couple of dozen statements waited a couple of doze
 `share_the_gil()` sets a shorter switch interval in each worker process: a waiting thread gets
 the GIL within `SWITCH_INTERVAL`, and the loop gets it back as soon. It changes nothing while no
 other thread wants the GIL. Measured on a quiet machine, 16 clients, one switch interval per run
-(`docs/performance.md`, "Session 7"): `complete` p50 under load 125–149 ms at 5 ms → 84 ms at
+(`docs/performance.md`, "The agent path under load"): `complete` p50 under load 125–149 ms at 5 ms → 84 ms at
 1 ms → 58–60 ms at 0.1–0.5 ms; agent throughput within the run-to-run noise (3,970–4,650 req/s).
 
 Sharing the GIL sooner was not enough on PostgreSQL with 2 workers: `complete` p50 under load
@@ -24,8 +24,8 @@ interleaves each step of the `complete` request with the agent reads in line bef
 `GradingFirst`: while a worker grades (`complete`, `rescore`: endpoints marked `grading_first`),
 agent reads arriving at that worker's fast path (`fast_path.AssayApp`) wait for the grading to
 end, for at most `HOLD`; the loop idles meanwhile, without the GIL. The other workers go on
-serving. Measured (`bench_load`, 16 clients, `docs/performance.md` "Session 9"): `complete` p50
-under load 45–60 → 25–39 ms on PostgreSQL, 28–30 → 15–21 ms on SQLite. `HOLD` bounds what an
+serving. Measured (`bench_load`, 16 clients, `docs/performance.md`, "The agent path under load"): `complete`
+p50 under load 45–60 → 25–39 ms on PostgreSQL, 28–30 → 15–21 ms on SQLite. `HOLD` bounds what an
 agent read can wait, however many gradings follow one another: at 20 ms the agent p99 on
 PostgreSQL reached 52–57 ms twice when the machine was slow (target < 50); at 10 ms it stayed
 20–28 ms, with `complete` about as fast (35–39 ms against 36–43 in the same minutes).

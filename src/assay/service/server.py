@@ -1,7 +1,7 @@
 """Running the app under uvicorn (httptools and uvloop), with TCP_NODELAY on every connection.
 
 uvicorn's pure-Python h11 parser and the stock asyncio loop cost a measurable share of every
-request on the agent path (issue 9, `docs/performance.md`); httptools (C parser) and uvloop are
+request on the agent path (`docs/performance.md`); httptools (C parser) and uvloop are
 dependencies, so `run` uses them. `NoDelayH11Protocol` stays for callers that want h11.
 
 asyncio turns Nagle's algorithm off only for sockets it creates with `IPPROTO_TCP`; the sockets
@@ -26,7 +26,7 @@ On Linux, `--workers N` gives each worker a listening socket of its own on the p
 socket between its workers, and whichever worker woke first accepted every connection that was
 waiting: under 16 keep-alive agent connections, all 16 (or 15 and 1) went to one worker while the
 other idled, and PostgreSQL's agent-path throughput swung by a third from run to run with how the
-connections happened to fall (issue 9, `docs/performance.md` "Session 8"). The supervisor's own
+connections happened to fall (`docs/performance.md`, "The agent path under load"). The supervisor's own
 socket only holds the port: bound, never listening, so no connection waits on it. The cost: a
 worker that dies drops the connections queued on its socket and not yet accepted (the supervisor
 starts another). Elsewhere the workers share uvicorn's socket as before.
@@ -98,7 +98,7 @@ class _OneWritePerResponse:
     uvicorn writes a response's status line and headers, then its body, each straight to the
     socket: two `send` calls (uvloop makes them holding the GIL), two TCP segments, and the client
     woken for each. On the agent path, with answers of a few KiB, those writes were a fifth of a
-    loaded worker's GIL time, most of it the first one (session 10). Here a write is kept until
+    loaded worker's GIL time, most of it the first one. Here a write is kept until
     the response is complete (`flush`, from `NoDelayHttpToolsProtocol.on_response_complete`) or,
     for a response streamed over several steps, until the event loop's next turn (`call_soon`):
     a streamed part is never held longer than the step that wrote it."""

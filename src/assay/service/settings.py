@@ -1,4 +1,4 @@
-"""Service settings, read once from the environment (SPEC §7) and passed to `create_app`.
+"""Service settings, read once from the environment (docs/deployment.md) and passed to `create_app`.
 
 Nothing below the service reads `ASSAY_*` at use time: the app's lifespan hands each surface its
 part (`surface_options`) through the `Deployment`, so two apps in one process (tests, the demo)
@@ -59,7 +59,7 @@ class Settings:
     """`ASSAY_RATE_LIMIT`: requests per second per token; None (the default) means no limit."""
     rate_limit_burst: int | None = None
     max_body_bytes: int = 50 * 1024 * 1024
-    """`ASSAY_MAX_BODY_BYTES`: largest request body (SPEC §5.1: a dataset body is at most 50 MB)."""
+    """`ASSAY_MAX_BODY_BYTES`: largest request body (docs/api.md: a dataset body is at most 50 MB)."""
     voice_semantic: bool = False
     """`ASSAY_VOICE_SEMANTIC=1`: the semantic tier of `voice-transcript` for every criterion
     (needs the `semantic` extra; refused at start when it is missing)."""
@@ -73,7 +73,7 @@ class Settings:
     storage_options: str | None = None
     """`ASSAY_STORAGE_OPTIONS`: a JSON object of fsspec filesystem options (an S3 `endpoint_url`)."""
     max_file_bytes: int = 25 * 1024 * 1024
-    """`ASSAY_MAX_FILE_BYTES`: largest file an agent may upload or a dataset may hold (SPEC §5.1)."""
+    """`ASSAY_MAX_FILE_BYTES`: largest file an agent may upload or a dataset may hold (docs/api.md)."""
     fhir_url: str | None = None
     """`ASSAY_FHIR_URL`: an external FHIR R4 server the FHIR surface forwards to; None: embedded."""
     fhir_isolation: str = "tag"
@@ -83,7 +83,7 @@ class Settings:
     fhir_lenient: bool = False
     """`ASSAY_FHIR_LENIENT=1`: agent FHIR writes get the structural checks only (recorded at `start`)."""
     fhir_strict: bool = False
-    """`ASSAY_FHIR_STRICT=1` (issue 5): a `start` whose environment turns validation off still
+    """`ASSAY_FHIR_STRICT=1`: a `start` whose environment turns validation off still
     fails when fhir.resources is missing."""
     portal_sign_in_free_failures: int = 5
     """`ASSAY_PORTAL_SIGN_IN_FREE_FAILURES`: wrong web-portal passwords a source or session makes
@@ -111,7 +111,7 @@ class Settings:
 
     @property
     def listener_ports(self) -> dict[str, int]:
-        """Surface name → the port its listener binds (0: any free port), SPEC §7."""
+        """Surface name → the port its listener binds (0: any free port), docs/deployment.md."""
         return {surface: getattr(self, field) for surface, field in LISTENER_PORTS.items()}
 
     @property

@@ -1,4 +1,4 @@
-"""A request's unit of work runs whole on the thread that does it (issue 9).
+"""A request's unit of work runs whole on the thread that does it.
 
 The session dependency used to be a sync generator: FastAPI ran its set-up on one worker thread
 (taking the SQLite write lock), the handler on another and the commit on a third, so the lock was
@@ -17,7 +17,7 @@ Work a route needs done before its transaction, on no lock — writing the queue
 its handler will read (`deps.TaskRunEventsFlushed`) — is a step in `PendingSession.before`, run
 on the handler's thread first. As a dependency of its own it cost a thread hand-off each way, and
 under agent load each hand-off waits for the busy event loop: 12–27 ms of a `complete` measured
-at 16 clients (`docs/performance.md`, "Session 7").
+at 16 clients (`docs/performance.md`, "The agent path under load").
 
 A route with a JSON body also reads a big one (`json_bodies.BIG_BODY` and up) before FastAPI does:
 parsed and checked on a worker thread instead of the event loop (`json_bodies.read_big_body_first`).

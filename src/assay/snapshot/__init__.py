@@ -1,4 +1,4 @@
-"""Snapshots (SPEC §6): the captured state of a playground, on disk or as tar.gz."""
+"""Snapshots (docs/snapshots.md): the captured state of a playground, on disk or as tar.gz."""
 
 from assay.snapshot.reader import (
     SnapshotState,

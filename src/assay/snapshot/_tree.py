@@ -93,7 +93,7 @@ def open_tree(path: Path) -> Tree:
 
 
 def _read_archive(path: Path) -> MemoryTree:
-    """The archive's regular members by path. Assay's own archives are read by `_ustar` (issue 9:
+    """The archive's regular members by path. Assay's own archives are read by `_ustar` (
     `tarfile` cost several microseconds a member); anything that reader does not read exactly like
     `tarfile` does is read again, from the start, by `tarfile`."""
     try:

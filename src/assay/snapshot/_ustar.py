@@ -2,7 +2,7 @@
 
 `tarfile` parses every member in Python at several microseconds a header (`nti` per number field,
 two checksum sums through `struct`, a `TarInfo` and a seek per member); at 137k FHIR resources
-that was a third of `assay verify` (issue 9). This reader inflates the gzip stream in large
+that was a third of `assay verify`. This reader inflates the gzip stream in large
 chunks and reads the headers `archive_snapshot` writes — ustar headers in the canonical layout,
 and pax extended headers holding only `mtime`/`path` (and fields the snapshot never reads) — and
 raises `Unusual` at anything else. The caller then reads the whole archive again with `tarfile`,

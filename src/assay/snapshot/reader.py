@@ -1,6 +1,6 @@
-"""`SnapshotState`: the SPEC §6 snapshot layout as a `SandboxState`.
+"""`SnapshotState`: the snapshot layout as a `SandboxState`.
 
-Layout (SPEC §6)::
+Layout (docs/snapshots.md)::
 
     manifest.json  fhir/<Type>/<id>.json  hl7/outbound/<seq>.hl7 [+ .json]
     portal/<resource>.json | portal/<slug>/<resource>.json  files/<path...>  files.meta.json
@@ -52,13 +52,13 @@ def open_snapshot(path: str | Path) -> SnapshotState:
     """Open a snapshot directory, a directory holding `snapshot/`, or its tar.gz.
 
     The archive's members and one JSON file per resource are read with the garbage collector off
-    and frozen after (`bulk_loading`): at 137k resources its passes took 8.5 of 20 s (issue 9)."""
+    and frozen after (`bulk_loading`): at 137k resources its passes took 8.5 of 20 s."""
     with bulk_loading():
         return SnapshotState(open_tree(Path(path)))
 
 
 def open_snapshot_files(files: Mapping[str, bytes]) -> SnapshotState:
-    """A snapshot given as its files by relative path (a task's reference snapshot, issue 14);
+    """A snapshot given as its files by relative path (a task's reference snapshot);
     `SnapshotError` names an unsafe path."""
     with bulk_loading():
         return SnapshotState(memory_tree(files))
@@ -255,7 +255,7 @@ class SnapshotState:
             size = self._sidecar(path, info, "size", int)
             sha256 = self._sidecar(path, info, "sha256", str)
             if size is None or size < 0 or not sha256:
-                # Read only when the sidecar does not already give both (SPEC §6).
+                # Read only when the sidecar does not already give both (docs/snapshots.md).
                 data = self.tree.read(full)
                 size = size if size is not None and size >= 0 else len(data)
                 sha256 = sha256 or hashlib.sha256(data).hexdigest()
@@ -274,7 +274,8 @@ class SnapshotState:
         return sorted(records, key=lambda r: (_instant(r.uploaded_at), r.path))
 
     def _sidecar(self, path: str, info: Mapping[str, Any], key: str, kind: type) -> Any:
-        """`info[key]` when it has the layout's type (SPEC §6); else None, and a warning unless null.
+        """`info[key]` when it has the layout's type (docs/snapshots.md); else None, and a warning unless
+        null.
 
         The computed value stands in, so one bad entry never makes the check that reads it fail.
         """
@@ -295,7 +296,7 @@ class SnapshotState:
                 turn = {}
             text = turn.get("text")
             if not isinstance(text, str):
-                # Kept as an empty turn: `turn` in evidence indexes the whole transcript (SPEC §3.6).
+                # Kept as an empty turn: `turn` in evidence indexes the whole transcript (docs/assertions.md).
                 self.warnings.append(f"voice/turns.json: turn {i} has no text")
                 text = ""
             source, call_id, kind = turn.get("source"), turn.get("call_id"), turn.get("kind")
@@ -335,7 +336,7 @@ _NO_INSTANT = datetime.min.replace(tzinfo=UTC)
 
 
 def _instant(stamp: str | None) -> datetime:
-    """`uploaded_at` as an instant for recency order (SPEC §2): text order would put
+    """`uploaded_at` as an instant for recency order (docs/snapshots.md): text order would put
     `10:00:00.5Z` before `10:00:00Z` and ignore offsets. No offset means UTC; a missing or
     unreadable stamp sorts first."""
     try:
@@ -357,7 +358,7 @@ def _text(data: bytes) -> str:
 
 
 def guess_content_type(path: str) -> str:
-    """The content type of a file by its extension, for files whose sidecar names none (SPEC §6);
+    """The content type of a file by its extension, for files whose sidecar names none (docs/snapshots.md);
     HL7 and X12 files get their own types, anything unknown `application/octet-stream`."""
     suffix = Path(path).suffix.lower()
     if suffix in _EXTRA_TYPES:

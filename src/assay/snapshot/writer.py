@@ -1,4 +1,4 @@
-"""Writing the SPEC §6 snapshot layout: from records to a directory, and a directory to tar.gz."""
+"""Writing the snapshot layout: from records to a directory, and a directory to tar.gz."""
 
 from __future__ import annotations
 
@@ -41,10 +41,10 @@ _NOT_FILE_NAMES = frozenset({"", ".", ".."})
 
 
 def is_file_name(value: object) -> bool:
-    """Whether `value` can be one file or folder name of the SPEC §6 layout (a FHIR type or id, a
+    """Whether `value` can be one file or folder name of the snapshot layout (a FHIR type or id, a
     portal slug or resource): a string, not empty, `.` or `..`, holding no `/`, `\\` or NUL.
 
-    SPEC §6 stores one resource per `fhir/<type>/<id>.json`; an id `a/b` would be written as a
+    A snapshot stores one resource per `fhir/<type>/<id>.json`; an id `a/b` would be written as a
     nested file the reader lists under another id or skips. The service applies the same rule
     where ids enter (FHIR writes 422, dataset loading 409), so what it stores can be written here.
     """
@@ -198,7 +198,7 @@ def archive_snapshot(root: Path) -> bytes:
     Only `files/` members keep their sub-second mtime (the reader's `uploaded_at` when the sidecar
     has none); every other member gets whole seconds. `tarfile` can only write a fractional mtime
     as a PAX record, a second 512-byte header per member that reading parses in Python: at 137k
-    FHIR resources that was half of `assay verify`'s archive time (issue 9)."""
+    FHIR resources that was half of `assay verify`'s archive time."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
         for path in sorted(root.rglob("*")):

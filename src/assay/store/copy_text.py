@@ -1,6 +1,6 @@
 """PostgreSQL's `COPY … FROM STDIN` text format, written here for the bulk writers (the FHIR
 layer rows, the event log's batches): psycopg's `write_row` formats each field through a Python
-call, which was most of those writers' GIL time (issue 9). One line per row, fields separated by
+call, which was most of those writers' GIL time. One line per row, fields separated by
 tabs, `\\N` for NULL."""
 
 from __future__ import annotations

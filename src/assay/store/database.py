@@ -71,7 +71,7 @@ def read_only(engine: Engine) -> Engine:
 
     On PostgreSQL their statements run in autocommit: at READ COMMITTED each statement reads its
     own snapshot inside a transaction too, so nothing a reader sees changes, and the `BEGIN` and
-    `ROLLBACK` around it were two round trips of three for a token lookup (issue 9: every API
+    `ROLLBACK` around it were two round trips of three for a token lookup (every API
     request with a key, and a `complete` on a worker new to the run)."""
     if engine.dialect.name == "postgresql":
         return with_options(engine, **{_READ_ONLY: True}, isolation_level="AUTOCOMMIT")
@@ -82,7 +82,7 @@ def read_only(engine: Engine) -> Engine:
 def pipelined(session: Session) -> Iterator[None]:
     """Writes whose answers nobody reads, sent together: on PostgreSQL psycopg's pipeline mode
     sends each statement as it is executed and waits for the answers once, at the end of the
-    block (one round trip instead of one per statement; issue 9: under agent load each round trip
+    block (one round trip instead of one per statement: under agent load each round trip
     of `complete` was a wait for the busy machine to schedule PostgreSQL, then this thread). An
     error surfaces by the end of the block and the unit of work rolls back, as it would have.
 
@@ -164,7 +164,7 @@ def write_turn(engine: Engine) -> Iterator[None]:
 
     Without it such a writer met the request transactions only at SQLite's own lock, whose busy
     handler polls with growing sleeps (up to 100 ms): a steady writer that re-took the lock
-    between two polls kept a waiting `complete` out for seconds (issue 9)."""
+    between two polls kept a waiting `complete` out for seconds."""
     lock = _WRITE_LOCKS.get(engine)
     if lock is None:
         yield
@@ -253,7 +253,7 @@ class Database:
         # An INSERT of many rows (the event log's batches, a verification's criterion runs) goes
         # out as one multi-row VALUES statement instead of one `sqlite3_step` per row: each step
         # releases the GIL, and under load every re-take waited for the event loop's switch
-        # interval — a batch of 100 events took ~0.5 s (issue 9).
+        # interval — a batch of 100 events took ~0.5 s.
         engine.dialect.use_insertmanyvalues_wo_returning = True
 
         @event.listens_for(engine, "connect")

@@ -481,7 +481,7 @@ class _EpochConnection:
     reader callback registered on the socket for the connection's life. Through psycopg's
     `AsyncConnection.execute` and `fetchone` a read cost the event loop about 100 us of Python
     (a cursor, generators, a reader registered and removed for each wait) — one read per two agent
-    requests under load, so ~10% of a loaded worker's GIL time (session 10)."""
+    requests under load, so ~10% of a loaded worker's GIL time."""
 
     def __init__(self, connection: Any, loop: asyncio.AbstractEventLoop):
         self._connection = connection  # psycopg's, for `info` and what it owns

@@ -1,4 +1,5 @@
-"""Domain errors raised below the HTTP layer; `assay.service.errors` maps each to SPEC §5 once.
+"""Domain errors raised below the HTTP layer; `assay.service.errors` maps each to an error code of docs/api.md
+once.
 
 Tree::
 
@@ -113,4 +114,4 @@ class Invalid(DomainError):
 
 
 class PayloadTooLarge(DomainError):
-    """Content over a configured size limit (SPEC §5.1: a file over 25 MB)."""
+    """Content over a configured size limit (docs/api.md: a file over 25 MB)."""

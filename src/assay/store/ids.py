@@ -1,7 +1,7 @@
-"""Ids and timestamps as the wire shows them (SPEC: `<prefix><ULID>`, RFC 3339 UTC, `Z`, ms).
+"""Ids and timestamps as the wire shows them (docs/api.md: `<prefix><ULID>`, RFC 3339 UTC, `Z`, ms).
 
 Ids are ULIDs made monotonic within one process, so rows created in the same millisecond keep
-their creation order when sorted by id (criteria are walked in creation order, SPEC §3.1).
+their creation order when sorted by id (criteria are walked in creation order, docs/assertions.md).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ _last = (0, 0)
 _random = random.Random(os.urandom(32))
 """The random part of a new millisecond: ids are not secrets (tokens are `secrets`), and
 `os.urandom`'s system call on every event id was 2.5% of a worker's time on the agent path under
-load (issue 9). Seeded per process (workers are spawned, each imports this afresh)."""
+load. Seeded per process (workers are spawned, each imports this afresh)."""
 
 
 def new_id(prefix: str) -> str:

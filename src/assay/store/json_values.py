@@ -1,4 +1,4 @@
-"""JSON that every backend and every client can hold (SPEC §5: bad input is a 4xx, never a 500).
+"""JSON that every backend and every client can hold (docs/api.md: bad input is a 4xx, never a 500).
 
 Python's `json.loads` accepts more than RFC 8259 JSON: the literals `NaN`, `Infinity` and
 `-Infinity`, numbers that overflow to an infinite float (`1e999`), and `\\ud800`-style escapes that
@@ -15,7 +15,7 @@ on a body it found nothing in, and it matched 17 of those 18 files (`urn:uuid:74
 number with a three-digit exponent), so the Python walk ran too (that POST: 67 ms). The walk
 (`not_strict_json`) now runs only to name the key of a refused body.
 
-Issue 9 (big datasets): the encoder is orjson, about ten times faster than `json.dumps` on FHIR
+For big datasets the encoder is orjson, about ten times faster than `json.dumps` on FHIR
 bundles (a 1,024-patient upload serialised each body three times: the check, `content_hash` and
 the JSON column's bind). orjson writes a few things differently from `json.dumps`, and each is
 routed back to `json.dumps` so that no answer changes: NaN and Infinity become `null` (so output
@@ -51,7 +51,7 @@ __all__ = [
 class JsonText(str):
     """Strict JSON text the server has already written (a FHIR response it rendered), bound to a
     JSON column as it is: `serialize_json` passes it through instead of parsing and re-encoding
-    it (issue 9: the event log decoded, walked and re-encoded every response body it stored)."""
+    it (the event log decoded, walked and re-encoded every response body it stored)."""
 
     __slots__ = ()
 
@@ -111,7 +111,7 @@ def serialize_json(value: Any) -> str:
 def content_hash(value: Any) -> str:
     """sha256 (hex) of `value`'s canonical JSON (keys sorted, no spaces, UTF-8): the same for every
     JSON round trip of the same content, so a dataset is hashed once when it is stored and `start`
-    compares hashes instead of serialising the data again (issue 9).
+    compares hashes instead of serialising the data again.
 
     The canonical text is `json.dumps(value, sort_keys=True, separators=(",", ":"),
     ensure_ascii=False)`, as every stored hash was computed. orjson writes the same bytes (keys
@@ -156,7 +156,7 @@ def storable_json_problem(value: Any) -> tuple[str, str] | None:
 
     PostgreSQL `text` holds no NUL (psycopg refuses the insert: a 422 with a misleading message
     and no key) while SQLite stores it, so the API refused it on one backend and kept it on the
-    other (issue 9). Refused where bodies enter, the answer is the same on both. The FHIR surface
+    other. Refused where bodies enter, the answer is the same on both. The FHIR surface
     keeps plain `strict_json_problem`: it stores resources as JSON text, where a NUL is the
     escape `\\u0000`, the same on both backends."""
     return _problem(value, nul=True)

@@ -1,12 +1,12 @@
 """Tables (SQLAlchemy 2, typed `Mapped[...]`); the Alembic scripts in `migrations/` create them.
 
 Every row carries `org_id`, so a repository can scope any query by the caller's organization
-(style.md: a foreign id is a 404 by construction). There are no ORM relationships: children are
+(a foreign id is a 404 by construction). There are no ORM relationships: children are
 read by query (`catalog.repository.criteria_of`), and deleting a parent leaves its owned children
 to the schema's `ON DELETE CASCADE`.
 
 Scores are stored as exact fractions in text (`"9/10"`), weights as the JSON number the user sent,
-so the arithmetic of SPEC §4 never passes through a binary float.
+so the arithmetic of docs/scoring.md never passes through a binary float.
 """
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ class BenchmarkVersionDataset(Base):
 
     The version's `frozen` keeps each dataset's id, name, type, content hash and entities; the
     content lives here so that creating a run or starting one never decodes every dataset of the
-    version (issue 9: 262 MB at 1,024 patients), and `start` reads only the contents its surfaces
+    version (262 MB at 1,024 patients), and `start` reads only the contents its surfaces
     ask for — none for a FHIR dataset whose layer exists. Versions published before migration
     0008 keep `data` inline in `frozen` and are read as before."""
 
@@ -219,7 +219,8 @@ class Task(Base):
     dataset_ids: Mapped[Any]
     input_entity: Mapped[Any | None]
     reference: Mapped[Any | None]
-    """A reference solution, `{"actions": [...]}` (replayed) or `{"snapshot": {"files": [...]}}` (judged offline): what the self-test checks (issue 14)."""
+    """A reference solution, `{"actions": [...]}` (replayed) or `{"snapshot": {"files": [...]}}` (judged
+    offline): what the self-test checks."""
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 
@@ -373,7 +374,7 @@ class SandboxEvent(Base):
 
 
 class Lease(Base):
-    """A named lease row: whoever holds an unexpired one does the job (the sweeper, SPEC §1.1)."""
+    """A named lease row: whoever holds an unexpired one does the job (the sweeper, docs/api.md)."""
 
     __tablename__ = "leases"
     name: Mapped[str] = mapped_column(String(64), primary_key=True)

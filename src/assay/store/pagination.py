@@ -1,4 +1,4 @@
-"""Cursor pagination (SPEC §5): newest first by (`created_at`, `id`); event lists oldest first.
+"""Cursor pagination (docs/api.md): newest first by (`created_at`, `id`); event lists oldest first.
 
 A cursor is opaque to clients: base64url of `{"c": created_at, "i": id, "d": "n"|"p"}`, the key of
 the row it continues from and the direction. Keyset pagination stays correct while rows are added.

@@ -1,5 +1,5 @@
-"""Who is asking: every repository query is filtered by a `Caller` (style.md, Polar's
-`get_readable_statement`), so a row outside the caller's scope is simply not found."""
+"""Who is asking: every repository query is filtered by a `Caller` (as Polar's
+`get_readable_statement` does), so a row outside the caller's scope is simply not found."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The `assay` command (SPEC §7)."""
+"""The `assay` command (docs/deployment.md)."""
 
 from __future__ import annotations
 

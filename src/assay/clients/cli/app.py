@@ -66,7 +66,7 @@ def _snapshot_parts() -> list[str]:
 
 
 def _holds_no_snapshot(path: Path) -> bool:
-    """A directory with none of the SPEC §6 entries (nor a `snapshot/` inside): most likely a
+    """A directory with none of the snapshot entries (nor a `snapshot/` inside): most likely a
     mistyped path, which must not be scored as an empty state."""
     return path.is_dir() and not any((path / part).exists() for part in _snapshot_parts())
 
@@ -129,7 +129,7 @@ _as_command = False
 def _exit_keeping(state: object) -> None:
     """As the `assay` command, end the process now, output flushed, without freeing `state`: at the
     1,024-patient snapshot, freeing its ~10M objects cost 0.34 s of CPU, 7% of `assay verify`
-    (issue 9; mypy exits the same way). Nothing else is left to do: the judge is closed, every
+    (mypy exits the same way). Nothing else is left to do: the judge is closed, every
     line is written. Called in process, it returns and `state` is freed as usual."""
     if _as_command:
         sys.stdout.flush()

@@ -1,4 +1,4 @@
-"""`assay demo` (SPEC §7): the whole loop on the bundled example, then where to look next."""
+"""`assay demo` (docs/deployment.md): the whole loop on the bundled example, then where to look next."""
 
 from __future__ import annotations
 

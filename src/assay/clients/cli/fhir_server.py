@@ -1,4 +1,4 @@
-"""`assay fhir-server`: a standalone Assay FHIR R4 server with a store per tenant (issue 5).
+"""`assay fhir-server`: a standalone Assay FHIR R4 server with a store per tenant.
 
 What `ASSAY_FHIR_ISOLATION=assay-store` points an Assay API at (`ASSAY_FHIR_URL=http://host:port`),
 or a plain FHIR server for anything that wants stores created and dropped over HTTP.

@@ -1,4 +1,4 @@
-"""`assay lint BENCHMARK_DIR|SLUG`: does each task measure what its author meant? (issue 14)
+"""`assay lint BENCHMARK_DIR|SLUG`: does each task measure what its author meant?
 
 A package folder is checked locally first, with the API's own models (every problem, by file,
 task, criterion and key; `--offline` stops there). Then it is pushed as a throwaway draft,

@@ -1,4 +1,4 @@
-"""`assay mcp` (SPEC §8): the MCP server on stdio, or streamable HTTP with `--http`."""
+"""`assay mcp` (docs/sdk.md): the MCP server on stdio, or streamable HTTP with `--http`."""
 
 from __future__ import annotations
 

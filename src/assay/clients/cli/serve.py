@@ -1,4 +1,4 @@
-"""`assay serve` and `assay keys create` (SPEC §7): the service on the embedded default or
+"""`assay serve` and `assay keys create` (docs/deployment.md): the service on the embedded default or
 PostgreSQL (`ASSAY_DATABASE_URL`), and org API keys minted straight into its database.
 
 The service, store and SQLAlchemy are imported inside the commands: the `assay` entry point
@@ -61,7 +61,7 @@ def serve(
     """Run the Assay API. Stops cleanly on Ctrl-C (SIGINT) or SIGTERM.
 
     Every agent request to a sandbox surface is in the run's event log whether or not the access
-    log is on (issue 9: uvicorn's per-request log line was a measurable share of the agent path)."""
+    log is on (uvicorn's per-request log line was a measurable share of the agent path)."""
     from assay.service.app import create_app
     from assay.service.server import run
 
@@ -98,7 +98,7 @@ def serve(
 
 def _serve_workers(settings: Settings, *, host: str, port: int, workers: int, access_log: bool) -> None:
     """N API workers plus, when a surface has a listener, one supervised listener process whose
-    bound ports the workers are told (SPEC §5.2: listeners run once per deployment)."""
+    bound ports the workers are told (docs/deployment.md: listeners run once per deployment)."""
     from assay.service.listeners import ListenerSupervisor, needs_listener_process
     from assay.service.orphans import PARENT_PID
     from assay.service.server import run

@@ -1,4 +1,4 @@
-"""The MCP server (SPEC §8): `criteria`, legacy `evals`, `benchmarks`, `tasks`, `benchmark-runs`,
+"""The MCP server (docs/sdk.md): `criteria`, legacy `evals`, `benchmarks`, `tasks`, `benchmark-runs`,
 `task-runs` and `criterion-runs`, over the SDK (`assay.client`), never the service itself."""
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """`assay mcp`: the tools of `tools.py` served over MCP (the official SDK's low-level server), on
-stdio or, with `--http`, streamable HTTP at `/mcp` (SPEC §8).
+stdio or, with `--http`, streamable HTTP at `/mcp` (docs/sdk.md).
 
 Every call goes through the SDK (`AsyncAssay`) to the Assay API at `ASSAY_BASE_URL` with the org key
 in `ASSAY_API_KEY`. A result is one JSON text content; a refusal — ours (`InvalidCall`) or the API's
-(`APIStatusError`) — is a tool error (`isError`) whose text is the SPEC §5 error envelope, so an
+(`APIStatusError`) — is a tool error (`isError`) whose text is the error envelope of docs/api.md, so an
 agent sees exactly what the HTTP API would have said.
 """
 

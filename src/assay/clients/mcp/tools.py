@@ -1,4 +1,4 @@
-"""The MCP tools of SPEC §8 as data: each tool's actions, their camelCase parameters, and the SDK
+"""The MCP tools of docs/sdk.md as data: each tool's actions, their camelCase parameters, and the SDK
 call each one makes. `server.py` only wires these into MCP.
 
 A call is checked here only for what the HTTP API cannot see (the action, unknown or missing
@@ -25,12 +25,12 @@ Run = Callable[[Any, Json], Awaitable[Any]]
 and the call's arguments → the JSON result."""
 
 NATURAL_LANGUAGE = "natural-language"
-"""The assertion type a legacy eval's free text is stored as (SPEC §8): judged by the LLM judge
+"""The assertion type a legacy eval's free text is stored as (docs/assertions.md): judged by the LLM judge
 when one is configured, else scored `unsupported assertion`."""
 
 
 class InvalidCall(Exception):
-    """A tool call the API never sees: its envelope is built here, in the API's shape (SPEC §5)."""
+    """A tool call the API never sees: its envelope is built here, in the API's shape (docs/api.md)."""
 
     def __init__(self, details: dict[str, list[str]]):
         self.details = details
@@ -99,7 +99,7 @@ def natural_language(text: str) -> Json:
 
 def _assertion_of(text: Any) -> Json:
     """A legacy eval's `assert`: a JSON-encoded assertion object becomes the typed assertion; any
-    other text is kept as a natural-language eval (SPEC §8)."""
+    other text is kept as a natural-language eval (docs/assertions.md)."""
     if not isinstance(text, str):
         raise InvalidCall({"assert": ["must be a string: a JSON-encoded assertion, or plain text"]})
     try:

@@ -6,9 +6,9 @@
       tasks/<anything>.yaml     name, task_item?, scenario?, tags?, timeout?, datasets?: [names],
                                 input_entity?, reference?: {actions: [...]} | {snapshot: PATH},
                                 criteria: [{label, assertion, weight?, axis?, input_entity_id?, required?, idle_ok?}]
-      references/<name>/        a reference snapshot (SPEC §6 layout), or references/<name>.tar.gz
-      datasets/<name>.yaml      {type, data, entities?}   (any of the six types; .json works too)
-      datasets/<name>.fhir.json a FHIR Bundle as is (type fhir)
+      references/<name>/        a reference snapshot (layout in docs/snapshots.md), or
+      references/<name>.tar.gz datasets/<name>.yaml      {type, data, entities?}   (any of the six types;
+      .json works too) datasets/<name>.fhir.json a FHIR Bundle as is (type fhir)
       datasets/<name>/          a folder of files (type files), each file's path relative to it
 
 Tasks are pushed in file-name order; a dataset's name is its file or folder name. `write_package`

@@ -1,4 +1,4 @@
-"""The typed assertions: a discriminated union on `assert` (SPEC §3).
+"""The typed assertions: a discriminated union on `assert` (docs/assertions.md).
 
 `parse_assertion` is the one way in: it picks the model by `assert` and reports every problem as
 `AssertionInvalid` keyed by dotted path (`fields.0.operator`), never a bare pydantic error.
@@ -91,7 +91,7 @@ def parse_assertion(data: Any, *, at_verify: bool = False) -> AssertionModel:
     """Validate an assertion object; raise `AssertionInvalid` naming each offending key.
 
     `at_verify=True` is for judging a stored assertion: an invalid `matches` pattern then parses
-    and fails its field at verify time (SPEC §3.1), instead of rejecting the whole criterion.
+    and fails its field at verify time (docs/assertions.md), instead of rejecting the whole criterion.
     """
     if not isinstance(data, dict):
         raise AssertionInvalid({"": [f"an assertion must be a JSON object, not {_kind(data)}"]})

@@ -1,4 +1,4 @@
-"""Pieces every assertion model shares: strict config, field assertions, match modes (SPEC §3.1)."""
+"""Pieces every assertion model shares: strict config, field assertions, match modes (docs/assertions.md)."""
 
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ __all__ = [
 MatchMode = Literal["any", "first", "latest", "all"]
 AT_VERIFY = "at_verify"
 """Validation-context flag: at verify time an invalid `matches` pattern is a failed field, not
-a parse error (SPEC §3.1 — it is a 422 only at create)."""
+a parse error (docs/assertions.md — it is a 422 only at create)."""
 STRUCTURED_EXPECTED = LIST_EXPECTED | {"equals", "notEquals", "contains", "notContains"}
 
 
 class StrictModel(BaseModel):
-    """Unknown keys are rejected (SPEC §3: a 422 naming the key), values are frozen."""
+    """Unknown keys are rejected (docs/assertions.md: a 422 naming the key), values are frozen."""
 
     model_config = ConfigDict(
         extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True
@@ -51,13 +51,13 @@ class FieldAssertion(StrictModel):
     """TestScript operator; default `equals`."""
 
     structured_expected: ClassVar[bool] = False
-    """Whether `expected` may be any JSON value (portal-state-match, SPEC §3.1) compared by deep
+    """Whether `expected` may be any JSON value (portal-state-match, docs/assertions.md) compared by deep
     equality, rather than a scalar (or a list for `in`/`notIn`)."""
 
     @model_validator(mode="after")
     def _expected_fits_operator(self, info: ValidationInfo) -> FieldAssertion:
         if self.operator in NO_EXPECTED:
-            return self  # `expected` is ignored, whatever its shape (SPEC §3.1)
+            return self  # `expected` is ignored, whatever its shape (docs/assertions.md)
         if self.structured_expected:
             if isinstance(self.expected, (list, dict)) and self.operator not in STRUCTURED_EXPECTED:
                 raise PydanticCustomError(

@@ -1,4 +1,4 @@
-"""`no-unexpected-changes` (issue 14): the agent's writes compared with the seeded baseline.
+"""`no-unexpected-changes`: the agent's writes compared with the seeded baseline.
 
 An allow entry names what the agent may change; the key it carries says which surface it is for:
 

@@ -1,11 +1,11 @@
-"""`fhir-resource-state` (SPEC §3.2).
+"""`fhir-resource-state` (docs/assertions.md).
 
 Validation makes a bad assertion a 422 at create time: an unknown resource type, a search
 parameter the type does not have or this engine does not support (composite, chained, `_has`,
 an unimplemented modifier: `unknown search parameter <p>`), a FHIRPath expression that does not
 compile. At verify time (`AT_VERIFY` in the validation context) only the resource type is checked
 here; the check itself reports an unknown parameter as `unsupported assertion: unknown search
-parameter <p>` and a bad FHIRPath as a failed field, exactly as SPEC §3.1–3.2 word them.
+parameter <p>` and a bad FHIRPath as a failed field, exactly as docs/assertions.md word them.
 Search *values* (a malformed date) are judged at verify: a failed criterion with the reason.
 """
 

@@ -1,7 +1,7 @@
-"""`hl7-structural` (SPEC §3.3).
+"""`hl7-structural` (docs/assertions.md).
 
 Every `fields[].path` and every `correlate_by` key that is not an alias is parsed into an
-`Hl7Path` here, at validation time, so a bad path is a 422 naming the key (style.md: parse path
+`Hl7Path` here, at validation time, so a bad path is a 422 naming the key (parse path
 strings once) and the check never meets one.
 """
 

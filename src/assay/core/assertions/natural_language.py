@@ -1,4 +1,4 @@
-"""`natural-language`: a free-text eval scored by the LLM judge (SPEC §8, issue 13).
+"""`natural-language`: a free-text eval scored by the LLM judge (docs/assertions.md).
 
 The legacy `evals` tool keeps any `assert` that is not a JSON assertion spec as text; it is stored
 in this shape so it is a criterion like any other. With no judge configured it is recorded as

@@ -1,4 +1,4 @@
-"""`portal-state-match` (SPEC §3.4)."""
+"""`portal-state-match` (docs/assertions.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`sftp-file-present` (SPEC §3.5)."""
+"""`sftp-file-present` (docs/assertions.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`voice-transcript` (SPEC §3.6) and `voice-call` (what happened on a phone-line call)."""
+"""`voice-transcript` (docs/assertions.md) and `voice-call` (what happened on a phone-line call)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def _has_words(phrase: str) -> str:
 Phrase = Annotated[str, AfterValidator(_has_words)]
 Tier = Literal["exact", "fuzzy", "semantic", "judge"]
 TIER_ORDER: tuple[Tier, ...] = ("exact", "fuzzy", "semantic", "judge")
-"""SPEC §3.6's tiers, in the order they are tried."""
+"""The match tiers of `voice-transcript` (docs/assertions.md), in the order they are tried."""
 
 
 def _has_exact(tiers: list[Tier] | None) -> list[Tier] | None:
@@ -42,7 +42,7 @@ class VoiceTranscript(TaggedAssertion):
     not_contains: list[Phrase] = Field(default_factory=list)
     """Phrases that must not appear."""
     tiers: Annotated[list[Tier] | None, AfterValidator(_has_exact)] = None
-    """Tiers to use, tried in SPEC order whatever the order given; default `exact`, `fuzzy`, plus
+    """Tiers to use, tried in the documented order whatever the order given; default `exact`, `fuzzy`, plus
     `semantic` when the deployment sets `ASSAY_VOICE_SEMANTIC=1` and `judge` when `ASSAY_JUDGE_URL`
     is set. `not_contains` uses `exact` and `fuzzy` only, as listed."""
     vocabulary: bool = True

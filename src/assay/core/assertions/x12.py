@@ -1,7 +1,7 @@
-"""`x12-response` (SPEC §3.7).
+"""`x12-response` (docs/assertions.md).
 
 Every `fields[].path` and every `correlate_by` key that is not an alias is parsed into an
-`X12Path` here, at validation time, so a bad path is a 422 naming the key (style.md: parse path
+`X12Path` here, at validation time, so a bad path is a 422 naming the key (parse path
 strings once) and the check never meets one.
 """
 
@@ -17,7 +17,7 @@ from assay.formats.x12 import X12Path
 __all__ = ["CORRELATION_ALIASES", "X12Field", "X12Response"]
 
 CORRELATION_ALIASES = ("member_id", "trace_number", "patient_control_number")
-"""`correlate_by` keys that are not paths; what each reads depends on the transaction (SPEC §3.7)."""
+"""`correlate_by` keys that are not paths; what each reads depends on the transaction (docs/assertions.md)."""
 
 
 class X12Field(PathField):

@@ -3,7 +3,7 @@
 Modules, bottom up: `parameters` (the generated R4 table), `fhirpath` (fhirpathpy, strict and
 cached), `extract` (expressions compiled to Python), `dates`/`references`/`values` (what each
 parameter type indexes), `query` (parsing and per-type matching), `index`, `store` (`FhirStore`),
-`bundles` (SPEC §5.1 dataset loading). `formats` imports nothing else from `assay`.
+`bundles` (dataset loading in docs/sandboxes.md). `formats` imports nothing else from `assay`.
 """
 
 from assay.formats.fhir.bundles import BundleLoader, copy_json, resources_from_bundle

@@ -1,4 +1,4 @@
-"""FHIR dataset loading: a Bundle of any type to the resources it seeds (SPEC §5.1).
+"""FHIR dataset loading: a Bundle of any type to the resources it seeds (docs/sandboxes.md).
 
 - `Bundle.type` and every entry `request` are ignored, except DELETE entries, which are skipped.
 - Ids are kept; a missing id comes from a `urn:uuid:` fullUrl, else a new UUID.
@@ -81,7 +81,7 @@ def rewrite_references(value: Any, mapping: Callable[[str], str | None]) -> Any:
     with side effects (dataset loading resolves conditional references against the resources it
     is rewriting) sees references in document order. `mapping` returns None to leave one alone.
 
-    Every node of every dataset resource passes through here when a layer is built (issue 9: a
+    Every node of every dataset resource passes through here when a layer is built (a
     quarter of a 1,024-patient `start`), so the walk tests each child's exact class first (decoded
     JSON holds only `dict`, `list`, `str` and numbers) and falls back to `isinstance` for
     anything else: the same nodes visited in the same order in 55% of the CPU time (400 Synthea
@@ -122,7 +122,7 @@ def _rewrite_items(items: Iterable[Any], mapping: Callable[[str], str | None]) -
 def resources_from_bundle(
     bundle: dict[str, Any], existing: Iterable[dict[str, Any]] = ()
 ) -> list[dict[str, Any]]:
-    """The resources a dataset Bundle loads, references rewritten (SPEC §5.1).
+    """The resources a dataset Bundle loads, references rewritten (docs/sandboxes.md).
 
     Args:
         bundle: a FHIR Bundle (any `type`); the input is not modified.
@@ -134,7 +134,7 @@ def resources_from_bundle(
 
 
 class BundleLoader:
-    """Dataset Bundles loaded one after another into one set of resources (SPEC §5.1).
+    """Dataset Bundles loaded one after another into one set of resources (docs/sandboxes.md).
 
     Linear in the data: the conditional references of every bundle resolve against one
     `FhirStore`, built the first time a bundle has one and then kept current with `put`, instead

@@ -424,5 +424,5 @@ PATIENT_CARE_DATES: dict[str, str] = {
 """Patient-compartment type → the date search parameter that is its care date, which
 `Patient/[id]/$everything?start=&end=` filters on (patient-operation-everything.html: "The date
 range relates to care dates, not record currency dates"). R4 names no element per type; this
-table is ours (docs/decisions.md). Types not listed (Coverage, Group, Person, …) have no care date
+table is ours (docs/decisions/fhir.md). Types not listed (Coverage, Group, Person, …) have no care date
 and are never filtered out by it; neither is a resource whose care date is absent."""

@@ -1,8 +1,8 @@
-"""FHIR dates as ranges, and the R4 date-prefix rules (SPEC §3.2; FHIR R4 search §3.1.1.4.5).
+"""FHIR dates as ranges, and the R4 date-prefix rules (docs/assertions.md; FHIR R4 search §3.1.1.4.5).
 
 Every date, dateTime or instant is a half-open range `[low, high)` in integer microseconds since
 the epoch, UTC, at the precision written: `2019` is the whole year, `2019-05-03T10:00` one minute.
-A missing time zone means UTC (SPEC §3.2). A Period is `[start.low, end.high)` with an open end at
+A missing time zone means UTC (docs/assertions.md). A Period is `[start.low, end.high)` with an open end at
 +∞ (and an open start at −∞).
 """
 
@@ -51,7 +51,7 @@ def _micros(moment: datetime) -> int:
 
 def micros(moment: datetime) -> int:
     """Microseconds since the epoch; a naive datetime is UTC, as a FHIR date without a zone is
-    (SPEC §3.2)."""
+    (docs/assertions.md)."""
     return _micros(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
 
 
@@ -128,7 +128,7 @@ def now_micros() -> int:
 
 
 def _approximate(search: DateRange, now: int) -> DateRange:
-    """`ap`: widen by 10 % of the distance from now, at least one day (SPEC §3.2)."""
+    """`ap`: widen by 10 % of the distance from now, at least one day (docs/assertions.md)."""
     distance = max(abs(now - search.low), abs(now - search.high))
     margin = max(distance // 10, _DAY)
     return DateRange(search.low - margin, search.high + margin)

@@ -5,7 +5,7 @@ Tree::
     ValueError
     ├── InvalidSearch              a search that cannot run: bad value, bad prefix, bad `_count`
     │   └── UnknownSearchParameter an unknown, composite, chained or `_has` parameter, or a
-    │                              modifier this engine does not implement (SPEC §3.2: unsupported)
+    │                              modifier this engine does not implement (docs/assertions.md: unsupported)
     └── FhirPathError              a FHIRPath expression that does not compile or fails to evaluate
 
 fhirpathpy raises bare `Exception`s (and ANTLR recovers silently from syntax errors); they are
@@ -24,7 +24,7 @@ class InvalidSearch(ValueError):
 class UnknownSearchParameter(InvalidSearch):
     """A parameter the resource type does not have, or one this engine does not support.
 
-    The message is exactly `unknown search parameter <p>` (SPEC §3.2).
+    The message is exactly `unknown search parameter <p>` (docs/assertions.md).
     """
 
     def __init__(self, name: str):

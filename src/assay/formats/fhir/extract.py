@@ -2,8 +2,8 @@
 
 Search-parameter expressions are nearly all plain paths: dotted members, `|` unions,
 `.where(field='literal')`, `ofType(T)` / `as T` on choice elements (`Observation.value.ofType(
-Quantity)` reads `valueQuantity`), `[n]` indexes and the generator's reference-type filter (SPEC
-§3.2, `resolve() is X` rewritten). Those compile to a list of steps walked over the JSON with no
+Quantity)` reads `valueQuantity`), `[n]` indexes and the generator's reference-type filter
+(`resolve() is X` rewritten). Those compile to a list of steps walked over the JSON with no
 FHIRPath engine at all; the FHIR type of each result comes from the FHIRPath R4 model, so a
 `ContactPoint` is never mistaken for an `Identifier`. Anything else (`Patient.deceased.exists()
 and …`) falls back to fhirpathpy, compiled once.

@@ -4,7 +4,7 @@ fhirpathpy's parser lets ANTLR recover silently from syntax errors (`Patient.nam
 compiles) and reports unknown functions only when they run. `compile_fhirpath` parses with a
 listener that raises, checks every function name and arity against fhirpathpy's invocation table,
 and caches the compiled expression, so a bad expression is a 422 when an assertion is created
-(SPEC §3.1) and each expression is compiled once per process.
+(docs/assertions.md) and each expression is compiled once per process.
 """
 
 from __future__ import annotations

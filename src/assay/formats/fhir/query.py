@@ -1,5 +1,5 @@
 """Search parameters parsed once into typed values (`search_terms`, where each type says how it
-matches; SPEC §3.2).
+matches; docs/assertions.md).
 
 `parse_search(resource_type, params)` is the one way in: a key is `code[:modifier]`, a list
 repeats the parameter (AND), commas inside a value are OR (`\\,` escapes one). Chained keys
@@ -65,7 +65,7 @@ MODIFIERS: dict[str, frozenset[str]] = {  # what each parameter type takes (`cap
 SCANNED = frozenset({"text", "of-type", "identifier"})
 """Modifiers matched by reading each candidate resource (`formats/fhir/modifiers.py`), not an index."""
 IGNORED = frozenset({"_include", "_revinclude", "_summary", "_elements", "_total", "_format", "_pretty"})
-"""Result parameters: they shape a response page, never the candidates (SPEC §3.2)."""
+"""Result parameters: they shape a response page, never the candidates (docs/assertions.md)."""
 _PREFIX = re.compile(r"^([a-z]{2})(?=[-+.\d])")
 
 
@@ -334,7 +334,7 @@ def check_search_keys(resource_type: str, params: Mapping[str, str | Sequence[st
 
 
 def parse_search(resource_type: str, params: Mapping[str, str | Sequence[str]]) -> ParsedSearch:
-    """Parse FHIR search parameters for `resource_type` (SPEC §3.2).
+    """Parse FHIR search parameters for `resource_type` (docs/assertions.md).
 
     Raises:
         UnknownSearchParameter: an unknown type or parameter, or an unsupported kind or modifier.

@@ -1,4 +1,5 @@
-"""Reading FHIR references: `Type/id`, absolute URLs, `_history`, `urn:uuid:` (SPEC §3.2, §5.1)."""
+"""Reading FHIR references: `Type/id`, absolute URLs, `_history`, `urn:uuid:` (docs/assertions.md,
+docs/sandboxes.md)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""`FhirStore`: FHIR R4 resources in memory, searched with real R4 semantics (SPEC §3.2).
+"""`FhirStore`: FHIR R4 resources in memory, searched with real R4 semantics (docs/assertions.md).
 
 The snapshot reader, the `fhir-resource-state` check and (later) the live FHIR REST server share
 this one engine. Indexes are built lazily, per (resource type, parameter), on the first search
 that needs them, and kept consistent by `put` and `delete`.
 
-Results come in recency order (SPEC §2): `meta.lastUpdated` (missing counts as the time the store
+Results come in recency order (docs/snapshots.md): `meta.lastUpdated` (missing counts as the time the store
 received the resource), then `meta.versionId` numerically, then `id` — unless `_sort` asks for
 another order, which is applied stably on top, before `_count` caps the list.
 """
@@ -35,7 +35,7 @@ SearchParams = Mapping[str, "str | Sequence[str]"]
 class _Entry:
     resource: dict[str, Any]
     received_at: int
-    """Microseconds since the epoch when the store got it: the lastUpdated stand-in (SPEC §2)."""
+    """Microseconds since the epoch when the store got it: the lastUpdated stand-in (docs/sandboxes.md)."""
     _recency: tuple[int, int, str] | None = None
 
     def recency(self, rid: str) -> tuple[int, int, str]:
@@ -166,7 +166,7 @@ class FhirStore:
         compartment: tuple[str, Sequence[str]] | None = None,
     ) -> list[dict[str, Any]]:
         """Every match of `GET [base]/{resource_type}?{params}`, all pages, in recency or `_sort`
-        order, capped by `_count` (SPEC §3.2); within a compartment when given (`("Patient/1",
+        order, capped by `_count` (docs/assertions.md); within a compartment when given (`("Patient/1",
         ("subject", "performer"))`: resources whose one of those reference parameters points there;
         `compartments.DEFINITION` is the compartment's own resource).
 

@@ -50,7 +50,7 @@ class QuantityValue:
 
 
 def normalize_text(text: str) -> str:
-    """Case- and accent-insensitive form for string search (SPEC §3.2)."""
+    """Case- and accent-insensitive form for string search (docs/assertions.md)."""
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
 

@@ -1,4 +1,4 @@
-"""HL7v2: reading raw messages, the path grammar and escapes (SPEC §3.3).
+"""HL7v2: reading raw messages, the path grammar and escapes (docs/assertions.md).
 
 Parsing is python-hl7's (`hl7.parse`); this package puts our own layer on top: input
 normalisation and batch splitting (`_reader`), the message model and access (`_message`), the

@@ -3,12 +3,12 @@
 ```
 ValueError
  ├── Hl7ParseError   raw input is not an HL7v2 message, batch or file (with its position)
- └── Hl7PathError    a path string does not follow the SPEC §3.3 grammar
+ └── Hl7PathError    a path string does not follow the grammar of docs/assertions.md
 ```
 
 Both subclass `ValueError` so callers that only care about "bad input" can catch one type. No
 python-hl7 exception ever leaves this package: `_reader.parse_messages` translates at the one place
-where raw text enters (style.md, "Translate at one boundary").
+where raw text enters.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class Hl7ParseError(ValueError):
 
 
 class Hl7PathError(ValueError):
-    """A path that is not `SEG[occ].FIELD[rep].COMPONENT.SUBCOMPONENT` (SPEC §3.3)."""
+    """A path that is not `SEG[occ].FIELD[rep].COMPONENT.SUBCOMPONENT` (docs/assertions.md)."""
 
     def __init__(self, path: str, reason: str):
         self.path = path

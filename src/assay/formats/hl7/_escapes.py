@@ -1,4 +1,4 @@
-"""Delimiters and escape sequences (HL7 v2.5.1 §2.5.4 and §2.7; SPEC §3.3).
+"""Delimiters and escape sequences (HL7 v2.5.1 §2.5.4 and §2.7; docs/assertions.md).
 
 Values are compared after decoding the delimiter escapes and hex data:
 
@@ -8,8 +8,8 @@ Values are compared after decoding the delimiter escapes and hex data:
 | `\\Xhhhh…\\` | hex data: bytes, read as UTF-8 (Latin-1 when they are not valid UTF-8) |
 
 Formatting escapes (`\\H\\`, `\\N\\`, `\\.br\\`, `\\.sp\\`…), character-set escapes (`\\C…\\`,
-`\\M…\\`), locally defined `\\Z…\\` and anything unrecognised are kept verbatim, as SPEC §3.3 says.
-Decoding is one left-to-right scan, linear in the input (style.md: hostile input).
+`\\M…\\`), locally defined `\\Z…\\` and anything unrecognised are kept verbatim, as docs/assertions.md says.
+Decoding is one left-to-right scan, linear in the input (hostile input).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`Hl7Message`: one parsed message and path access into it (SPEC §3.3).
+"""`Hl7Message`: one parsed message and path access into it (docs/assertions.md).
 
 python-hl7 builds the tree; this module reads it by our grammar. Its tree has an irregular depth —
 a field with no delimiter in it is a bare string, a repetition without `^` holds strings rather
@@ -6,7 +6,7 @@ than components — so every step below goes through `_child`, which treats a st
 exactly one child, itself. That is also HL7's own rule: component 1 of a primitive field is the
 field.
 
-Empty and null (HL7 v2.5.1 §2.5.3, SPEC §3.1): an empty position (`||`) was not sent and reads as
+Empty and null (HL7 v2.5.1 §2.5.3, docs/assertions.md): an empty position (`||`) was not sent and reads as
 absent; the explicit null `""` reads as present with value None.
 """
 
@@ -75,7 +75,7 @@ class Hl7Message:
     def read(self, path: Hl7Path | str) -> Hl7Value:
         """The value at `path`: absent, null (`""`), or decoded text.
 
-        A path that stops at a field or component yields it re-joined by `^` and `&` (SPEC §3.3),
+        A path that stops at a field or component yields it re-joined by `^` and `&` (docs/assertions.md),
         each part decoded, trailing empty parts dropped (`A^B^^` reads as `A^B`).
         """
         if isinstance(path, str):

@@ -1,4 +1,4 @@
-"""`Hl7Path`: the HL7 path grammar of SPEC §3.3, parsed once into a frozen value.
+"""`Hl7Path`: the HL7 path grammar of docs/assertions.md, parsed once into a frozen value.
 
 ```
 path       = segment [ "[" occurrence "]" ] sep field [ "[" repetition "]" ]
@@ -11,8 +11,8 @@ occurrence, field, repetition, component, subcomponent = 1*DIGIT, at least 1
 Numbering is the standard's, 1-based everywhere: `MSH.9` is the message type because MSH-1 is
 the field separator itself. This differs from python-hl7's own `Accessor` on two counts, which is
 why we keep our grammar: it numbers MSH fields one lower, and reads `PID.5.1` as field 5
-repetition 1, where ours means component 1. Built when an assertion is validated (style.md,
-after python-hl7's `Accessor.parse_key`), so a bad path is a 422 and never a runtime surprise.
+repetition 1, where ours means component 1. Built when an assertion is validated (as python-hl7's
+`Accessor.parse_key` is), so a bad path is a 422 and never a runtime surprise.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class Hl7Path:
     """One position in a message: `SEG[occurrence].FIELD[repetition].COMPONENT.SUBCOMPONENT`.
 
     `component` and `subcomponent` are None when the path stops above them; reading such a path
-    yields the repetition (or component) re-joined by `^` and `&` (SPEC §3.3).
+    yields the repetition (or component) re-joined by `^` and `&` (docs/assertions.md).
     """
 
     segment: str

@@ -1,6 +1,6 @@
 """Raw input → messages: normalise, split batches, read delimiters, parse with python-hl7.
 
-What real senders produce (SPEC §3.3) and what this accepts:
+What real senders produce (docs/assertions.md) and what this accepts:
 
 - Segment ends CR, LF or CRLF, normalised to CR before python-hl7 sees them; blank lines dropped.
 - A leading UTF-8 byte-order mark and stray MLLP frame bytes (0x0B, 0x1C) are skipped; bytes are
@@ -8,8 +8,8 @@ What real senders produce (SPEC §3.3) and what this accepts:
 - FHS/BHS/BTS/FTS envelopes: every `MSH…` run is its own message. Like python-hl7's
   `parse_batch`/`parse_file`, an FHS after the first segment, a BHS inside an open batch, and a
   segment before any MSH are errors.
-- MSH-1/MSH-2 declare the delimiters, checked once here into a `Delimiters` plan (style.md, after
-  python-hl7's `create_parse_plan`).
+- MSH-1/MSH-2 declare the delimiters, checked once here into a `Delimiters` plan (as python-hl7's
+`create_parse_plan` does).
 
 Every problem is an `Hl7ParseError` carrying the 1-based segment number; python-hl7 is called in
 exactly one place and anything it raises is translated there.
@@ -181,7 +181,7 @@ def _delimiters(line: str, number: int) -> Delimiters:
 class _ListFactory:
     """python-hl7 containers as plain lists: we read the tree by index only, never through its
     container methods, and skipping their construction halves python-hl7's parse time
-    (docs/performance.md, "HL7v2 (issue 3)")."""
+    (docs/performance.md, "HL7v2")."""
 
     # Five distinct functions: python-hl7 recognises the segment level by comparing them.
     @staticmethod

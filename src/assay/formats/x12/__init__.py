@@ -1,4 +1,4 @@
-"""X12 005010 for the clearinghouse and the `x12-response` check (SPEC §3.7, §5.3).
+"""X12 005010 for the clearinghouse and the `x12-response` check (docs/assertions.md, docs/sandboxes.md).
 
 Tokenizer (`_tokenizer`), envelope model (`_model`, assembled by `_parser`), loop tables
 (`_guides`) and resolver (`_loops`), loop-aware paths (`_path`) and the writer with its builder

@@ -7,7 +7,7 @@ Tree::
     └── X12PathError       a path string does not follow the X12 path grammar (a 422 upstream)
 
 Envelope problems (counts and control numbers that disagree, a missing IEA) are not errors: they
-are warnings on the model (SPEC §3.7).
+are warnings on the model (docs/assertions.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Loop tables of the 005010 implementation guides the clearinghouse speaks (SPEC §3.7, §5.3).
+"""Loop tables of the 005010 implementation guides the clearinghouse speaks (docs/assertions.md,
+docs/sandboxes.md).
 
 Written by hand from the TR3s' loop structure; each table cites its guide and lists, per loop,
 its parent loop and its trigger (the first segment of the loop, with the entity or qualifier

@@ -3,7 +3,7 @@
 Segments keep their element strings exactly as split from the text (composites and repetitions
 unsplit) with a reference to the interchange's `Delimiters`, so parsing stays one `split` per
 segment and values are split only when read. Envelope problems — counts and control numbers that
-disagree, a missing trailer — are `warnings` on the model, never exceptions (SPEC §3.7).
+disagree, a missing trailer — are `warnings` on the model, never exceptions (docs/assertions.md).
 """
 
 from __future__ import annotations

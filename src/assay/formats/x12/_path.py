@@ -1,6 +1,6 @@
-"""`X12Path`: loop-aware paths into a transaction set, parsed once (SPEC §3.7).
+"""`X12Path`: loop-aware paths into a transaction set, parsed once (docs/assertions.md).
 
-Grammar (1-based; SPEC §3.7 ``[LOOP/]...SEG[FILTER]...NN[~REPETITION][-COMPONENT]``)::
+Grammar (1-based; docs/assertions.md ``[LOOP/]...SEG[FILTER]...NN[~REPETITION][-COMPONENT]``)::
 
     path       = *(loop "/") segment *filter element ["~" repetition] ["-" component]
     loop       = 4DIGIT 0*2UPPER                 ; 2000C, 2010EA, 1000A

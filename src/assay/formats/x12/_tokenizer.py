@@ -1,7 +1,7 @@
 """X12 tokenizer: text → delimiters and segments, one interchange header at a time.
 
-Delimiters are read from each ISA header once into a `Delimiters` plan (style.md, after
-python-hl7's `create_parse_plan`), as X12.5 / the 005010 TR3 appendix B define them:
+Delimiters are read from each ISA header once into a `Delimiters` plan (as python-hl7's `create_parse_plan`
+does), as X12.5 / the 005010 TR3 appendix B define them:
 
 * element separator — the character right after `ISA`;
 * repetition separator — ISA11 (005010 and later; `U` in 004010 is a standards id, not a

@@ -1,6 +1,6 @@
 """Writing X12: the model back to text with chosen delimiters and correct control counts.
 
-The clearinghouse (SPEC §5.3) builds its 271/277/278 responses with `build_segment`,
+The clearinghouse (docs/sandboxes.md) builds its 271/277/278 responses with `build_segment`,
 `build_transaction` and `build_interchange`, then serializes with `write_x12`. Whatever the
 model says, the writer emits SE01 (segments ST…SE), SE02 = ST02, GE01 (transaction sets),
 GE02 = GS06, IEA01 (functional groups) and IEA02 = ISA13 computed from what it writes, and

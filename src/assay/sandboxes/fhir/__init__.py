@@ -1,7 +1,7 @@
 """The embedded FHIR R4 sandbox: versioned store per playground, dataset layers, REST surface.
 
-SPEC §2 (what `fhir-resource-state` reads), §5.1 (dataset loading), §5.2 (the REST surface),
-§6 (captures as a pointer: store id + sequence number).
+What `fhir-resource-state` reads, dataset loading and the REST surface: docs/sandboxes.md;
+captures as a pointer (store id + sequence number): docs/snapshots.md.
 """
 
 from __future__ import annotations

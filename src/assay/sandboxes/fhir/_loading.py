@@ -1,4 +1,4 @@
-"""SPEC §5.1 dataset loading: the formats engine's `BundleLoader`, dataset after dataset."""
+"""Dataset loading (docs/sandboxes.md): the formats engine's `BundleLoader`, dataset after dataset."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ __all__ = ["as_bundle"]
 
 def as_bundle(data: Any) -> dict[str, Any] | None:
     """The Bundle a dataset loads: itself, a single resource wrapped in a collection Bundle, or
-    None for anything that is not a JSON object (SPEC §5.1: never a rejected dataset)."""
+    None for anything that is not a JSON object (docs/sandboxes.md: never a rejected dataset)."""
     if not isinstance(data, dict):
         return None
     if data.get("resourceType") != "Bundle":

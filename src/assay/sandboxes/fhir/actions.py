@@ -1,4 +1,4 @@
-"""The FHIR R4 read and write interactions of the sandbox surface (SPEC §5.2), over an
+"""The FHIR R4 read and write interactions of the sandbox surface (docs/sandboxes.md), over an
 `EmbeddedFhir` store: read, vread, create, update, patch, delete and their conditional forms.
 
 Each action takes parsed request parts and returns a `FhirResult` (`results`); failures raise

@@ -1,4 +1,4 @@
-"""Rendered search answers, kept per store version (issue 9).
+"""Rendered search answers, kept per store version.
 
 A search's answer is a function of the store's state and the request: the resources current at
 the index's sequence number, the query, the base URL its links and `fullUrl`s are written with,

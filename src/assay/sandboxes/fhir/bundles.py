@@ -1,4 +1,4 @@
-"""`transaction` and `batch` bundles posted to the FHIR base (SPEC §5.2, FHIR R4 §3.1.0.11).
+"""`transaction` and `batch` bundles posted to the FHIR base (docs/sandboxes.md, FHIR R4 §3.1.0.11).
 
 A transaction is atomic: all its writes go through one `WriteTransaction` and any failing entry
 rolls everything back with that entry's status (an `If-Match` mismatch is a 409 version conflict
@@ -11,7 +11,7 @@ Processing Rules") in what a transaction writes are resolved to the one matching
 the store's own search (`conditional_matches`); none or several matches are 412 naming the entry
 and the reference, a bad query 400. See `ConditionalReferences` for which state is searched. Batch
 entries and plain create and update keep such references as sent: R4 defines them for
-transactions only, and a batch of PUTs is how a dataset loaded per SPEC §5.1 (which leaves
+transactions only, and a batch of PUTs is how a dataset loaded per docs/sandboxes.md (which leaves
 unresolvable ones alone) is seeded into an external server, Assay's own included.
 """
 
@@ -60,7 +60,7 @@ class _Entry:
 
 def parse_entry(position: int, entry: Any, base: str) -> _Entry:
     """One transaction/batch entry's request, or an error naming the entry: 400 for a malformed
-    request, 422 when a POST or PUT writes a resource of no R4 type (SPEC §5.2 invalid resource),
+    request, 422 when a POST or PUT writes a resource of no R4 type (invalid resource in docs/sandboxes.md),
     else 404 when the url names an unknown type (what that request alone answers)."""
     where = f"entry {position}"
     if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict):
@@ -147,7 +147,7 @@ class ConditionalReferences:
     it deletes or writes no longer matches as it was, and what its POST and PUT entries write
     matches as sent. PATCH entries do not count (their result is known only when they run), and
     a PATCH result's references are not resolved: the entry's resource is the patch, and the
-    rest is what was stored (where dataset loading may have left an unresolvable one, SPEC §5.1).
+    rest is what was stored (where dataset loading may have left an unresolvable one, docs/sandboxes.md).
     """
 
     tx: WriteTransaction

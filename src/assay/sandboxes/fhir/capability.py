@@ -1,4 +1,4 @@
-"""The CapabilityStatement `GET [base]/metadata` returns: what this server does (SPEC §5.2).
+"""The CapabilityStatement `GET [base]/metadata` returns: what this server does (docs/sandboxes.md).
 
 Everything here is read from the code that does it, so the statement cannot claim more or less
 than works: the parameters are the ones `formats/fhir` parses (`parse_search_key`, composites

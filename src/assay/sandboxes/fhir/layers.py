@@ -1,9 +1,9 @@
-"""Dataset layers: the FHIR resources an ordered list of `fhir` datasets loads (SPEC §5.1).
+"""Dataset layers: the FHIR resources an ordered list of `fhir` datasets loads (docs/sandboxes.md).
 
 A layer is computed once per content (a key over the datasets' content hashes, in order: each
 dataset is hashed once, when it is stored), stored in `fhir_layer_resources`, and shared read-only
 by every playground seeded with the same datasets; a start whose layer exists reads no dataset.
-Loading follows SPEC §5.1 through `assay.formats.fhir.BundleLoader` (one search index for all
+Loading follows docs/sandboxes.md through `assay.formats.fhir.BundleLoader` (one search index for all
 conditional references, built at most once per layer, linear in the data): `Bundle.type` and
 entry requests ignored (DELETE entries skipped), ids kept, `urn:uuid` and absolute references
 rewritten, unresolvable conditional references left verbatim, never a rejected bundle. Datasets load
@@ -64,13 +64,13 @@ MAX_KEY_LENGTH = 64
 
 class LayerNotLoadable(ValueError):
     """A dataset resource the store cannot hold; `start` fails the task run with this reason (409,
-    SPEC §1.1) instead of PostgreSQL refusing the insert as "too long" (a 422 that left the task
+    docs/api.md) instead of PostgreSQL refusing the insert as "too long" (a 422 that left the task
     run `created`) while SQLite quietly kept it."""
 
 
 def _check_keys(resources: Sequence[dict[str, Any]]) -> None:
     """Every type and id must fit the store's key columns and name one file of a snapshot
-    (`fhir/<type>/<id>.json`, SPEC §6): `..` made the state tar.gz answer 500, `a/b` put the
+    (`fhir/<type>/<id>.json`, docs/snapshots.md): `..` made the state tar.gz answer 500, `a/b` put the
     resource in a folder `assay verify` does not read."""
     for resource in resources:
         for what in ("resourceType", "id"):
@@ -84,7 +84,7 @@ def _check_keys(resources: Sequence[dict[str, Any]]) -> None:
             if not is_file_name(value):
                 raise LayerNotLoadable(
                     f"a dataset resource's {what} {shown!r} is not a file name, and a captured "
-                    "resource is the file fhir/<type>/<id>.json (SPEC §6)"
+                    "resource is the file fhir/<type>/<id>.json (docs/snapshots.md)"
                 )
 
 
@@ -148,7 +148,7 @@ def _stamp(loaded_at: str) -> Callable[[dict[str, Any]], None]:
 
 
 def load_layer(bundles: Iterable[Any], loaded_at: str, *, copy: bool = True) -> BundleLoader:
-    """`bundles` loaded in order, last write wins, seed meta filled in (SPEC §5.1); with
+    """`bundles` loaded in order, last write wins, seed meta filled in (docs/sandboxes.md); with
     `copy=False` the caller's bundles are rewritten in place (it owns them: freshly decoded)."""
     loader = BundleLoader(copy=copy, prepare=_stamp(loaded_at))
     with bulk_loading():
@@ -160,7 +160,7 @@ def load_layer(bundles: Iterable[Any], loaded_at: str, *, copy: bool = True) -> 
 
 
 def seeded_resources(bundles: Sequence[Any], loaded_at: str) -> list[dict[str, Any]]:
-    """The resources `bundles` load, in order, last write wins, seed meta filled in (SPEC §5.1)."""
+    """The resources `bundles` load, in order, last write wins, seed meta filled in (docs/sandboxes.md)."""
     return load_layer(bundles, loaded_at).resources()
 
 
@@ -207,7 +207,7 @@ def _checkpointing_after_each(conn: Connection) -> Iterator[Callable[[], None]]:
     each chunk's commit copied and synced the chunk into the database file while its turn at the
     write lock was held; and whatever commit came first after a long build (another request's,
     or `start`'s own) copied all that the build left behind: 1.5-2.4 s at 1,024 patients with no
-    other request answered (issue 9)."""
+    other request answered."""
     if conn.dialect.name != "sqlite":
         yield lambda: None
         return

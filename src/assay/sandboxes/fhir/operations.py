@@ -1,4 +1,4 @@
-"""FHIR R4 operations and compartments (issue 15): `GET [Compartment]/[id]/[type]`,
+"""FHIR R4 operations and compartments: `GET [Compartment]/[id]/[type]`,
 `Patient/[id]/$everything`, `Observation/$lastn`, `[type]/$validate`.
 
 - **Compartment search** (search.html §3.1.1.1.1): `[Compartment]/[id]/[type]`, the type's

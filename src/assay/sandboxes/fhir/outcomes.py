@@ -1,4 +1,4 @@
-"""FHIR errors as OperationOutcome, with the HTTP status SPEC §5.2 gives each kind.
+"""FHIR errors as OperationOutcome, with the HTTP status docs/sandboxes.md gives each kind.
 
 Tree::
 

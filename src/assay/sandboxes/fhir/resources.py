@@ -1,4 +1,4 @@
-"""Structural rules for resources written through the REST surface (SPEC §5.2: 422 when invalid).
+"""Structural rules for resources written through the REST surface (docs/sandboxes.md: 422 when invalid).
 
 Writes are checked structurally, not against profiles: a JSON object, a known R4 `resourceType`,
 an id matching the FHIR `id` datatype (`[A-Za-z0-9\\-\\.]{1,64}`), and the type and id the URL

@@ -1,10 +1,11 @@
-"""`EmbeddedFhir`: the built-in versioned FHIR R4 store behind every playground (SPEC §2, §6).
+"""`EmbeddedFhir`: the built-in versioned FHIR R4 store behind every playground (docs/sandboxes.md,
+docs/snapshots.md).
 
 Reads go through a per-process `StoreIndex` refreshed from SQL by sequence number. Writes run in one
 database transaction that first updates the store's row in `fhir_stores` — the write lock — then
 re-reads the index, checks preconditions against the now-current state, and appends version rows
 with consecutive sequence numbers. Two `If-Match` writes racing on one resource therefore serialize:
-the second sees the first's version and gets 412 (SPEC §5.2).
+the second sees the first's version and gets 412 (docs/sandboxes.md).
 
 A capture is `(store_id, seq)`; `state_at` answers searches on the state as of that sequence.
 """
@@ -107,7 +108,7 @@ class WriteTransaction:
             raise FhirError(
                 422,
                 f"id {resource_id!r} cannot be stored: a captured resource is the file "
-                f"fhir/{kind}/<id>.json (SPEC §6), and {resource_id!r} names no file",
+                f"fhir/{kind}/<id>.json (docs/snapshots.md), and {resource_id!r} names no file",
             )
         before = self.current(kind, resource_id)
         version = next_version(before.version_id if before else None, before.versions if before else 0)
@@ -158,7 +159,7 @@ class EmbeddedFhir:
     def provision(
         self, store_id: str, bundles: Sequence[Any] | LayerSource = (), conn: Connection | None = None
     ) -> None:
-        """Create store `store_id` seeded with `bundles` (SPEC §5.1); a no-op when it exists.
+        """Create store `store_id` seeded with `bundles` (docs/sandboxes.md); a no-op when it exists.
 
         A `LayerSource` names its layer by the datasets' stored hashes and reads them only when
         that layer must be built."""
@@ -422,7 +423,7 @@ needs, none of them secret) that says whether writes are validated, written by `
 
 
 def is_strict(sandbox_settings: Any, lenient: bool = False) -> bool:
-    """Whether writes are validated (issue 15: yes unless the playground's row says `false`, or,
+    """Whether writes are validated (yes unless the playground's row says `false`, or,
     for a store without one, unless its server is `lenient`: `ASSAY_FHIR_LENIENT=1` on a
     standalone `assay fhir-server`)."""
     if isinstance(sandbox_settings, dict) and isinstance(sandbox_settings.get(STRICT_KEY), bool):

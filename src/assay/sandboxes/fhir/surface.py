@@ -1,4 +1,4 @@
-"""The FHIR sandbox on the `Surface` seam (SPEC §2, §5.1, §5.2, §6).
+"""The FHIR sandbox on the `Surface` seam (docs/sandboxes.md, docs/snapshots.md).
 
 Embedded by default: `EmbeddedFhir` keyed by the playground id. With `ASSAY_FHIR_URL` the REST
 surface forwards to that server (`external/`), seeding goes there, and `complete` copies the
@@ -58,7 +58,7 @@ log = logging.getLogger("assay.sandboxes")
 
 
 def check_fhir_dataset(data: Any) -> dict[str, list[str]]:
-    """A Bundle of any type but `searchset` and `*-response`, each entry a resource (SPEC §5.1)."""
+    """A Bundle of any type but `searchset` and `*-response`, each entry a resource (docs/sandboxes.md)."""
     if not isinstance(data, dict) or data.get("resourceType") != "Bundle":
         return {"data.resourceType": ["a fhir dataset is a Bundle"]}
     kind = data.get("type")
@@ -79,7 +79,7 @@ def check_fhir_dataset(data: Any) -> dict[str, list[str]]:
 
 
 def _strict_setting(settings: Mapping[str, Any]) -> Any:
-    """`settings.fhir.strict_validation`: writes are validated unless it is `false` (issue 15)."""
+    """`settings.fhir.strict_validation`: writes are validated unless it is `false`."""
     fhir = settings.get("fhir")
     return fhir.get("strict_validation", True) if isinstance(fhir, dict) else True
 

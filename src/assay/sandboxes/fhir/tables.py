@@ -1,11 +1,11 @@
 """Tables of the embedded FHIR store: shared dataset layers and per-playground version rows.
 
-A playground's FHIR state is a *pointer* (SPEC §6): the dataset layer it was seeded from plus the
+A playground's FHIR state is a *pointer* (docs/snapshots.md): the dataset layer it was seeded from plus the
 versions written since, each numbered by a per-store sequence. Nothing is copied per playground,
 so provisioning and `complete` stay fast however large the datasets are.
 
 - `fhir_layers` / `fhir_layer_resources`: the result of loading an ordered list of `fhir` datasets
-  (SPEC §5.1), stored once per content hash and shared by every playground seeded with it.
+  (docs/sandboxes.md), stored once per content hash and shared by every playground seeded with it.
 - `fhir_stores`: one row per playground store: its layer and the last sequence number written. The
   row is also the write lock: every write transaction updates it first, which serializes writers
   of one store on SQLite and PostgreSQL alike.

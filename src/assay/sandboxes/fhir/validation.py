@@ -1,11 +1,11 @@
 """Validation of written resources: R4 structure, cardinality, primitive formats, required
-elements and well-formed references (issue 15; R4 http.html "400 Bad Request … failed basic FHIR
+elements and well-formed references (R4 http.html "400 Bad Request … failed basic FHIR
 validation rules").
 
 Every version the REST surface writes passes `WriteTransaction.put`, which calls
 `validate_resource` unless the playground is lenient (`settings.fhir.strict_validation: false` on
-its environment, or `ASSAY_FHIR_LENIENT=1` on the server: the structural checks only, as before
-issue 15). Dataset loading never validates (SPEC §5.1).
+its environment, or `ASSAY_FHIR_LENIENT=1` on the server: the structural checks only). Dataset loading never
+validates (docs/sandboxes.md).
 
 The element rules come from the fhir.resources R4B pydantic models (the closest model set the
 package ships; its element names, cardinalities and primitive regexes match R4 for the resources
@@ -67,7 +67,7 @@ _CONTAINED = re.compile(rf"^#(?:{_ID})?$")
 
 @cache
 def strict_available() -> bool:
-    """Whether the fhir.resources R4B models can be imported (a runtime dependency since issue 15)."""
+    """Whether the fhir.resources R4B models can be imported (a runtime dependency)."""
     try:
         return importlib.util.find_spec("fhir.resources.R4B") is not None
     except ModuleNotFoundError:

@@ -1,7 +1,7 @@
 """The `files` surface: playground file trees on fsspec storage, an SFTP server, the sidecar.
 
 `storage.py` (where files live, checked at start-up), `tree.py` (one playground's tree and its
-SPEC §6 sidecar), `paths.py` (the one normal form of a path), `access.py` (gate, liveness and
+snapshot sidecar), `paths.py` (the one normal form of a path), `access.py` (gate, liveness and
 event sink shared by both surfaces), `sftp.py` (the asyncssh listener), `sftp_session.py` (one
 SFTP session's requests on the tree), `hostkey.py`.
 """

@@ -7,9 +7,9 @@ or what gets logged:
 - `gate()` is held around every change to the tree. In the service it is a transaction that
   locks the playground's `files` sandbox row and raises `SurfaceClosed` unless the row is still
   active — the same row `complete` locks before it captures and tears down, so an upload racing
-  `complete` either lands before the capture or is refused after it, never half-way (SPEC §1.1).
+  `complete` either lands before the capture or is refused after it, never half-way (docs/api.md).
 - `alive()` answers whether the task run still takes traffic (reads check it; no lock).
-- `record(event)` appends a sandbox event (SPEC §1.1 types `file_upload`, `file_download`,
+- `record(event)` appends a sandbox event (types `file_upload`, `file_download`,
   `file_delete`, `file_rename`); it is called after the gate is released.
 """
 

@@ -7,9 +7,9 @@
     ├── IsAFolder               a file operation on a folder
     ├── AlreadyExists           the target of a create or a rename is taken
     ├── FolderNotEmpty          rmdir of a folder with something in it
-    ├── TooLarge                content over the per-file limit (SPEC §5.1: 25 MB by default)
+    ├── TooLarge                content over the per-file limit (docs/sandboxes.md: 25 MB by default)
     ├── Unsupported             symlinks, hard links and other operations the tree has no room for
-    └── SurfaceClosed           the task run ended: its surfaces take no traffic (SPEC §1.1)
+    └── SurfaceClosed           the task run ended: its surfaces take no traffic (docs/api.md)
 
 The SFTP server answers each with a status code (`sftp.py::_status`), the files API with a 4xx
 (`service/sandboxes/files.py`). `StorageError` (storage.py) is separate: it stops the start-up.

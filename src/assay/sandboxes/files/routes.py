@@ -1,6 +1,6 @@
-"""The files API of a started task run (SPEC §5.2): `files` (list), `files/{path}` (GET, PUT, DELETE).
+"""The files API of a started task run (docs/sandboxes.md): `files` (list), `files/{path}` (GET, PUT, DELETE).
 
-- `GET files` lists every file, recursively, oldest first (SPEC §2 recency order), each with
+- `GET files` lists every file, recursively, oldest first (docs/snapshots.md recency order), each with
   `path, size, content_type, sha256, uploaded_at, seeded` (and `metadata` when it has some);
   `?prefix=inbox/` keeps the paths under a folder. `GET files/{folder}` is the same list for a folder.
 - `GET files/{path}` returns the bytes with the stored `Content-Type`, `ETag: "<sha256>"` and
@@ -45,7 +45,7 @@ _META_HEADER = "x-assay-meta-"
 
 
 def _domain(exc: FilesError) -> DomainError:
-    """The SPEC §5 error for a refused file operation."""
+    """The API error (docs/api.md) for a refused file operation."""
     if isinstance(exc, BadPath):
         return BadRequest(str(exc))
     if isinstance(exc, FileMissing):
@@ -216,7 +216,7 @@ def files_router(access_of: Callable[..., FilesAccess]) -> APIRouter:
 def _store(
     access: FilesAccess, path: str, body: bytes, content_type: str | None, metadata: dict[str, str]
 ) -> tuple[bool, dict[str, Any]]:
-    """Stage the body outside the gate, move it in inside (nothing half-written, SPEC §1.1)."""
+    """Stage the body outside the gate, move it in inside (nothing half-written, docs/api.md)."""
     storage = access.files.storage
     staged = storage.stage_bytes(body)
     try:

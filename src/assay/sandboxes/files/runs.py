@@ -5,7 +5,7 @@
 - **gate**: a transaction opened by the write gate (`sandboxes/gate.py::admit`: the sandbox row
   locked, then the task run checked), raising `SurfaceClosed` when it refuses. `complete` locks
   the same row before it captures and the teardown marks it torn down there, so a change to the
-  tree commits wholly before the capture or is refused after it (SPEC §1.1, §6).
+  tree commits wholly before the capture or is refused after it (docs/api.md, docs/snapshots.md).
 - **alive**: the same check without the lock (`gate.closed_reason`), for reads and for closing
   sessions.
 - **record**: `record_event` after the gate is released (it locks the same row).

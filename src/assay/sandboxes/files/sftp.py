@@ -130,7 +130,7 @@ class _Backoff:
 
 
 class SftpListener:
-    """The deployment's one SFTP listener (SPEC §5.2); `start` returns the port it bound."""
+    """The deployment's one SFTP listener (docs/sandboxes.md); `start` returns the port it bound."""
 
     def __init__(
         self,
@@ -220,7 +220,7 @@ class SftpListener:
                 del self._sessions[key]
 
     async def _watch(self) -> None:
-        """Close the sessions of task runs that have ended (SPEC §1.1)."""
+        """Close the sessions of task runs that have ended (docs/api.md)."""
         while True:
             await asyncio.sleep(self.watch_interval)
             for key, (access, connections) in list(self._sessions.items()):

@@ -1,4 +1,4 @@
-"""Where playground files live: one fsspec filesystem, one prefix per playground (SPEC §2).
+"""Where playground files live: one fsspec filesystem, one prefix per playground (docs/sandboxes.md).
 
 The embedded default is a local folder, `<data dir>/files`. `ASSAY_STORAGE_URL` moves it to an
 object store: `s3://bucket/prefix` (s3fs, `assay[s3]`) or `gs://bucket/prefix` (gcsfs,

@@ -1,4 +1,4 @@
-"""The files sandbox on the `Surface` seam (SPEC §2, §3.5, §5.1–§5.3, §6).
+"""The files sandbox on the `Surface` seam (docs/sandboxes.md, docs/assertions.md, docs/snapshots.md).
 
 - dataset `files` `{files: [{path, content | content_base64}]}` and scenario step
   `drop_file_inbox {path, content | content_base64 | dataset_file}` write seeded files;
@@ -65,7 +65,7 @@ from assay.store.models import Sandbox
 __all__ = ["DEFAULT_MAX_FILE_BYTES", "FilesSandbox", "FilesView", "max_file_bytes", "storage_of"]
 
 DEFAULT_MAX_FILE_BYTES = 25 * 1024 * 1024
-"""SPEC §5.1: a file is at most 25 MB (`ASSAY_MAX_FILE_BYTES`)."""
+"""A file is at most 25 MB (`ASSAY_MAX_FILE_BYTES`)."""
 
 log = logging.getLogger("assay.files")
 
@@ -181,8 +181,8 @@ def check_files_dataset(data: Any, limit: int) -> dict[str, list[str]]:
 
 
 def _drop_file_inbox(run: RunContext, sandbox: Sandbox, step: Mapping[str, Any]) -> None:
-    """SPEC §5.3. `dataset_file` names a file the task's `files` datasets loaded (they load before
-    the scenario); it is copied to `path` (docs/decisions.md)."""
+    """`dataset_file` names a file the task's `files` datasets loaded (they load before
+    the scenario); it is copied to `path` (docs/decisions/files.md)."""
     path, problems = _file_path(step, "drop_file_inbox")
     files = storage_of(run.deployment).playground(run.playground_id)
     if path is None:

@@ -1,4 +1,4 @@
-"""One playground's file tree: content objects plus the SPEC §6 sidecar, read and changed together.
+"""One playground's file tree: content objects plus the snapshot sidecar, read and changed together.
 
 Layout under the storage root (the same names as a snapshot, so capture is a copy)::
 
@@ -75,7 +75,7 @@ def _ancestors(path: str) -> list[str]:
 
 
 def record_of(path: str, entry: Mapping[str, Any]) -> FileRecord:
-    """A sidecar entry as the `FileRecord` checks read (SPEC §3.5)."""
+    """A sidecar entry as the `FileRecord` checks read (docs/assertions.md)."""
     metadata = entry.get("metadata")
     return FileRecord(
         path=path,
@@ -118,7 +118,7 @@ class PlaygroundFiles:
         return Listing(files, frozenset(folders))
 
     def records(self) -> list[FileRecord]:
-        """Every file, in recency order (SPEC §2: `uploaded_at`, then path)."""
+        """Every file, in recency order (docs/snapshots.md: `uploaded_at`, then path)."""
         records = [record_of(path, entry) for path, entry in self.sidecar().items()]
         return sorted(records, key=lambda record: (record.uploaded_at or "", record.path))
 
@@ -205,7 +205,7 @@ class PlaygroundFiles:
     def rename(self, old: str, new: str, *, overwrite: bool = False) -> list[tuple[str, str]]:
         """Move a file or a folder with everything in it; the (old, new) path of each file moved.
 
-        A moved file counts as the agent's (SPEC §3.5: "renamed through the sandbox surfaces"):
+        A moved file counts as the agent's (docs/assertions.md: "renamed through the sandbox surfaces"):
         `seeded` false, `uploaded_at` now, its type guessed again when it was only guessed.
         """
         listing = self.listing()

@@ -1,4 +1,4 @@
-"""The HL7v2 sandbox: inbox and outbound messages over HTTP and MLLP, with SPEC §5.2 ACKs."""
+"""The HL7v2 sandbox: inbox and outbound messages over HTTP and MLLP, with ACKs (docs/sandboxes.md)."""
 
 from __future__ import annotations
 

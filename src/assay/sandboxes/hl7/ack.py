@@ -1,4 +1,4 @@
-"""The HL7v2 acknowledgment of SPEC §5.2, as a pure function of the message and a verdict.
+"""The HL7v2 acknowledgment (docs/sandboxes.md), as a pure function of the message and a verdict.
 
 An ACK is MSH + MSA (+ ERR on `AE`/`AR`), in the sender's own delimiters and version:
 
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 MAX_MESSAGE_BYTES = 1024 * 1024
-"""SPEC §5.1: an HL7 message is at most 1 MB."""
+"""An HL7 message is at most 1 MB."""
 
 _EDGES = " \t\r\n\x0b\x1c\ufeff"
 _EDGES_BYTES = b" \t\r\n\x0b\x1c\xef\xbb\xbf"
@@ -161,7 +161,7 @@ def _field(message: Hl7Message | None, path: str, default: str = "") -> str:
 
 
 def acknowledge(inspection: Inspection) -> Ack:
-    """The ACK for `inspection` (SPEC §5.2)."""
+    """The ACK for `inspection` (docs/sandboxes.md)."""
     message = inspection.message
     delimiters: Delimiters = message.delimiters if message is not None else DEFAULT_DELIMITERS
     f, c = delimiters.field, delimiters.component

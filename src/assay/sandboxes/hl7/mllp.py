@@ -1,4 +1,5 @@
-"""The MLLP listener (SPEC §5.2, §7): one asyncio TCP server per deployment, default port 2575.
+"""The MLLP listener (docs/sandboxes.md, docs/deployment.md): one asyncio TCP server per deployment, default
+port 2575.
 
 MLLP frames a message as `0x0B <message> 0x1C 0x0D`. `MllpFramer` turns a byte stream into
 frames, tolerating what real senders and hostile peers do: several messages per connection,
@@ -342,7 +343,7 @@ class MllpListener:
             ).text
         where = self._routes.get(facility)
         # One transaction: the message, when accepted, and its event commit together, before the
-        # ACK is built (docs/decisions.md, "MLLP: one commit per message").
+        # ACK is built (docs/decisions/hl7.md, "MLLP: one commit per message").
         with self._db_slots, DriverTransaction(self.deployment.engine) as conn:
             if where is None:
                 where = route(conn, facility)

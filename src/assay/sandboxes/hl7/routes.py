@@ -1,4 +1,4 @@
-"""The HL7v2 surface over HTTP (SPEC §5.2): `GET hl7/inbox`, `POST hl7/outbound`.
+"""The HL7v2 surface over HTTP (docs/sandboxes.md): `GET hl7/inbox`, `POST hl7/outbound`.
 
 `POST hl7/outbound` takes `{"payload": "<ER7>"}` (JSON) or the raw ER7 body (any other content
 type) and answers 200 with the ACK (`x-application/hl7-v2+er7`), whatever its code: `AE` and

@@ -1,4 +1,4 @@
-"""The HL7v2 sandbox on the `Surface` seam (SPEC §2, §3.3, §5.1–§5.3, §6).
+"""The HL7v2 sandbox on the `Surface` seam (docs/sandboxes.md, docs/assertions.md, docs/snapshots.md).
 
 Dataset type `hl7` seeds the inbox: `{"inbox": ["MSH|...", ...]}` (or one message as a string);
 each must parse and be at most 1 MB, or the create is a 422 naming `data.inbox.<i>`. The agent
@@ -96,7 +96,7 @@ class Hl7View(RecordsView):
 
 
 def _seed_inbox(run: RunContext, sandbox: Sandbox, step: Mapping[str, Any]) -> None:
-    """SPEC §5.3 `seed_hl7_inbox {message}`."""
+    """The scenario step `seed_hl7_inbox {message}` (docs/sandboxes.md)."""
     message = step.get("message")
     problem = message_problem(message)
     if problem:

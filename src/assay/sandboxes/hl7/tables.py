@@ -2,8 +2,8 @@
 
 - `hl7_messages`: the playground's inbox (seeded by `hl7` datasets and `seed_hl7_inbox`) and the
   accepted (`AA`) outbound messages, each direction numbered by its own per-sandbox `seq` — the
-  arrival order SPEC §2 calls recency. A capture is `{"sandbox_id", "seq"}`: every outbound
-  message at or below that number (SPEC §6), never a copy.
+  arrival order docs/snapshots.md calls recency. A capture is `{"sandbox_id", "seq"}`: every outbound
+  message at or below that number (docs/snapshots.md), never a copy.
 - `hl7_facilities`: `receiving_facility` (MSH-6.1) → the task run's sandbox, so the one MLLP
   listener of a deployment finds the playground a message is for in one primary-key read.
 """

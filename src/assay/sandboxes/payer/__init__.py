@@ -1,4 +1,4 @@
-"""The simulated payer (SPEC §5.3): its definition, member matching and authorization rules.
+"""The simulated payer (docs/sandboxes.md): its definition, member matching and authorization rules.
 
 Pure values and functions — no SQL, no HTTP — shared by the X12 clearinghouse (271/277/278) and
 the payer portal (`prior_auth_requests` determinations), so both answer from one implementation.

@@ -1,4 +1,4 @@
-"""The authorization rules engine (SPEC §5.3): one decision for a 278 and a portal submission.
+"""The authorization rules engine (docs/sandboxes.md): one decision for a 278 and a portal submission.
 
 Rules are tried in definition order and the first that matches wins; a rule matches when every
 selector it has (`procedure_code`, `member_id`) equals the request's, compared after trimming and

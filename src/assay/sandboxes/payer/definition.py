@@ -1,14 +1,14 @@
-"""The payer definition (SPEC §5.3): dataset type `x12`, also read by the portal's determinations.
+"""The payer definition (docs/sandboxes.md): dataset type `x12`, also read by the portal's determinations.
 
 One pydantic model, validated once when the dataset is created (and again when a playground is
 seeded from a stored one), so the clearinghouse and the portal read typed values and never a
 dict. `parse_payer` is the one way in; every problem is reported by its key path inside the
 definition (`members.0.birth_date`), the shape a 422's `details` carries.
 
-Required (SPEC §5.3): `payer.id`; per member `member_id`, `first_name`, `last_name`,
+Required (docs/sandboxes.md): `payer.id`; per member `member_id`, `first_name`, `last_name`,
 `birth_date`; per benefit `service_type`, `coverage`; per claim `patient_control_number`,
 `member_id`, `status_category`. Everything else is optional and absent means "not reported".
-Unknown keys are refused, as they are in assertions (SPEC §3), so a typo such as `copy` for
+Unknown keys are refused, as they are in assertions (docs/assertions.md), so a typo such as `copy` for
 `copay` is a 422 instead of a benefit silently missing from every 271.
 """
 
@@ -92,7 +92,7 @@ def _amount(value: Any) -> Decimal:
 
 
 def _percent(value: Decimal) -> Decimal:
-    """Coinsurance as X12 sends it (EB08: 0.2 = 20%); 20 is read as 20% too (SPEC is silent)."""
+    """Coinsurance as X12 sends it (EB08: 0.2 = 20%); 20 is read as 20% too (a choice: no rule covers it)."""
     if value > 100:
         raise ValueError("coinsurance is a fraction (0.2) or a percentage (20), at most 100")
     return value / 100 if value > 1 else value
@@ -221,7 +221,7 @@ class PayerDefinition(_Model):
     claims: tuple[Claim, ...] = ()
     authorization_rules: tuple[AuthorizationRule, ...] = ()
     default_determination: Authorization = Authorization(determination="pended")
-    """When no rule matches; `pended` when the definition gives none (SPEC is silent)."""
+    """When no rule matches; `pended` when the definition gives none (a choice: no rule covers it)."""
     duplicate_interchange: Literal["reject", "accept"] = "reject"
     """An interchange whose control number (ISA13) the run already sent: `reject` answers it
     with a TA1 note `025` and nothing inside it is read, as a clearinghouse does; `accept`

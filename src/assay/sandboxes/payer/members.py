@@ -1,4 +1,4 @@
-"""Finding a member the way a payer does (SPEC §5.3), shared by the 271, 277, 278 and the portal.
+"""Finding a member the way a payer does (docs/sandboxes.md), shared by the 271, 277, 278 and the portal.
 
 Identifiers are compared after trimming and case-folding (`w123` finds `W123`), names
 case-insensitively after trimming, and a name or birth date the request leaves out is not a

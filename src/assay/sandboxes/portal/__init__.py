@@ -1,4 +1,4 @@
-"""The payer portal sandbox (SPEC §2, §5.2, §5.3; issue 11 §2): rows per resource and portal slug,
+"""The payer portal sandbox (docs/sandboxes.md): rows per resource and portal slug,
 a REST surface, and a server-rendered web portal a browser agent can use.
 
 - `store` / `tables`: the versioned rows store, captured as a pointer `{playground_id, seq}`.

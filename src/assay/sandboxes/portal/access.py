@@ -24,7 +24,7 @@ class PortalSurface:
     playground_id: str
     sandbox_id: str
     credentials: dict[str, Any]
-    """`{username, password}` of the web portal (SPEC §5.2 `credentials.portal`)."""
+    """`{username, password}` of the web portal (`credentials.portal` in docs/sandboxes.md)."""
     task_run_id: str
     base_path: str = ""
     """The web portal's root path (its links and its cookie's path); empty for REST."""
@@ -34,7 +34,7 @@ class PortalSurface:
     def record(
         self, method: str, path: str, status: int, request: bytes = b"", response: bytes = b""
     ) -> None:
-        """One `portal_request` event (SPEC §1.1), REST and web pages alike."""
+        """One `portal_request` event (docs/api.md), REST and web pages alike."""
         record_event(
             self.engine,
             org_id=self.org_id,

@@ -1,11 +1,11 @@
-"""The portal's verbs (SPEC §5.2, §5.3): list, get, create, patch, set, shared by REST, the web
+"""The portal's verbs (docs/sandboxes.md): list, get, create, patch, set, shared by REST, the web
 pages and the `set_portal_row` scenario step, so all three write the same rows the same way.
 
 Each takes the caller's connection (its transaction) and the playground. An agent's write
 (`create_row`, `patch_row`: REST and web forms alike) first goes through the write gate
 (`sandboxes/gate.py`: `SandboxClosed`, a 409, once the task run takes no writes), then takes the
 portal store's write lock; the scenario step writes inside `start`, before the task run starts. Errors are the store's domain errors (`Invalid` names the field,
-`NotFound`, `Conflict`), mapped to SPEC §5 codes once, by the service.
+`NotFound`, `Conflict`), mapped to the error codes of docs/api.md once, by the service.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class RowPage:
 
 
 def seed_portal(conn: Connection, playground_id: str, datasets: Sequence[Mapping[str, Any]]) -> None:
-    """Create the playground's portal store and load its `portal` datasets in order (SPEC §5.1)."""
+    """Create the playground's portal store and load its `portal` datasets in order (docs/sandboxes.md)."""
     plan = plan_seed(datasets)
     create_store(conn, playground_id, plan.keys, plan.payers)
     store = open_store(conn, playground_id, lock=True)
@@ -154,7 +154,7 @@ def list_rows(
     limit: int,
     cursor: str | None,
 ) -> RowPage:
-    """Rows matching every `field=value` filter (dotted paths), newest first (SPEC §5 lists)."""
+    """Rows matching every `field=value` filter (dotted paths), newest first (lists in docs/api.md)."""
     _key_of(store, slug, resource)
     rows = [
         stored for stored in rows_of(conn, store.playground_id, slug, resource) if _passes(stored, filters)
@@ -239,7 +239,7 @@ def create_row(
 def patch_row(
     conn: Connection, playground_id: str, slug: str | None, resource: str, key: str, body: Any
 ) -> dict[str, Any]:
-    """Merge top-level fields into a row (SPEC §5: `null` clears); its key cannot change."""
+    """Merge top-level fields into a row (docs/api.md: `null` clears); its key cannot change."""
     admit_surface(conn, playground_id, "portal")
     store = open_store(conn, playground_id, lock=True)
     slug = resolve_slug(store, slug)
@@ -256,7 +256,7 @@ def patch_row(
 
 
 def set_row(conn: Connection, playground_id: str, slug: str | None, resource: str, row: Any) -> None:
-    """The `set_portal_row` scenario step (SPEC §5.3): replace the row with the same key, else add
+    """The `set_portal_row` scenario step (docs/sandboxes.md): replace the row with the same key, else add
     it. The row is stored as given — a scenario sets the world up, the payer decides nothing."""
     store = open_store(conn, playground_id, lock=True)
     slug = resolve_slug(store, slug)

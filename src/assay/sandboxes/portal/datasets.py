@@ -1,11 +1,11 @@
-"""`portal` datasets (SPEC §5.1): checked at create, loaded into a playground's portal at start.
+"""`portal` datasets (docs/sandboxes.md): checked at create, loaded into a playground's portal at start.
 
 Shape: `{slug?, payer?, resources: {<name>: {key?, rows: [{...}]}}}`. `slug` names the portal the
 rows belong to, so one playground can hold two payers' portals (a dataset per slug); without it the
-rows go to the default portal. `payer` is that portal's payer definition (SPEC §5.3, checked by
+rows go to the default portal. `payer` is that portal's payer definition (docs/sandboxes.md, checked by
 `assay.sandboxes.payer.parse_payer`); a portal without one decides with the playground's `x12`
 payer. `key` is required for a custom resource; the built-in resources
-(`patients`, `providers`, `prior_auth_requests`) have fixed keys (SPEC §5.3), which `key` may
+(`patients`, `providers`, `prior_auth_requests`) have fixed keys (docs/sandboxes.md), which `key` may
 repeat but not change. Datasets load in order; a row whose key value an earlier row of the same
 resource already has replaces it (the last write wins, as for FHIR), and a row without one gets
 a generated key, as a POST does.
@@ -24,7 +24,7 @@ from assay.sandboxes.portal.store import BUILT_IN_KEYS, key_text
 __all__ = ["RESERVED", "SeedPlan", "check_portal_dataset", "is_portal_name", "plan_seed"]
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
-"""A slug or resource name: it becomes a folder or file name of the snapshot (SPEC §6)."""
+"""A slug or resource name: it becomes a folder or file name of the snapshot (docs/snapshots.md)."""
 _DATASET_KEYS = frozenset({"slug", "payer", "resources"})
 RESERVED = frozenset({"web"})
 """Resource names the surface's own paths take (`…/portal/web` is the web portal)."""

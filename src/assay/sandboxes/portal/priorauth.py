@@ -1,4 +1,4 @@
-"""A `prior_auth_requests` submission (SPEC §5.3): checked, then decided at once by the payer.
+"""A `prior_auth_requests` submission (docs/sandboxes.md): checked, then decided at once by the payer.
 
 The determination comes from `assay.sandboxes.payer.decide_authorization`, the engine the X12 278
 uses, so the portal and the clearinghouse can never disagree on one request. The fields the payer

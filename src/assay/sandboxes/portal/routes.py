@@ -1,4 +1,4 @@
-"""The portal REST surface (SPEC §5.2) as a FastAPI router factory.
+"""The portal REST surface (docs/sandboxes.md) as a FastAPI router factory.
 
 The service mounts `portal_router(surface)` under `/v1/task-runs/{id}/portal` (and the benchmark
 run's); `surface` is a dependency resolving the run token to a `PortalSurface` or refusing (409

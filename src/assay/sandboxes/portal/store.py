@@ -4,7 +4,7 @@ Every function takes the caller's `Connection`, so seeding runs inside `start`'s
 request's write commits with it. Writers of one playground take turns on its `portal_stores` row
 (`FOR UPDATE` on PostgreSQL; SQLite's `BEGIN IMMEDIATE` already serializes), so sequence numbers
 and row numbers never race. Reading "rows as of seq N" folds the version rows: per `row_no` the
-last version at or before N, in `row_no` (insertion) order — the recency order of SPEC §2.
+last version at or before N, in `row_no` (insertion) order — the recency order of docs/snapshots.md.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 BUILT_IN_KEYS = {"patients": "member_id", "providers": "npi", "prior_auth_requests": "request_id"}
-"""SPEC §5.3: the resources every portal has, and the key of each."""
+"""The resources every portal has, and the key of each."""
 
 
 @dataclass(frozen=True, slots=True)

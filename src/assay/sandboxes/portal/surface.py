@@ -1,4 +1,4 @@
-"""The payer portal on the `Surface` seam (SPEC §2, §5.1–§5.3, §6; issue 11 §2).
+"""The payer portal on the `Surface` seam (docs/sandboxes.md, docs/snapshots.md).
 
 REST under `/v1/task-runs/{id}/portal/` (run token, the seam's target) and the web portal under
 `…/portal/web/` — the task run's `credentials.portal.portal_url`. The pages take no run token (a
@@ -70,7 +70,7 @@ class PortalView(RecordsView):
 
 
 def _set_portal_row(run: RunContext, sandbox: Sandbox, step: Mapping[str, Any]) -> None:
-    """`set_portal_row {resource, row, portal?}` (SPEC §5.3)."""
+    """`set_portal_row {resource, row, portal?}` (docs/sandboxes.md)."""
     resource = step.get("resource")
     if not isinstance(resource, str):
         raise ProvisionFailed("set_portal_row needs a resource")
@@ -159,7 +159,7 @@ class PortalSandbox(LifecycleSurface):
         return {".".join(filter(None, ("data", key))): messages for key, messages in problems.items()}
 
     def provision(self, run: RunContext) -> dict[str, Any] | None:
-        """The web portal's credentials, random per task run (SPEC §5.2)."""
+        """The web portal's credentials, random per task run (docs/sandboxes.md)."""
         suffix = run.task_run_id.removeprefix("tr_")[-10:].lower()
         return {
             "username": f"agent-{suffix}",

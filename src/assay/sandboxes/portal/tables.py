@@ -1,6 +1,6 @@
 """Tables of the portal sandbox: one store row per playground, one version row per write, sessions.
 
-A playground's portal state is captured as a *pointer* (SPEC §6): the playground id and the last
+A playground's portal state is captured as a *pointer* (docs/snapshots.md): the playground id and the last
 sequence number written, never a copy. Rows are kept as versions so a capture stays exact even if
 a row changes after it (the surfaces refuse traffic once the task run ends, but `set_portal_row`,
 REST and the web pages all write through the same append-only path anyway).
@@ -11,7 +11,8 @@ REST and the web pages all write through the same append-only path anyway).
   `locked_until` are no longer written: wrong passwords are throttled per source and session in
   memory, `throttle.py`.)
 - `portal_versions`: every write of a row as a full JSON body. `row_no` is the row's place in
-  insertion order, the portal's recency order (SPEC §2); a PATCH writes a new version, same `row_no`.
+  insertion order, the portal's recency order (docs/snapshots.md); a PATCH writes a new version, same
+  `row_no`.
 - `portal_sessions`: web portal sessions (the cookie holds a random id; the row, its hash).
 """
 
@@ -38,7 +39,7 @@ class PortalStoreRow(Base):
     keys: Mapped[Any]
     """`{"<slug>/<resource>": key}`; the empty slug is the default portal."""
     payers: Mapped[Any]
-    """`{"<slug>": payer definition}` (SPEC §5.3), from the playground's `x12` datasets."""
+    """`{"<slug>": payer definition}` (docs/sandboxes.md), from the playground's `x12` datasets."""
     failed_logins: Mapped[int] = mapped_column(Integer, default=0)
     locked_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)

@@ -1,4 +1,4 @@
-"""The web portal (issue 11 §2): server-rendered pages a browser agent — or a person — can use.
+"""The web portal: server-rendered pages a browser agent — or a person — can use.
 
 Jinja2 templates, plain HTML forms, no JavaScript. Pages: sign in, member lookup with the
 eligibility summary, the prior-authorization form with inline errors, a request's status page,

@@ -1,4 +1,4 @@
-"""The voice surface over HTTP (SPEC §5.2).
+"""The voice surface over HTTP (docs/sandboxes.md).
 
 The phone line: `POST voice/calls {to}` dials it (201: the call id and the line's first words);
 `POST voice/calls/{id}/say {text}`, `…/dtmf {digits}` and `…/hangup` act on the call, each

@@ -1,4 +1,4 @@
-"""Voice turns (SPEC §5.2, §5.3): validated whole, then appended in one transaction.
+"""Voice turns (docs/sandboxes.md): validated whole, then appended in one transaction.
 
 A request's turns are all checked before any is written, so a batch with one unknown speaker
 stores nothing (422 naming `<i>.speaker`). Turns are numbered per sandbox in arrival order.

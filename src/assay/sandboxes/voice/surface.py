@@ -1,4 +1,4 @@
-"""The voice sandbox on the `Surface` seam (SPEC §2, §3.6, §5.2, §5.3, §6).
+"""The voice sandbox on the `Surface` seam (docs/sandboxes.md, docs/assertions.md, docs/snapshots.md).
 
 Dataset type `voice`: `{"turns"?: [{speaker, text, start_ms?, end_ms?}], "line"?: {ivr?, rep?,
 clock_start?}}` — seeded turns (an opening), and the phone line the agent calls
@@ -53,7 +53,7 @@ class VoiceView(StateView):
 
 
 def _add_turns(run: RunContext, sandbox: Sandbox, step: Mapping[str, Any]) -> None:
-    """SPEC §5.3 `add_voice_turns {turns}`."""
+    """The scenario step `add_voice_turns {turns}` (docs/sandboxes.md)."""
     turns = step.get("turns")
     if not isinstance(turns, list):
         raise ProvisionFailed("scenario step add_voice_turns: turns must be an array of turn objects")

@@ -1,8 +1,8 @@
-"""276 → 277 (005010X212), as SPEC §5.3 says a payer answers.
+"""276 → 277 (005010X212), as a payer answers (docs/sandboxes.md).
 
 Each claim asked about — a TRN opening a 2200D (subscriber) or 2200E (dependent) loop, with the
 REF*EJ patient account number and AMT*T3 charge that follow it — is looked up among the payer's
-claims by patient control number (TRN02, else REF*EJ; SPEC §3.7 reads it at `2200D/TRN02`) and
+claims by patient control number (TRN02, else REF*EJ; `x12-response` reads it at `2200D/TRN02`) and
 member (the subscriber of the 2000D, or one of their dependents). Found: TRN*2 echoed, then
 STC*category:status with the status date (paid date, else today), total charge (STC04), paid
 amount (STC05), adjudication date (STC06), and for a paid claim the payment method, date and

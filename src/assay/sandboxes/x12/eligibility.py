@@ -1,4 +1,4 @@
-"""270 → 271 (005010X279A1), as SPEC §5.3 says a payer answers.
+"""270 → 271 (005010X279A1), as a payer answers (docs/sandboxes.md).
 
 Per subscriber (2000C) and dependent (2000D) of the inquiry, in order: the member is found by
 `payer.find_member` / `match_dependent` (AAA in 2100C/2100D with the reject code when not),

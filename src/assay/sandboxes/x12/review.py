@@ -8,7 +8,7 @@ SV2-02-2 or SV3-01-2) and answers with UM, HCR, the service line and MSG; an eve
 services is decided as a whole (no procedure code: member rules and the default apply). HCR01
 is `A1` certified with the certification number in HCR02, `A3` not certified, `A4` pended,
 `CT` contact payer; the rule's reason is the MSG. `payer.decide_authorization` decides, the
-same engine the portal's `prior_auth_requests` use (SPEC §5.3).
+same engine the portal's `prior_auth_requests` use (docs/sandboxes.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`POST x12/{270|276|278}` (SPEC §5.2): a raw X12 body in, the raw X12 reply out.
+"""`POST x12/{270|276|278}` (docs/sandboxes.md): a raw X12 body in, the raw X12 reply out.
 
 Every answer is `200` with `Content-Type: application/edi-x12`: a 271/277/278, or the protocol's
 own refusal — a 999 for syntax errors, a TA1 for envelope errors (the HL7 surface answers its

@@ -1,4 +1,5 @@
-"""The clearinghouse's rows: the payer it answers as, and one exchange per request (SPEC §2, §6).
+"""The clearinghouse's rows: the payer it answers as, and one exchange per request (docs/sandboxes.md,
+docs/snapshots.md).
 
 `exchange` is the whole write path of `POST x12/{270|276|278}`: the payer is read (parsed once
 per sandbox and cached — the row never changes), then one transaction takes the sandbox's row

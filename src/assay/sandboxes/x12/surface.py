@@ -1,4 +1,4 @@
-"""The X12 clearinghouse on the `Surface` seam (SPEC §2, §5.2, §5.3, §6).
+"""The X12 clearinghouse on the `Surface` seam (docs/sandboxes.md, docs/snapshots.md).
 
 Dataset type `x12` is a payer definition (`sandboxes.payer`), checked key by key at create.
 `seed` stores the playground's payer (its x12 datasets merged in order); `router` mounts
@@ -35,7 +35,7 @@ __all__ = ["X12Sandbox", "X12View", "check_x12_dataset"]
 
 
 def check_x12_dataset(data: Any) -> dict[str, list[str]]:
-    """The payer definition of SPEC §5.3, every key checked (`data.members.0.birth_date`)."""
+    """The payer definition (docs/sandboxes.md), every key checked (`data.members.0.birth_date`)."""
     try:
         parse_payer(data)
     except PayerDefinitionInvalid as exc:

@@ -1,9 +1,9 @@
 """Tables of the X12 clearinghouse: the payer a playground answers as, and its exchanges.
 
-- `x12_payers`: one row per x12 sandbox, the payer definition its datasets loaded (SPEC §5.3),
+- `x12_payers`: one row per x12 sandbox, the payer definition its datasets loaded (docs/sandboxes.md),
   validated at seeding and never changed afterwards.
 - `x12_exchanges`: one row per request the agent posted, with the reply it got, numbered by a
-  per-sandbox `seq` (the arrival order of SPEC §2; also the reply's ISA13/GS06, so every reply
+  per-sandbox `seq` (the recency order of docs/snapshots.md; also the reply's ISA13/GS06, so every reply
   has fresh control numbers), and the interchange control number the request used. A capture is `{"sandbox_id", "seq"}`: the rows at or below it.
 """
 

@@ -1,4 +1,4 @@
-"""Bearer token → `Caller` (SPEC §5): 401 for a missing, unknown or expired token.
+"""Bearer token → `Caller` (docs/api.md): 401 for a missing, unknown or expired token.
 
 The token's prefix says which table holds its hash; the lookup is by sha256 digest and the digest
 is compared again in constant time, so no timing difference reveals a near miss. Only the

@@ -1,4 +1,4 @@
-"""Run tokens cached per worker, so the agent's hot path resolves its caller without SQL (issue 9).
+"""Run tokens cached per worker, so the agent's hot path resolves its caller without SQL.
 
 What is cached, and why it stays right:
 

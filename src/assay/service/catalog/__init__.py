@@ -1,1 +1,1 @@
-"""The org's catalog (SPEC §5.1): datasets, environments, benchmarks, tasks, criteria, solvers, keys."""
+"""The org's catalog (docs/api.md): datasets, environments, benchmarks, tasks, criteria, solvers, keys."""

@@ -1,4 +1,4 @@
-"""The catalog's verbs: create, patch, delete, with the reference rules of SPEC §5.
+"""The catalog's verbs: create, patch, delete, with the reference rules of docs/api.md.
 
 PATCH merges top-level fields; nested objects (`assertion`, `data`, `settings`) are replaced
 whole; `null` clears a nullable field and is a 422 on a required one. Deleting a row that another
@@ -133,7 +133,7 @@ def _require_ids(session: Session, model: type[Any], caller: Caller, ids: list[s
 
 
 def validate_assertion(assertion: Any) -> None:
-    """`assertion` must parse (SPEC §3); errors come back keyed `assertion.<dotted path>`."""
+    """`assertion` must parse (docs/assertions.md); errors come back keyed `assertion.<dotted path>`."""
     try:
         parse_assertion(assertion)
     except AssertionInvalid as exc:
@@ -175,7 +175,7 @@ class NewDataset:
 
 def prepare_dataset(body: DatasetCreate) -> NewDataset:
     """The work on a new dataset's `data` that needs no database: its checks, its hash and its one
-    rendering, reused for the row and the 201 (issue 9: the 1,024-patient upload rendered each
+    rendering, reused for the row and the 201 (the 1,024-patient upload rendered each
     bundle again for the JSON column's bind and again for the echo)."""
     check_dataset(body.type, body.data)
     return NewDataset(body, *json_bytes_and_hash(body.data))

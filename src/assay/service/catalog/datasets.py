@@ -1,4 +1,4 @@
-"""Dataset bodies by type (SPEC §5.1), checked at create so a bad one is a 422 naming the key.
+"""Dataset bodies by type (docs/api.md), checked at create so a bad one is a 422 naming the key.
 
 Every type is checked by the surface that loads it (`Surface.validate_dataset`); a type no live
 surface loads is refused when it is named (the dataset schema's `type`), and a start with one

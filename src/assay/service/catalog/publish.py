@@ -3,7 +3,7 @@
 A frozen task is `{task, criteria, entities}`: the task object (its `input_entity` resolved to the
 entity's data, so `assay verify` on a run's snapshot reads the same entity), its criteria in
 creation order, and the data of every entity a criterion or the task names. Publishing freezes
-every task plus the environment settings and dataset contents (SPEC §5.1).
+every task plus the environment settings and dataset contents (docs/api.md).
 """
 
 from __future__ import annotations

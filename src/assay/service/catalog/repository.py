@@ -1,7 +1,7 @@
 """Caller-scoped catalog queries: every statement starts from `owned(model, caller)`.
 
 `get` and `delete` are the one place a catalog row is looked up by id, so another org's id is a 404
-by construction (style.md, Polar's `get_readable_statement`); `delete` also owns the SPEC §5 rule
+by construction (as Polar's `get_readable_statement` does); `delete` also owns the rule of docs/api.md
 that a row still named by another row is a 409.
 """
 
@@ -87,7 +87,7 @@ def uses(session: Session, caller: Caller, column: InstrumentedAttribute[Any], v
 
 
 def criteria_of(session: Session, caller: Caller, task_id: str) -> list[Criterion]:
-    """A task's criteria in creation order (ids are monotonic ULIDs), SPEC §3.1 Order."""
+    """A task's criteria in creation order (ids are monotonic ULIDs), docs/assertions.md."""
     statement = owned(Criterion, caller).where(Criterion.task_id == task_id).order_by(Criterion.id)
     return list(session.scalars(statement))
 

@@ -1,4 +1,4 @@
-"""Datasets, environments, benchmarks (+ publish), solvers and keys (SPEC §5.1): thin handlers.
+"""Datasets, environments, benchmarks (+ publish), solvers and keys (docs/api.md): thin handlers.
 
 Each handler resolves caller and session through `deps`, calls one action, and shapes the reply;
 the rules live in `actions` and `publish`. The list, get and delete endpoints that are alike in
@@ -61,7 +61,7 @@ add_list_route(router, "/datasets", Dataset, dataset_json)
 
 def _new_dataset(body: DatasetCreate) -> actions.NewDataset:
     """Checked, hashed and rendered on a worker thread before the handler's transaction opens, so
-    the SQLite write lock is not held for it (issue 9)."""
+    the SQLite write lock is not held for it."""
     return actions.prepare_dataset(body)
 
 
@@ -69,7 +69,7 @@ def _new_dataset(body: DatasetCreate) -> actions.NewDataset:
 def create_dataset(
     session: SessionDep, caller: OrgCaller, new: Annotated[actions.NewDataset, Depends(_new_dataset)]
 ) -> Response:
-    # The 201 echoes `data` (SPEC §5.1) as the bytes just stored, not rendered again.
+    # The 201 echoes `data` (docs/api.md) as the bytes just stored, not rendered again.
     dataset, entities = actions.create_dataset(session, caller, new)
     return Response(
         dataset_bytes(dataset, entities, new.text), status_code=201, media_type="application/json"
@@ -160,7 +160,7 @@ async def publish(
     body: PublishBody | None = None,
     authorization: Annotated[str | None, Header()] = None,
 ) -> Json | Response:
-    """Freeze the draft as an immutable `slug@version` (SPEC §5.1), once every task passes its
+    """Freeze the draft as an immutable `slug@version` (docs/api.md), once every task passes its
     self-test (an idle agent earns nothing, a reference solution passes; docs/scoring.md), unless
     `force`. The refusal (409) lists each task's problems with the criteria and their evidence."""
     body = body or PublishBody()

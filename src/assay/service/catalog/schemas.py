@@ -1,7 +1,7 @@
-"""Request bodies (SPEC §5.1, validated strictly: `"2"` is not a number) and response shapes.
+"""Request bodies (docs/api.md, validated strictly: `"2"` is not a number) and response shapes.
 
 Unknown top-level keys are ignored, so an object read from the API can be sent back as a PATCH;
-unknown keys inside `assertion` are rejected by the assertion models themselves (SPEC §3).
+unknown keys inside `assertion` are rejected by the assertion models themselves (docs/assertions.md).
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ class ReferenceAction(BaseModel):
 
 
 class SnapshotFileBody(BaseModel):
-    """One file of a reference snapshot: its path in the SPEC §6 layout and its bytes."""
+    """One file of a reference snapshot: its path in the snapshot layout and its bytes."""
 
     model_config = ConfigDict(strict=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -212,7 +212,7 @@ class SnapshotFileBody(BaseModel):
 
 
 class ReferenceSnapshot(BaseModel):
-    """The final state a correct agent leaves, as a SPEC §6 snapshot (what `GET
+    """The final state a correct agent leaves, as a snapshot (what `GET
     /task-runs/{id}/state` downloads, unpacked): the self-test judges it offline with the same
     `verify_task` as `complete` and `assay verify`."""
 
@@ -239,7 +239,7 @@ class ReferenceSnapshot(BaseModel):
 
 
 class TaskReference(BaseModel):
-    """A reference solution (issue 14), one of: `actions`, which the self-test replays on a fresh
+    """A reference solution, one of: `actions`, which the self-test replays on a fresh
     playground, or `snapshot`, the final state it judges offline. Either must pass every criterion."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
@@ -295,7 +295,7 @@ class CriterionCreate(_Body):
     task_id: str
     label: Annotated[str, Field(min_length=1)]
     assertion: dict[str, Any]
-    """Typed assertion spec, a union on `assert` (SPEC §3); stored exactly as sent."""
+    """Typed assertion spec, a union on `assert` (docs/assertions.md); stored exactly as sent."""
     weight: Weight = 1
     axis: Short | None = None
     input_entity_id: Short | None = None
@@ -356,7 +356,7 @@ class SelfTrialOut(BaseModel):
 
 class SelfTestOut(BaseModel):
     """`POST /tasks/{id}/self-test`: `ok` unless `problems` lists what an idle agent or the
-    reference solution revealed (issue 14)."""
+    reference solution revealed."""
 
     task_id: str
     name: str
@@ -378,7 +378,8 @@ class CriterionOut(BaseModel):
     """Optional dataset entity the criterion is scoped to."""
     label: str
     assertion: dict[str, Any]
-    """Typed assertion spec; shape depends on `assertion.assert` (SPEC §3). Passed through unchanged."""
+    """Typed assertion spec; shape depends on `assertion.assert` (docs/assertions.md). Passed through
+    unchanged."""
     weight: float
     """Relative weight for task scoring; higher means more important."""
     axis: str | None
@@ -414,7 +415,7 @@ def dataset_json(row: Dataset, entities: list[DatasetEntity] | None = None) -> d
 
 def dataset_bytes(row: Dataset, entities: list[DatasetEntity] | None, data: bytes) -> bytes:
     """`dataset_json` as JSON, its `data` the JSON text `data` as it is (the bytes just stored),
-    not rendered again (issue 9)."""
+    not rendered again."""
     fields = dataset_json(row, entities)
     members = (
         json_bytes(key) + b":" + (data if key == "data" else json_bytes(value))
@@ -438,7 +439,7 @@ def version_json(row: BenchmarkVersion) -> dict[str, Any]:
 
 
 def criterion_json(row: Criterion) -> dict[str, Any]:
-    """Exactly the Criterion object of seed 003, plus `updated_at` (SPEC §5.1)."""
+    """Exactly the Criterion object of seed 003, plus `updated_at` (docs/api.md)."""
     return _row_json(
         row, "id", "task_id", "input_entity_id", "label", "assertion", "weight", "axis", "required", "idle_ok"
     )

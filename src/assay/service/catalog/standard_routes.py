@@ -44,7 +44,7 @@ def _id_parameter(path: str) -> Any:
 
 
 def add_list_route(router: APIRouter, path: str, model: type[Any], to_json: Serializer) -> None:
-    """`GET /<collection>`: the caller's rows, newest first (SPEC §5 pagination)."""
+    """`GET /<collection>`: the caller's rows, newest first (pagination in docs/api.md)."""
 
     def list_rows(session: SessionDep, caller: OrgCaller, page: PageDep) -> Json:
         return list_json(session, actions.rows_listed(model, caller), model, page, to_json)

@@ -1,4 +1,4 @@
-"""Tasks (+ entities) and criteria (SPEC §5.1, seed 003): thin handlers over `actions`."""
+"""Tasks (+ entities) and criteria (docs/api.md, seed 003): thin handlers over `actions`."""
 
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ add_delete_route(router, "/criteria/{criterion_id}", actions.delete_criterion)
 async def self_test(
     request: Request, task_id: str, authorization: Annotated[str | None, Header()] = None
 ) -> Json | Response:
-    """Score the task with an idle agent and, when it has one, its reference solution (issue 14):
+    """Score the task with an idle agent and, when it has one, its reference solution:
     `ok` is false and `problems` lists each criterion an idle agent passes (unless `idle_ok`), an
     idle score above 0, and each criterion the reference fails, with its evidence."""
     try:

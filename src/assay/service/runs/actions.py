@@ -1,4 +1,4 @@
-"""The run verbs of SPEC §1.1: create, start, complete, cancel, rescore.
+"""The run verbs of docs/api.md: create, start, complete, cancel, rescore.
 
 `start`, `complete`, `rescore` and a task run's `cancel` lock their own task run, so concurrent
 calls on one task run queue up and each sees the previous one's commit (twenty parallel `complete`
@@ -233,7 +233,7 @@ def _limit_reached(session: Session, benchmark_run: BenchmarkRun, task_run: Task
 def prepare_start(database: Database, caller: Caller, task_run_id: str, deployment: Deployment) -> None:
     """Before `start`'s transaction, in a read-only unit of work: let the surfaces build what
     seeding will find ready (the FHIR dataset layer), holding no lock, so the transaction is short
-    and other requests never wait behind a big load (issue 9). Anything amiss — no such task run,
+    and other requests never wait behind a big load. Anything amiss — no such task run,
     not startable, a dataset type nobody loads, a dataset changed meanwhile — is left for
     `start_task_run` to answer.
 
@@ -263,7 +263,7 @@ def prepare_start(database: Database, caller: Caller, task_run_id: str, deployme
 def start_task_run(
     session: Session, caller: Caller, task_run_id: str, *, host: str, deployment: Deployment
 ) -> Started:
-    """Provision the playground and start the clock; idempotent while started (SPEC §1.1).
+    """Provision the playground and start the clock; idempotent while started (docs/api.md).
 
     The run's environment is read once and handed to the datasets, the surfaces' settings checks
     and their provisioning.
@@ -399,7 +399,7 @@ def rescore_task_run(
 ) -> Completion:
     """Re-run the frozen criteria on the stored capture; the previous set becomes superseded.
 
-    The LLM judge's recorded verdicts are replayed (issue 13), so a rescore reproduces a judged
+    The LLM judge's recorded verdicts are replayed, so a rescore reproduces a judged
     score without asking again; `rejudge` asks the live judge every question anew.
     """
     grading = grading or Grading()

@@ -1,5 +1,5 @@
-"""Ending task runs and finalizing benchmark runs (SPEC §1.1, §4), shared by the actions, the lazy
-checks on read and the sweeper.
+"""Ending task runs and finalizing benchmark runs (docs/api.md, docs/scoring.md), shared by the actions, the
+lazy checks on read and the sweeper.
 
 A task run past its deadline is `timed_out` (score 0, verdict fail); when a run token expires,
 task runs that never started are `cancelled`. Once every task run has ended, the benchmark run's
@@ -8,7 +8,7 @@ score is the exact mean of their scores (`core.scoring.score_benchmark_run`).
 The benchmark run's row keeps counters (`task_runs_total`, `task_runs_ended`, `task_runs_running`)
 so that `start` and `complete` lock only their own task run: a slot is taken and an end is counted
 with one conditional UPDATE of the run's row, the last statement of the transaction, so the run's
-row lock is held for a commit's time (`docs/decisions.md`, "Benchmark run aggregates"). The change
+row lock is held for a commit's time (`docs/decisions/service.md`, "Benchmark run aggregates"). The change
 that brings the ended count to the total finalizes the run, with one read of its task runs' scores
 under that lock: once, and seeing every other end, which committed before it could take the lock.
 
@@ -275,7 +275,7 @@ def lock_run(session: Session, benchmark_run_id: str) -> tuple[BenchmarkRun, lis
 
 
 def settle_if_due(session: Session, benchmark_run: BenchmarkRun, now: datetime) -> list[TaskRun]:
-    """The lazy half of SPEC §1.1's timeouts: on read, apply what is due (locking only what is)."""
+    """The lazy half of the timeouts of docs/api.md: on read, apply what is due (locking only what is)."""
     task_runs = task_runs_of(session, benchmark_run.id)
     if is_due(benchmark_run, task_runs, now):
         settle_due(session, benchmark_run, now)

@@ -1,4 +1,4 @@
-"""Human overrides of criterion runs (issue 14): who, when and why, kept across `rescore`.
+"""Human overrides of criterion runs: who, when and why, kept across `rescore`.
 
 An override replaces a criterion run's `status`/`passed`/`score` with a person's verdict and keeps
 what the check judged beside it (`override.judged`), so the record shows both. `rescore` writes new

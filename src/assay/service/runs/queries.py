@@ -151,7 +151,7 @@ def criterion_means(session: Session, task_runs: list[TaskRun]) -> dict[tuple[st
 
 
 def state_archive(session: Session, task_run: TaskRun) -> bytes:
-    """The task run's captured state as a SPEC §6 tar.gz (409 when it has none or cannot be written)."""
+    """The task run's captured state as a snapshot tar.gz (409 when it has none or cannot be written)."""
     if task_run.capture is None:
         raise Conflict(f"task run {task_run.id} is {task_run.status} and has no captured state")
     with tempfile.TemporaryDirectory(prefix="assay-state-") as folder:

@@ -1,4 +1,4 @@
-"""Caller-scoped run queries (SPEC §5): org keys see their org's runs, Solver keys the runs their
+"""Caller-scoped run queries (docs/api.md): org keys see their org's runs, Solver keys the runs their
 solver created, run tokens only their own run. Anything else is not found, never forbidden.
 
 `task_runs_of(..., lock=True)` and `lock_task_run` take row locks (`SELECT … FOR UPDATE` on

@@ -1,7 +1,7 @@
-"""Internal run endpoints (org API key, SPEC §5.1): the drill-down benchmark run → task run →
+"""Internal run endpoints (org API key, docs/api.md): the drill-down benchmark run → task run →
 criterion run, cancel, rescore, playgrounds, events and the captured state as tar.gz.
 
-Lists are newest first, except event lists: oldest first (SPEC §5)."""
+Lists are newest first, except event lists: oldest first (docs/api.md)."""
 
 from __future__ import annotations
 
@@ -162,13 +162,13 @@ def rescore_task_run(
     response_class=Response,
     responses={
         200: {
-            "description": "The SPEC §6 snapshot, a tar.gz",
+            "description": "The snapshot, a tar.gz",
             "content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}},
         }
     },
 )
 def get_task_run_state(task_run_id: str, session: SessionDep, caller: OrgCaller) -> Response:
-    """The captured state as a SPEC §6 snapshot tar.gz, readable by `assay verify`."""
+    """The captured state as a snapshot tar.gz, readable by `assay verify`."""
     task_run = queries.get_task_run(session, caller, task_run_id)
     headers = {"Content-Disposition": f'attachment; filename="{task_run.id}.tar.gz"'}
     return Response(queries.state_archive(session, task_run), media_type="application/gzip", headers=headers)

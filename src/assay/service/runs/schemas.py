@@ -1,6 +1,6 @@
-"""Run request bodies and the response shapes of SPEC §1.1 and §5.2.
+"""Run request bodies and the response shapes of docs/api.md.
 
-Scores are stored as exact fractions and leave as floats here, on output only (SPEC §4).
+Scores are stored as exact fractions and leave as floats here, on output only (docs/scoring.md).
 For a `scored: true` run the complete (and rescore) response leaves out each check's `details`
 and `evidence`, so the rubric does not leak to the agent; `GET /criterion-runs/{id}` keeps them.
 """
@@ -62,7 +62,7 @@ class CheckOut(BaseModel):
     axis: str | None
     weight: float
     status: str
-    """`ok`, or `error` when the check could not judge (SPEC §3.1)."""
+    """`ok`, or `error` when the check could not judge (docs/assertions.md)."""
     passed: bool
     score: float
     details: str | None = None
@@ -74,7 +74,7 @@ class CheckOut(BaseModel):
 
 
 class CompletionOut(BaseModel):
-    """The body of `complete` and `rescore` (SPEC §5.2)."""
+    """The body of `complete` and `rescore` (docs/api.md)."""
 
     task_run_id: str
     phase: str
@@ -110,7 +110,7 @@ class V1TaskRunLink(_Out):
 
 
 class V1CreatedOut(_Out):
-    """`POST /v1/benchmark-runs` (SPEC §5.2): the run, its token (shown once) and its task runs."""
+    """`POST /v1/benchmark-runs` (docs/api.md): the run, its token (shown once) and its task runs."""
 
     benchmark_run_id: str
     benchmark: BenchmarkRef
@@ -303,7 +303,7 @@ def _urls(task_run_id: str) -> dict[str, str]:
 
 
 def run_endpoints(benchmark_run_id: str) -> dict[str, str]:
-    """The run-level surfaces, routed to the single started task run (SPEC §5.2)."""
+    """The run-level surfaces, routed to the single started task run (docs/api.md)."""
     return surface_endpoints(f"/v1/benchmark-runs/{benchmark_run_id}")
 
 
@@ -348,7 +348,7 @@ def v1_benchmark_run_json(row: BenchmarkRun, task_runs: list[TaskRun]) -> dict[s
 
 
 def agent_task_json(row: TaskRun) -> dict[str, Any]:
-    """The task as the agent needs it (SPEC §5.2): `{id, name, task_item}` from the frozen task —
+    """The task as the agent needs it (docs/api.md): `{id, name, task_item}` from the frozen task —
     never its criteria, weights or evidence, which stay behind an org key."""
     task = row.snapshot["task"]
     return {

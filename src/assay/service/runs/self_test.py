@@ -1,4 +1,4 @@
-"""Task self-tests (issue 14): does a task measure what its author meant?
+"""Task self-tests: does a task measure what its author meant?
 
 Two trials, each a real benchmark run driven through the service's own public API in-process
 (ASGI, no socket), exactly as an agent harness would drive it:
@@ -8,7 +8,7 @@ Two trials, each a real benchmark run driven through the service's own public AP
   above 0 (an agent that does nothing must earn nothing; gate a task with a `required` criterion to
   keep an `idle_ok` safety rule from scoring on its own).
 - **reference** — when the task has a reference solution: scripted `reference.actions` are replayed
-  against a fresh playground, then completed; a `reference.snapshot` (the SPEC §6 final state a
+  against a fresh playground, then completed; a `reference.snapshot` (the final state a
   correct agent leaves) is judged offline by the same `verify_task` as `complete` and `assay
   verify`, with the deployment's grading. Either way every criterion must pass.
 

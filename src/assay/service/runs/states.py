@@ -1,4 +1,4 @@
-"""Every phase/status transition of benchmark and task runs, in one table (SPEC §1.1).
+"""Every phase/status transition of benchmark and task runs, in one table (docs/api.md).
 
 A run's state is `(phase, status)`. Any terminal status means phase `completed`. An event that
 has no entry for the current state is illegal and the action answers 409.
@@ -78,7 +78,7 @@ def due_event(
     current: RunState, deadline_at: datetime | None, token_expires_at: datetime, now: datetime
 ) -> TaskEvent | None:
     """The event a clock has made due for a task run: `time_out` once a started run's deadline has
-    passed, `expire` once the run token has expired on a run that never started (SPEC §1.1)."""
+    passed, `expire` once the run token has expired on a run that never started (docs/api.md)."""
     if current == STARTED and deadline_at is not None and deadline_at <= now:
         return "time_out"
     if current == CREATED and token_expires_at <= now:

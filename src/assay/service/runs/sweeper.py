@@ -1,4 +1,4 @@
-"""The sweeper: applies passed deadlines and expired run tokens nobody has read (SPEC §1.1).
+"""The sweeper: applies passed deadlines and expired run tokens nobody has read (docs/api.md).
 
 Every worker runs a `Sweeper` thread, but only the holder of the `sweeper` lease row sweeps, so a
 deployment sweeps once per interval, never twice at the same time. A lease lasts three intervals:

@@ -1,4 +1,4 @@
-"""The public run API `/v1` (SPEC §5.2): create a run (Solver key or org key), read it (its run
+"""The public run API `/v1` (docs/api.md): create a run (Solver key or org key), read it (its run
 token, its solver's key, or an org key), start and complete task runs (run token)."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def get_benchmark_run(benchmark_run_id: str, session: SessionDep, caller: AnyCal
 
 @router.get("/task-runs/{task_run_id}", responses={200: {"model": V1TaskRunOut}})
 def get_task_run(task_run_id: str, session: SessionDep, caller: AnyCaller) -> JSONResponse:
-    """A task run's phase, status and result with its task `{id, name, task_item}` (SPEC §5.2);
+    """A task run's phase, status and result with its task `{id, name, task_item}` (docs/api.md);
     never its criteria. A run token reads only its own run's task runs."""
     return JSONResponse(v1_task_run_json(queries.settled_task_run(session, caller, task_run_id)))
 

@@ -1,1 +1,1 @@
-"""Sandbox surfaces of started task runs under the run token (SPEC §5.2) and playground seeding."""
+"""Sandbox surfaces of started task runs under the run token (docs/api.md) and playground seeding."""

@@ -1,9 +1,9 @@
-"""Which datasets a task run's playground loads, in SPEC §5.1 order: the environment's, then the task's.
+"""Which datasets a task run's playground loads, in order: the environment's, then the task's.
 
 A run of a published version reads the dataset contents frozen at publish time (a row each in
 `benchmark_version_datasets`); a run of the draft reads the current rows. A draft's contents are read only when a surface asks for one (`data`):
 the FHIR surface finds its layer by the stored content hashes and, when the layer exists, reads no
-dataset at all (issue 9: a warm `start` of 1,024 patients spent 63% re-reading and decoding them).
+dataset at all (a warm `start` of 1,024 patients spent 63% re-reading and decoding them).
 A content is read as its JSON text and decoded by `load_json` (`core.json_decode.loads`: orjson
 where it reads the same).
 

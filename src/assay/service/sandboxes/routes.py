@@ -1,11 +1,11 @@
-"""The sandbox surfaces of a started task run, under its run token (SPEC §5.2).
+"""The sandbox surfaces of a started task run, under its run token (docs/api.md).
 
 Each registered surface's router is mounted twice: `/v1/task-runs/{id}/<name>/...` reaches that
 task run's sandbox; `/v1/benchmark-runs/{id}/<name>/...` reaches the single started task run of the
 benchmark run (409 listing the started ids when none or several are). Once the task run has ended —
-or its deadline passed — every surface answers 409, so the captured state is final (SPEC §1.1).
+or its deadline passed — every surface answers 409, so the captured state is final (docs/api.md).
 
-Resolving a request needs no SQL and no thread hand-off when nothing changed (issue 9): the run
+Resolving a request needs no SQL and no thread hand-off when nothing changed: the run
 token comes from the worker's cache (`service/auth/cache.py`), and the task run's state and its
 sandbox row from the worker's `SandboxRows`, on the event loop. The rows are what one read-only
 unit of work read (`actions.read_rows`: no write lock, no `BEGIN IMMEDIATE`, only the columns the

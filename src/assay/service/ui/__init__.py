@@ -1,4 +1,4 @@
-"""The results viewer served at `/ui` (issue 16)."""
+"""The results viewer served at `/ui`."""
 
 from assay.service.ui.routes import router
 

@@ -1,4 +1,4 @@
-"""The results viewer at `/ui` (issue 16): benchmark runs → a run → a task run with every
+"""The results viewer at `/ui`: benchmark runs → a run → a task run with every
 criterion's evidence and the agent's trajectory, and two runs side by side.
 
 Server-rendered (Jinja2), readable without JavaScript (`<details>` expands event bodies), for org

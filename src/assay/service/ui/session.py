@@ -1,7 +1,7 @@
 """Signing in to the viewer: an organization API key kept in an HttpOnly, SameSite=Strict session
 cookie (never in a URL), checked against the database on every page like a bearer token, so a
 revoked key is signed out at once. Forms that change something (rescore, override) also carry a
-CSRF token derived from the key: a page of another site cannot post one (issue 16). Signing in
+CSRF token derived from the key: a page of another site cannot post one. Signing in
 and out have no key to derive one from yet, so they take posts from the viewer's own pages only
 (`from_this_site`): another site could otherwise sign a browser in with a key of its choosing
 (login CSRF), and what the victim then does lands in the attacker's organization.

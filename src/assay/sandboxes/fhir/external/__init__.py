@@ -1,7 +1,7 @@
-"""An external FHIR R4 server behind the sandbox surface (SPEC §2, §7: `ASSAY_FHIR_URL`).
+"""An external FHIR R4 server behind the sandbox surface (`ASSAY_FHIR_URL`, docs/deployment.md).
 
 The agent keeps talking to its task run's Assay FHIR base; each interaction is forwarded to the
-server, and `complete` copies the playground's final state back into an embedded layer (SPEC §6).
+server, and `complete` copies the playground's final state back into an embedded layer (docs/snapshots.md).
 How playgrounds are kept apart on the server is chosen with `ASSAY_FHIR_ISOLATION`:
 
 | value | playground space | `ASSAY_FHIR_URL` | verified against |

@@ -1,4 +1,4 @@
-"""Reading a playground's whole state back from an external server, for `complete` (SPEC §6).
+"""Reading a playground's whole state back from an external server, for `complete` (docs/snapshots.md).
 
 One search per resource type the server serves (its CapabilityStatement, intersected with R4's
 types), following `next` links. Any answer that is not a searchset — a 4xx or 5xx on one type, a

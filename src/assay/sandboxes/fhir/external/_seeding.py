@@ -1,4 +1,4 @@
-"""Writing a playground's seeded resources (loaded per SPEC §5.1) to an external server at `start`,
+"""Writing a playground's seeded resources (loaded per docs/sandboxes.md) to an external server at `start`,
 for both strategies: batches of PUTs with the ids kept, every entry's status read."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from assay.sandboxes.fhir.external.spaces import server_failed
 __all__ = ["SEED_HEADER", "put_in_batches"]
 
 SEED_HEADER = "X-Assay-Seed"
-"""Sent with the seeding batches: an `assay fhir-server` loads them without validating (SPEC §5.1:
-datasets load leniently, issue 15), as the embedded store loads its layers. Other servers ignore
+"""Sent with the seeding batches: an `assay fhir-server` loads them without validating (docs/sandboxes.md:
+datasets load leniently), as the embedded store loads its layers. Other servers ignore
 it; the playground surface never forwards it (`isolated.py::_REQUEST_HEADERS`)."""
 
 BATCH = 500

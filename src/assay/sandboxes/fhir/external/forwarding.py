@@ -1,5 +1,5 @@
 """What the FHIR surface hands an external backend: one request, and the one interface both
-isolation strategies (`tagged.py`, `isolated.py`) implement (issue 5).
+isolation strategies (`tagged.py`, `isolated.py`) implement.
 
 The surface (`sandboxes/fhir/routes.py`) builds a `ForwardedRequest` from the agent's HTTP request
 and calls `FhirForwarder.forward`; it never needs to know how playgrounds are kept apart on the
@@ -72,7 +72,7 @@ class FhirForwarder(Protocol):
         ...
 
     def snapshot(self, store_id: str, conn: Connection | None = None) -> list[dict[str, Any]]:
-        """Every resource of the playground on the server (for the capture, SPEC §6)."""
+        """Every resource of the playground on the server (for the capture, docs/snapshots.md)."""
         ...
 
 
@@ -114,7 +114,7 @@ def hide_base(value: Any, old: str, new: str) -> Any:
     `old` without a trailing slash covers the base with one. Done on decoded values, not on the
     response's bytes: JSON may write `/` as `\\/` (or any character as `\\uXXXX`), which a byte
     replacement would miss; in place, the walk costs a ninth of the keyed copy it replaces (a
-    1,000-entry search page: docs/decisions.md). Object keys are element names, never URLs.
+    1,000-entry search page: docs/decisions/fhir-external.md). Object keys are element names, never URLs.
     """
     if isinstance(value, dict):
         for key, item in value.items():
@@ -136,7 +136,7 @@ def hide_base(value: Any, old: str, new: str) -> Any:
 def relative_under(base: str) -> Callable[[str], str | None]:
     """A `rewrite_references` mapping: an absolute reference under `base` (some servers write
     `http://<server>/fhir/Patient/1`) as the relative `Patient/1` the embedded store and every
-    criterion use (SPEC §5.1, §6); None for any other reference (left as written)."""
+    criterion use (docs/sandboxes.md, docs/snapshots.md); None for any other reference (left as written)."""
     prefix = base + "/"
 
     def mapped(reference: str) -> str | None:

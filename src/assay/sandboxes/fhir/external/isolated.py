@@ -1,4 +1,4 @@
-"""Forwarding to a playground that has its own space on the external server (issue 5).
+"""Forwarding to a playground that has its own space on the external server.
 
 With a store, partition or project per playground (`spaces.py`), nothing needs rewriting: ids are
 kept, no tag is added, and every interaction the embedded surface serves is forwarded — conditional
@@ -102,7 +102,7 @@ def _rebase_url(url: str, old: str, new: str) -> str:
 
 
 def _route(method: str, parts: Sequence[str], query: bool = False) -> None:
-    """404 unless (method, path) is an interaction of the embedded REST surface (SPEC §5.2), or a
+    """404 unless (method, path) is an interaction of the embedded REST surface (docs/sandboxes.md), or a
     GET with a `query` on the base: a paging link there (HAPI's `[base]?_getpages=…`) or a
     system-level search, which the space keeps to the playground as it keeps every search."""
     allowed = False
@@ -219,7 +219,7 @@ class IsolatedFhir:
     # -- seeding and capture -------------------------------------------------------------------
 
     def load(self, space: Space, resources: Sequence[dict[str, Any]]) -> None:
-        """Write seeded resources (loaded per SPEC §5.1) into the space, ids kept, `versionId` and
+        """Write seeded resources (loaded per docs/sandboxes.md) into the space, ids kept, `versionId` and
         `lastUpdated` left to the server."""
         stripped = []
         for resource in resources:

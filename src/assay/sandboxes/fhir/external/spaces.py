@@ -1,6 +1,6 @@
 """A playground's own space on an external FHIR server: opened at start, closed at teardown.
 
-Each server isolates tenants its own way; `FhirSpaces` is the one seam over them (issue 5):
+Each server isolates tenants its own way; `FhirSpaces` is the one seam over them:
 
 - `open(playground_id)` creates the space and returns its `Space`: the FHIR base on the server,
   the headers each FHIR request needs, and what `resume`/`close` will need later (`saved`, JSON,
@@ -53,8 +53,8 @@ class ExternalFhirFailed(DomainError):
     """The external FHIR server failed a call Assay itself needed (open, load, capture, close).
 
     Not an agent's request: those come back as the server's own answer (or a 502 OperationOutcome).
-    The service has no gateway code in SPEC §5's list, so the envelope is `INTERNAL_ERROR` (500)
-    with `message`; `status` says which HTTP status fits best should the mapping gain one.
+    The service has no gateway code among the error codes of docs/api.md, so the envelope is `INTERNAL_ERROR`
+    (500) with `message`; `status` says which HTTP status fits best should the mapping gain one.
     `message` names the call and the status but never the server's URL or its answer's text:
     `start` and `complete` answer it to the agent, who never sees the server. `detail` holds those
     for the operator; `str(exc)` (what the logs and a space's `close_error` keep) includes it.

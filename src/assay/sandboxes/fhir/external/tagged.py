@@ -8,11 +8,11 @@ still talks to Assay's FHIR base, which forwards each interaction. Without a spa
   search is ANDed with that `_tag`;
 - ids are namespaced: a playground's resource `Patient/x` is `Patient/<prefix>-x` on the server, and
   every reference, URL id, `_id` and reference search value is mapped both ways, so two playgrounds
-  seeded with the same dataset (same ids, SPEC §5.1) never overwrite each other;
+  seeded with the same dataset (same ids, docs/sandboxes.md) never overwrite each other;
 - creates are sent as `PUT` with a client-assigned id (the server must allow update-as-create:
   HAPI's default, `enableUpdateCreate` on Google Cloud Healthcare FHIR stores).
 
-Known leaks and limits of this fallback (docs/decisions.md): a reference the agent writes to
+Known leaks and limits of this fallback (docs/decisions/fhir-external.md): a reference the agent writes to
 another playground's *server* id (`Patient/<other prefix>-x`) resolves, and `_include`/`_history`
 follow it; a JSON Patch may remove the tag or change the id; conditional creates are a search then
 a write, not atomic; conditional update/delete and type/system `_history` are refused (501: on the
@@ -295,7 +295,7 @@ class TaggedFhir:
     # -- provisioning and capture --------------------------------------------------------------
 
     def provision(self, store_id: str, resources: Sequence[dict[str, Any]]) -> None:
-        """Write a playground's seeded resources (already loaded per SPEC §5.1), tagged and with
+        """Write a playground's seeded resources (already loaded per docs/sandboxes.md), tagged and with
         namespaced ids and references."""
         scope = _scope(store_id)
         put_in_batches(
@@ -399,7 +399,7 @@ class TaggedFhir:
         """A conditional create's answer when its search settles it: 200 with the one match, or the
         search's own error (a refused search is no "no match"); 412 for several matches; None when
         nothing matches and the create goes ahead. The search is the playground's (`_tag`), then
-        the write: not atomic (docs/decisions.md)."""
+        the write: not atomic (docs/decisions/fhir-external.md)."""
         query = parse_qsl(condition.split("?", 1)[-1], keep_blank_values=True)
         found = self._send("GET", kind, scope, base, params=self._search_params(kind, query, scope))
         if found.status != 200:

@@ -1,4 +1,4 @@
-"""The FHIR R4 REST surface as a FastAPI router factory (SPEC §5.2).
+"""The FHIR R4 REST surface as a FastAPI router factory (docs/sandboxes.md).
 
 The service mounts `fhir_router(surface)` under `/v1/task-runs/{id}/fhir` and
 `/v1/benchmark-runs/{id}/fhir`; `surface` is a FastAPI dependency that resolves the caller's run

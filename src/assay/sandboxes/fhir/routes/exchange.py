@@ -62,7 +62,7 @@ MAX_BUNDLE_BYTES = 50 * 1000 * 1000
 
 @dataclass(frozen=True, slots=True)
 class SurfaceEvent:
-    """One request to the surface, as the event log records it (SPEC §1.1 `fhir_request`)."""
+    """One request to the surface, as the event log records it (`fhir_request` in docs/api.md)."""
 
     method: str
     path: str
@@ -233,7 +233,7 @@ def handle(
 
 
 def _too_large(raw: bytes, relative: str) -> Callable[[bytes], FhirResult] | None:
-    """SPEC §5.1 size limits: a resource 5 MB, a bundle posted to the base 50 MB (413)."""
+    """Size limits (docs/sandboxes.md): a resource 5 MB, a bundle posted to the base 50 MB (413)."""
     limit = MAX_BUNDLE_BYTES if relative.strip("/") == "" else MAX_RESOURCE_BYTES
     if len(raw) <= limit:
         return None
@@ -342,7 +342,7 @@ EVERY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 def unrouted_answer(request: Request, routes: list[BaseRoute], base_url: str) -> FhirResult:
     """404, or 405 with `Allow` when another method has an interaction at this path: as an
-    OperationOutcome (SPEC §5.2), not the API's envelope, which a FHIR client cannot read."""
+    OperationOutcome (docs/sandboxes.md), not the API's envelope, which a FHIR client cannot read."""
     relative = request.url.path[len(urlsplit(base_url).path) :]
     allowed: set[str] = set()
     for route in routes:

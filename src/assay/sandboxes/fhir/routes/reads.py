@@ -90,7 +90,7 @@ def serve_cached(request: Request, surface: FhirSurface, relative: str) -> Respo
     busy) — nothing is recorded then.
 
     It is how the agent path skips FastAPI's routing, dependency solving and middleware for the
-    requests agents send most (issue 9, `service/fast_path.py`)."""
+    requests agents send most (`service/fast_path.py`)."""
     if surface.external is not None or not has_room(surface.fhir.engine):
         return None
     headers = request.headers

@@ -1,4 +1,4 @@
-"""Embedded FHIR store: shared dataset layers, one store row per playground, version rows (issue 5).
+"""Embedded FHIR store: shared dataset layers, one store row per playground, version rows.
 
 Revision ID: 0002
 Revises: 0001

@@ -1,4 +1,4 @@
-"""Benchmark trust (issue 14): required and idle-ok criteria, repeated trials, the gate that zeroed
+"""Benchmark trust: required and idle-ok criteria, repeated trials, the gate that zeroed
 a task run, and human overrides of criterion runs.
 
 Revision ID: 0003

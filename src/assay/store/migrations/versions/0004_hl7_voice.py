@@ -1,4 +1,4 @@
-"""HL7v2 and voice sandboxes (issue 10): messages, receiving facilities, voice turns.
+"""HL7v2 and voice sandboxes: messages, receiving facilities, voice turns.
 
 Revision ID: 0004_hl7_voice
 Revises: 0003

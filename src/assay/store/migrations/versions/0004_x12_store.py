@@ -1,4 +1,4 @@
-"""X12 clearinghouse: the payer per sandbox and the request/response exchanges (issue 10).
+"""X12 clearinghouse: the payer per sandbox and the request/response exchanges.
 
 Revision ID: 0004_x12
 Revises: 0003

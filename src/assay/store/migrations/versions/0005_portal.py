@@ -1,4 +1,4 @@
-"""Portal sandbox: a store row per playground, version rows, web sessions (issue 11).
+"""Portal sandbox: a store row per playground, version rows, web sessions.
 
 Revision ID: 0005_portal
 Revises: 0004_x12

@@ -1,4 +1,4 @@
-"""A task's reference solution (issue 14): the scripted surface actions its self-test replays.
+"""A task's reference solution: the scripted surface actions its self-test replays.
 
 Revision ID: 0005_task_reference
 Revises: 0004_hl7_voice, 0004_x12

@@ -1,4 +1,4 @@
-"""Datasets keep the sha256 of their content, computed once when stored (issue 9: big datasets).
+"""Datasets keep the sha256 of their content, computed once when stored (for big datasets).
 
 `start` used to serialise every dataset again to find its FHIR layer. Rows written before this
 migration have NULL and are hashed at `start` (the same function), as before.

@@ -1,4 +1,4 @@
-"""A published version's dataset contents get a row each (issue 9: big datasets).
+"""A published version's dataset contents get a row each (for big datasets).
 
 `frozen` held every dataset's content inline, so creating a run or starting one decoded all of
 them. Versions published before this migration keep theirs inline and are read as before.

@@ -1,4 +1,4 @@
-"""The change epoch on PostgreSQL: the sequence `assay_change_epoch` (issue 9, `store/epoch.py`).
+"""The change epoch on PostgreSQL: the sequence `assay_change_epoch` (`store/epoch.py`).
 
 Bumped with `nextval` after every tracked commit and read with `SELECT last_value` by the agent
 path of every instance. `CACHE 1` (the default, said aloud): each `nextval` moves the value every

@@ -1,4 +1,4 @@
-"""Dataset contents compressed with lz4 on PostgreSQL (issue 9: big datasets).
+"""Dataset contents compressed with lz4 on PostgreSQL (for big datasets).
 
 A dataset's `data` is a large JSON value, so PostgreSQL compresses it into TOAST storage, by
 default with pglz: inserting a 0.5 MB Synthea bundle cost 24.8 ms per MB in the backend (lz4: 5.6,

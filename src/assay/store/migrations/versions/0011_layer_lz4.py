@@ -1,4 +1,4 @@
-"""FHIR layer rows compressed with lz4 on PostgreSQL (issue 9: big datasets).
+"""FHIR layer rows compressed with lz4 on PostgreSQL (for big datasets).
 
 The first `start` of a 1,024-patient set writes 165,516 `fhir_layer_resources` rows (~450 MB of
 JSON text) by COPY while the next chunk is serialised; on PostgreSQL with 2 workers the writer

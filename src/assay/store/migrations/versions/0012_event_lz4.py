@@ -1,4 +1,4 @@
-"""Sandbox event bodies compressed with lz4 on PostgreSQL (issue 9: the agent path).
+"""Sandbox event bodies compressed with lz4 on PostgreSQL (for the agent path).
 
 Every agent request stores its request and response (a FHIR search answer is ~5.6 KB of JSON),
 so the event log's writer makes PostgreSQL compress each body into TOAST storage, by default with

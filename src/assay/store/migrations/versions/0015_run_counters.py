@@ -1,5 +1,5 @@
 """Benchmark-run counters: how many task runs the run has, how many have ended, how many hold a
-concurrency slot (`docs/decisions.md`, "Benchmark run aggregates").
+concurrency slot (`docs/decisions/service.md`, "Benchmark run aggregates").
 
 `start` and `complete` keep them with one conditional UPDATE of the run's row instead of reading
 and locking every task run of the run; existing runs are counted here from their task runs.
