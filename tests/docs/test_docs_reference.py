@@ -2,8 +2,8 @@
 that is not in the repository, and every relative link in `docs/` leads to a file (and heading)
 that exists.
 
-`SCANNED` names the trees the wording rule covers; add `("src", "**/*.py")` to hold source
-comments to it too."""
+`SCANNED` names the trees the wording rule covers: the docs, and the comments and docstrings of
+`src/` and `bench/` (`scripts/rewrite_references.py` rewrote what they cited)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,12 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 
-SCANNED: list[tuple[str, str]] = [("docs", "**/*.md"), (".", "README.md")]
+SCANNED: list[tuple[str, str]] = [
+    ("docs", "**/*.md"),
+    (".", "README.md"),
+    ("src", "**/*.py"),
+    ("bench", "**/*.py"),
+]
 """(folder under the repository root, glob) pairs whose files must not hold `FORBIDDEN` wording."""
 
 LINKED: list[tuple[str, str]] = [("docs", "**/*.md"), (".", "README.md")]
