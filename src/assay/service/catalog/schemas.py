@@ -367,7 +367,7 @@ class SelfTestOut(BaseModel):
 
 
 class CriterionOut(BaseModel):
-    """The Criterion object of seed 003, plus `updated_at` (documentation of the wire shape)."""
+    """The Criterion object, plus `updated_at` (documentation of the wire shape; docs/api.md)."""
 
     model_config = ConfigDict(use_attribute_docstrings=True)
 
@@ -439,7 +439,7 @@ def version_json(row: BenchmarkVersion) -> dict[str, Any]:
 
 
 def criterion_json(row: Criterion) -> dict[str, Any]:
-    """Exactly the Criterion object of seed 003, plus `updated_at` (docs/api.md)."""
+    """Exactly the Criterion object, plus `updated_at` (docs/api.md)."""
     return _row_json(
         row, "id", "task_id", "input_entity_id", "label", "assertion", "weight", "axis", "required", "idle_ok"
     )

@@ -1,4 +1,4 @@
-"""Tasks (+ entities) and criteria (docs/api.md, seed 003): thin handlers over `actions`."""
+"""Tasks (+ entities) and criteria (docs/api.md): thin handlers over `actions`."""
 
 from __future__ import annotations
 

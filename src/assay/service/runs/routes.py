@@ -123,7 +123,7 @@ def list_task_runs(
 
 @router.get("/task-runs/{task_run_id}", tags=["task-runs"])
 def get_task_run(task_run_id: str, session: SessionDep, caller: OrgCaller) -> Json:
-    """Verdict, score, axes, the frozen `snapshot` and the current criterion runs (seed 002)."""
+    """Verdict, score, axes, the frozen `snapshot` and the current criterion runs (docs/api.md)."""
     task_run = queries.settled_task_run(session, caller, task_run_id)
     return task_run_json(task_run, queries.current_criterion_runs(session, task_run.id))
 
