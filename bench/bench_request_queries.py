@@ -50,7 +50,7 @@ from assay.clients.demo.runner import PACKAGE
 from assay.clients.packages import push, read_package
 from assay.service.app import create_app
 from assay.service.settings import Settings
-from assay.store import epoch as epoch_module
+from assay.store import epoch_postgres as epoch_module
 
 FHIR = {"Content-Type": "application/fhir+json"}
 APPOINTMENT = {

@@ -25,7 +25,7 @@ from assay.service.auth import cache as auth_cache
 from assay.service.sandboxes import actions as sandbox_actions
 from assay.service.sandboxes import routes as sandbox_routes
 from assay.store import Database, sqlite_url, utcnow
-from assay.store import epoch as epoch_module
+from assay.store import epoch_postgres as epoch_module
 from assay.store.epoch import epoch_of, reads_of
 from assay.store.models import Lease, Organization, TaskRun
 

@@ -25,7 +25,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
-from assay.store.epoch import Epoch, PostgresEpoch, epoch_of, track, with_options
+from assay.store.epoch import Epoch, epoch_of, track, with_options
+from assay.store.epoch_postgres import PostgresEpoch
 from assay.store.errors import Busy
 from assay.store.json_values import serialize_json
 
