@@ -14,6 +14,7 @@ from typing import Any
 from assay.sandboxes.provision import sandboxes_of
 from assay.sandboxes.registry import DATASET_TYPES, PREPARING, SURFACES
 from assay.sandboxes.surface import Deployment, RunContext
+from assay.store.models import Sandbox
 
 __all__ = ["dataset_problems", "prepare_datasets", "seed", "unsupported_dataset"]
 
@@ -34,10 +35,13 @@ def unsupported_dataset(datasets: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
-def seed(run: RunContext, datasets: Sequence[Mapping[str, Any]]) -> None:
+def seed(
+    run: RunContext, datasets: Sequence[Mapping[str, Any]], sandboxes: Sequence[Sandbox] | None = None
+) -> None:
     """Hand each surface its datasets, in load order (every surface is called, with none too: it
-    creates its store); inside the caller's transaction."""
-    rows = {sandbox.type: sandbox for sandbox in sandboxes_of(run.session, run.playground_id)}
+    creates its store); inside the caller's transaction. `sandboxes`: the playground's rows, when
+    the caller holds them (`Provisioned`)."""
+    rows = {sandbox.type: sandbox for sandbox in sandboxes_of(run.session, run.playground_id, sandboxes)}
     for name, surface in SURFACES.items():
         mine = [dataset for dataset in datasets if dataset.get("type") == surface.dataset_type]
         surface.seed(run, rows[name], mine)
