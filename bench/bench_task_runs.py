@@ -18,6 +18,9 @@ processes) and, for scale, a same-run hello-world: a bare FastAPI app on stock u
 keep-alive clients for `--hello-seconds` right before the task runs (requests/s and p50).
 `--postgres`: PostgreSQL (`ASSAY_BENCH_POSTGRES_URL`, else a throwaway cluster, as
 `bench_complete.py` does); `--workers N`: `assay serve --workers N` on either backend.
+`--instances N` (PostgreSQL only): N `assay serve` processes on the one database and one storage
+folder, as N instances behind a load balancer; agent i talks to instance i mod N for all of its
+task runs (start, operations and complete), and the CPU figure covers every instance.
 """
 
 from __future__ import annotations
@@ -221,13 +224,16 @@ def prepare(url: str, task_runs: int, clients: int) -> list[tuple[str, str]]:
     return found[:task_runs]
 
 
-def drive(url: str, todo: list[tuple[str, str]], clients: int, timings: Timings, *, timed: bool) -> float:
-    """Work every task run of `todo` with `clients` agents; the wall time in seconds."""
+def drive(
+    urls: list[str], todo: list[tuple[str, str]], clients: int, timings: Timings, *, timed: bool
+) -> float:
+    """Work every task run of `todo` with `clients` agents, agent i on instance `urls[i % N]`;
+    the wall time in seconds."""
     work: queue.Queue[tuple[str, str]] = queue.Queue()
     for item in todo:
         work.put(item)
 
-    def agent() -> None:
+    def agent(url: str) -> None:
         with httpx.Client(base_url=url, timeout=120) as http:
             while True:
                 try:
@@ -237,7 +243,7 @@ def drive(url: str, todo: list[tuple[str, str]], clients: int, timings: Timings,
                 http.headers["Authorization"] = f"Bearer {token}"
                 one_task_run(http, task_run_id, timings, timed)
 
-    threads = [threading.Thread(target=agent) for _ in range(clients)]
+    threads = [threading.Thread(target=agent, args=(urls[i % len(urls)],)) for i in range(clients)]
     begin = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -305,29 +311,40 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8, help="concurrent agents")
     parser.add_argument("--workers", type=int, default=1, help="assay serve --workers")
     parser.add_argument("--postgres", action="store_true", help="PostgreSQL instead of SQLite")
+    parser.add_argument(
+        "--instances", type=int, default=1, help="assay serve processes on one PostgreSQL (needs --postgres)"
+    )
     parser.add_argument("--hello-seconds", type=float, default=5.0, help="hello-world measurement")
     args = parser.parse_args()
+    if args.instances > 1 and not args.postgres:
+        parser.error("--instances needs --postgres: instances share one database server")
     backend = "PostgreSQL" if args.postgres else "SQLite"
     print(
         f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores, "
-        f"load {os.getloadavg()[0]:.2f}; {backend}, {args.workers} worker(s), {args.clients} agents, "
+        f"load {os.getloadavg()[0]:.2f}; {backend}, {args.instances} instance(s) × {args.workers} worker(s), {args.clients} agents, "
         f"{args.task_runs} task runs (start, 20 operations, complete)"
     )
     timings = Timings()
     with tempfile.TemporaryDirectory(prefix="assay-bench-") as folder, ExitStack() as stack:
         database_url = stack.enter_context(postgres()) if args.postgres else None
         env = {"ASSAY_SWEEP_INTERVAL": "5"}
-        url, pid = stack.enter_context(
-            assay_serve(Path(folder) / "data", KEY, database_url=database_url, workers=args.workers, env=env)
-        )
-        todo = prepare(url, args.warmup + args.task_runs, args.clients)
-        drive(url, todo[: args.warmup], args.clients, Timings(), timed=False)
+        served = [
+            stack.enter_context(
+                assay_serve(
+                    Path(folder) / "data", KEY, database_url=database_url, workers=args.workers, env=env
+                )
+            )
+            for _ in range(args.instances)
+        ]
+        urls, pids = [url for url, _ in served], tuple(pid for _, pid in served)
+        todo = prepare(urls[0], args.warmup + args.task_runs, args.clients)
+        drive(urls, todo[: args.warmup], args.clients, Timings(), timed=False)
         hello_port, _hello_pid = stack.enter_context(hello_world())
         hello_rate, hello_p50 = hello(hello_port, args.clients, args.hello_seconds)
         cluster = postmaster(database_url) if database_url else None
-        processes = {"groups": (pid,), "children_of": (cluster,) if cluster else ()}
+        processes = {"groups": pids, "children_of": (cluster,) if cluster else ()}
         cpu_before = cpu_seconds(**processes)  # type: ignore[arg-type]
-        wall = drive(url, todo[args.warmup :], args.clients, timings, timed=True)
+        wall = drive(urls, todo[args.warmup :], args.clients, timings, timed=True)
         cpu = cpu_seconds(**processes) - cpu_before  # type: ignore[arg-type]
     done = len(timings.complete)
     print(f"task runs/min {done / wall * 60:8.1f}   ({done} in {wall:.1f} s)")

@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from assay.sandboxes.gate import SandboxClosed, admit
 from assay.store.models import Playground, Sandbox
-from tests.sandboxes.test_voice_line import start_call_task
+from tests.sandboxes.voice.test_line import start_call_task
 from tests.service.builders import ok
 from tests.service.conftest import Server
 

@@ -20,8 +20,8 @@ import pytest
 from assay.client import Assay
 from assay.clients.benchmarks import BUNDLED
 from assay.clients.packages import push, read_package
-from tests.agents.stub_model import stub_model, tool_call
-from tests.agents.test_agents_doc import bash_blocks
+from tests.clients.agent.stub_model import stub_model, tool_call
+from tests.clients.agent.test_agents_doc import bash_blocks
 from tests.service.conftest import Server
 
 DOC = Path(__file__).parents[3] / "docs" / "benchmarks" / "front-office.md"

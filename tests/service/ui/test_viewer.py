@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from .builders import FAILS, FHIR_BOOKED, PASSES, criterion, make_benchmark, ok
-from .conftest import Server
+from tests.service.builders import FAILS, FHIR_BOOKED, PASSES, criterion, make_benchmark, ok
+from tests.service.conftest import Server
 
 APPOINTMENT = {
     "resourceType": "Appointment",

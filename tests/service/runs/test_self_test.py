@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import httpx
 
-from .builders import FAILS, FHIR_BOOKED, PASSES, criterion, error, make_benchmark, ok, unique
-from .conftest import Server
+from tests.service.builders import FAILS, FHIR_BOOKED, PASSES, criterion, error, make_benchmark, ok, unique
+from tests.service.conftest import Server
 
 
 def _appointment(doctor: str) -> dict:

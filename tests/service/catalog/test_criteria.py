@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from .builders import FHIR_BOOKED, PASSES, error, make_benchmark, ok
+from tests.service.builders import FHIR_BOOKED, PASSES, error, make_benchmark, ok
 
 CRITERION_KEYS = {
     "id",

@@ -13,8 +13,8 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from assay.service.tools.trajectory import MAX_STEP_BYTES, MAX_STEPS_PER_POST
-from tests.agents.support import create_run
 from tests.service.conftest import Server
+from tests.service.tools.support import create_run
 
 LAB = "Tell the lab system about the update (HL7 ADT^A08)"
 SECRETS = ("ADT^A08 sent with the patient's identity", "criteria", "PID.13.1", "expected")

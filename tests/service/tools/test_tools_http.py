@@ -10,8 +10,8 @@ import anyio
 import httpx
 import pytest
 
-from tests.agents.support import TOOL_ACTIONS, create_run, scripted_scores
 from tests.service.conftest import Server, serving
+from tests.service.tools.support import TOOL_ACTIONS, create_run, scripted_scores
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

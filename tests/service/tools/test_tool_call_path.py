@@ -19,9 +19,8 @@ from assay.sandboxes import SURFACES
 from assay.service.tools import routes as tool_routes
 from assay.service.tools.catalog import TASK_READ
 from assay.service.tools.execute import _accepts
-
-from .builders import make_benchmark, ok, start_run
-from .conftest import Server
+from tests.service.builders import make_benchmark, ok, start_run
+from tests.service.conftest import Server
 
 CALLS: list[tuple[str, bytes, dict[str, str]]] = [
     ("fhir_read", b'{"resource_type": "Patient", "id": "PATIENT"}', {"X-Tool-Call-Id": "c1"}),

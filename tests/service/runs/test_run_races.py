@@ -22,9 +22,8 @@ import assay.store
 from assay.service.runs import states
 from assay.store import Database, sqlite_url
 from assay.store.models import BenchmarkRun, TaskRun
-
-from .builders import FAILS, PASSES, criterion, error, make_benchmark, ok, start_run
-from .conftest import Server, serving
+from tests.service.builders import FAILS, PASSES, criterion, error, make_benchmark, ok, start_run
+from tests.service.conftest import Server, serving
 
 _ROUND = [criterion(PASSES)], [criterion(FAILS)], [criterion(PASSES)]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from .builders import PASSES, error, make_benchmark, make_dataset, ok, start_run, unique
-from .conftest import Server
+from tests.service.builders import PASSES, error, make_benchmark, make_dataset, ok, start_run, unique
+from tests.service.conftest import Server
 
 BUNDLE = {
     "resourceType": "Bundle",

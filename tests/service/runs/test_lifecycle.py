@@ -14,9 +14,8 @@ import pytest
 from assay.service.runs.sweeper import due_run_ids, take_lease
 from assay.store import utcnow
 from assay.store.models import BenchmarkRun, TaskRun
-
-from .builders import FAILS, PASSES, criterion, error, make_benchmark, ok, start_run
-from .conftest import Server
+from tests.service.builders import FAILS, PASSES, criterion, error, make_benchmark, ok, start_run
+from tests.service.conftest import Server
 
 
 def _set(server: Server, model: type[Any], ident: str, **values: Any) -> None:

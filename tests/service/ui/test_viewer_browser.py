@@ -13,8 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from ..conftest import launched_chromium, needs_chromium
-from .conftest import Server
+from tests.conftest import launched_chromium, needs_chromium
+from tests.service.conftest import Server
+
 from .test_viewer import finish_run, make_viewer_benchmark
 
 pytestmark = needs_chromium

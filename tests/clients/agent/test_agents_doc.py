@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from tests.agents.stub_model import stub_model
+from tests.clients.agent.stub_model import stub_model
 from tests.service.conftest import Server
 
-DOC = Path(__file__).parents[2] / "docs" / "agents.md"
+DOC = Path(__file__).parents[3] / "docs" / "agents.md"
 
 
 def bash_blocks(text: str) -> list[str]:

@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from .builders import FAILS, PASSES, criterion, make_benchmark, ok, start_run
-from .conftest import Server
+from tests.service.builders import FAILS, PASSES, criterion, make_benchmark, ok, start_run
+from tests.service.conftest import Server
 
 
 def _complete(

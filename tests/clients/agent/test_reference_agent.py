@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from assay.clients.agent import SYSTEM_PROMPT
 from assay.clients.cli import app
-from tests.agents.stub_model import stub_model, tool_call
+from tests.clients.agent.stub_model import stub_model, tool_call
 from tests.service.conftest import Server
 
 BOOK = "Book a follow-up with Dr. Rivera"

@@ -1,4 +1,5 @@
-"""Agent-facing tests run against a real server: the service suite's uvicorn-in-a-thread fixtures."""
+"""Tool tests run against a real server (the service suite's fixtures) with the demo's benchmark
+published; the agent clients' tests (`tests/clients/`) share the `front_office` fixture."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from assay.client import Assay
 from assay.clients.demo import PACKAGE
 from assay.clients.demo.runner import _for_this_build
 from assay.clients.packages import push, read_package
-from tests.service.conftest import Server, _postgres_database, server  # noqa: F401  (fixtures)
+from tests.service.conftest import Server
 
 
 @pytest.fixture(scope="module")
-def front_office(server: Server) -> Iterator[str]:  # noqa: F811
+def front_office(server: Server) -> Iterator[str]:
     """The demo's benchmark, published under a name of this module's own: `slug@version`."""
     package, _ = _for_this_build(read_package(PACKAGE))
     package = replace(package, name=f"Front office {uuid.uuid4().hex[:8]}")

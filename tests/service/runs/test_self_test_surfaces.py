@@ -19,11 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.sandboxes.payer.samples import PAYER
 from tests.sandboxes.portal.world import MRI_APPROVED, PORTAL, SUBMISSION
 from tests.sandboxes.x12.requests import eligibility_270, interchange, review_278, subscriber_270
-
-from ..sandboxes.payer.samples import PAYER
-from .builders import ALICE_AND_BOB, criterion, error, make_dataset, ok, unique
+from tests.service.builders import ALICE_AND_BOB, criterion, error, make_dataset, ok, unique
 
 Json = dict[str, Any]
 

@@ -20,8 +20,8 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.agents.support import TOOL_ACTIONS, create_run, scripted_scores
 from tests.service.conftest import Server
+from tests.service.tools.support import TOOL_ACTIONS, create_run, scripted_scores
 
 
 def _caller(session: ClientSession) -> Any:
