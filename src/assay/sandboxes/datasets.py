@@ -16,7 +16,7 @@ from assay.sandboxes.registry import DATASET_TYPES, PREPARING, SURFACES
 from assay.sandboxes.surface import Deployment, RunContext
 from assay.store.models import Sandbox
 
-__all__ = ["dataset_problems", "prepare_datasets", "seed", "unsupported_dataset"]
+__all__ = ["dataset_problems", "prepare_datasets", "prepared_types", "seed", "unsupported_dataset"]
 
 
 def dataset_problems(kind: str, data: Any) -> dict[str, list[str]] | None:
@@ -45,6 +45,11 @@ def seed(
     for name, surface in SURFACES.items():
         mine = [dataset for dataset in datasets if dataset.get("type") == surface.dataset_type]
         surface.seed(run, rows[name], mine)
+
+
+def prepared_types() -> frozenset[str]:
+    """The dataset types whose surfaces build something before `start`'s transaction (`Preparing`)."""
+    return frozenset(t for name in PREPARING if (t := SURFACES[name].dataset_type) is not None)
 
 
 def prepare_datasets(datasets: Sequence[Mapping[str, Any]], deployment: Deployment) -> None:

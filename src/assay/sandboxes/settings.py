@@ -35,6 +35,8 @@ class RunEnvironment:
     a draft run."""
     version_id: str | None = None
     """A published run's `BenchmarkVersion`."""
+    task_dataset_ids: tuple[tuple[str, ...], ...] = ()
+    """A published run's tasks' own `dataset_ids`, each distinct list once (empty for a draft)."""
 
 
 def run_environment(session: Session, benchmark_run: BenchmarkRun) -> RunEnvironment:
@@ -59,6 +61,7 @@ def run_environment(session: Session, benchmark_run: BenchmarkRun) -> RunEnviron
             _settings(environment),
             frozen.get("datasets") or {},
             benchmark_run.version_id,
+            _task_dataset_ids(frozen.get("tasks")),
         )
         # A version published before contents were stored apart holds them inline, and the
         # FHIR layer may rewrite a content in place: those are read anew for every start.
@@ -84,6 +87,15 @@ every `start` of its runs (and `prepare_start` before it) reads it once per proc
 start. Callers only read it."""
 _PUBLISHED_KEPT = 256
 _PUBLISHED_LOCK = threading.Lock()
+
+
+def _task_dataset_ids(tasks: Any) -> tuple[tuple[str, ...], ...]:
+    lists: dict[tuple[str, ...], None] = {}
+    for frozen in tasks if isinstance(tasks, list) else []:
+        task = frozen.get("task") if isinstance(frozen, dict) else None
+        named = task.get("dataset_ids") if isinstance(task, dict) else None
+        lists[tuple(map(str, named or []))] = None
+    return tuple(lists)
 
 
 def _settings(environment: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,8 @@ all of its task runs, then the run (`lifecycle.lock_run`).
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -250,6 +252,38 @@ def prepare_start(database: Database, caller: Caller, task_run_id: str, deployme
         sandboxes.prepare_datasets(datasets, deployment)
     except DatasetChanged:
         return
+    if _one_prepared_set(environment):
+        with _PREPARED_LOCK:
+            _PREPARED[benchmark_run.id] = None
+            while len(_PREPARED) > _PREPARED_KEPT:
+                _PREPARED.popitem(last=False)
+
+
+def is_prepared(benchmark_run_id: str | None) -> bool:
+    """Whether `prepare_start` has nothing left to do for any task run of this run in this worker:
+    it is published, and every one of its tasks seeds the same prepared datasets, which a start of
+    it here has prepared. The route then skips it (its read and its thread). Only a shortcut: a
+    `start` that finds something not prepared still builds it, in its transaction."""
+    with _PREPARED_LOCK:
+        return benchmark_run_id in _PREPARED
+
+
+_PREPARED: OrderedDict[str, None] = OrderedDict()
+_PREPARED_KEPT = 4096
+_PREPARED_LOCK = threading.Lock()
+
+
+def _one_prepared_set(environment: sandboxes.RunEnvironment) -> bool:
+    """A published run whose tasks all name the same datasets of the types prepared before start."""
+    if environment.version_id is None or environment.frozen_datasets is None:
+        return False
+    types, frozen = sandboxes.prepared_types(), environment.frozen_datasets
+
+    def prepared(task_ids: tuple[str, ...]) -> tuple[str, ...]:
+        named = dict.fromkeys([*environment.dataset_ids, *task_ids])
+        return tuple(i for i in named if isinstance(frozen.get(i), dict) and frozen[i].get("type") in types)
+
+    return len({prepared(ids) for ids in environment.task_dataset_ids}) <= 1
 
 
 def start_task_run(
