@@ -74,15 +74,16 @@ def seed_portal(conn: Connection, playground_id: str, datasets: Sequence[Mapping
     with the store row in two statements, not three per row."""
     plan = plan_seed(datasets)
     versions: list[dict[str, Any]] = []
-    row_of_key: dict[tuple[str, str, str], int] = {}
+    row_of_key: dict[tuple[str, str, str | None], int] = {}
     rows = 0
     for slug, resource, row in plan.rows:
         key = plan.keys[slug][resource]
         if row.get(key) is None:
             row = {**row, key: _new_key(resource)}
         text = key_text(row[key])
-        # What `rows_of` would match: only a stored key value, never one with a NUL.
-        matchable = bool(key) and "\x00" not in text
+        # What `rows_of` would match: a stored key value (no text, as for an object, matches the
+        # earlier rows without one), never one with a NUL.
+        matchable = bool(key) and (text is None or "\x00" not in text)
         found = row_of_key.get((slug, resource, text)) if matchable else None
         if found is None:
             found, rows = rows, rows + 1

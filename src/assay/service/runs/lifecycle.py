@@ -159,7 +159,7 @@ def count_ended(
     found = _with_task_run(session, statement, task_run)
     if found is None:
         raise LookupError(f"benchmark run {benchmark_run_id} is gone")
-    ended_now, total = found
+    ended_now, total = tuple(found)
     if ended_now >= total:
         _finalize(session, benchmark_run_id, now)
     _expire_run(session, benchmark_run_id)
@@ -180,14 +180,9 @@ def _with_task_run(session: Session, run_update: Update, task_run: TaskRun | Non
     of two, at the end of `start` and `complete`, while the run's row lock is held. The lock order
     is kept: the caller holds the task run's lock already."""
     changes = _pending_columns(task_run) if task_run is not None else {}
-    if not changes or session.get_bind().dialect.name != "postgresql":
-        session.flush()
-        found = session.execute(run_update).first()
-        if found is not None or task_run is None:
-            return found
-        # Not matched: nothing of the task run's may be written (the caller rolls back).
-        return None
-    assert task_run is not None
+    if task_run is None or not changes or session.get_bind().dialect.name != "postgresql":
+        session.flush()  # unmatched, the task run's row was written all the same: the caller rolls back
+        return session.execute(run_update).first()
     for key, value in changes.items():  # written here, so the flush leaves the row alone
         set_committed_value(task_run, key, value)
     session.flush()
