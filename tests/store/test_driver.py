@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import JSON, Boolean, Column, Integer, MetaData, String, Table, bindparam, insert, select
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from assay.store.database import pipelined
 from assay.store.driver import DriverTransaction
@@ -123,3 +124,41 @@ def test_pipelined_writes_are_sent_together_and_a_failure_among_them_leaves_noth
             session.execute(select(_PROBE.c.id).where(_PROBE.c.n >= 20).order_by(_PROBE.c.n)).scalars().all()
         )
     assert ids == ["piped-1", "piped-2", "piped-4"]
+
+
+class _OrmBase(DeclarativeBase):
+    pass
+
+
+class _OrmProbe(_OrmBase):
+    __tablename__ = f"driver_orm_probe_{uuid.uuid4().hex[:8]}"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    n: Mapped[int] = mapped_column(Integer)
+
+
+def test_an_orm_flush_inside_a_pipelined_block_updates_its_rows(probe: Server) -> None:
+    """`start` and `complete` flush ORM changes inside `pipelined` (the seeded sandboxes'
+    credentials, the task run's row on SQLite). The flush checks each UPDATE's row count, which
+    pipeline mode knows only once answered: those UPDATEs are answered at once, the INSERTs queued
+    before them with them, so the flush neither fails (`StaleDataError`) nor loses a write."""
+    engine = probe.database.engine
+    _OrmBase.metadata.create_all(engine)
+    try:
+        with probe.database.transaction() as session:
+            session.add_all([_OrmProbe(id="orm-1", n=1), _OrmProbe(id="orm-2", n=1)])
+        with probe.database.transaction() as session:
+            rows = list(session.scalars(select(_OrmProbe).order_by(_OrmProbe.id)))
+            with pipelined(session):
+                session.execute(_INSERT, [_row("orm-piped", 30, None)])
+                rows[0].n, rows[1].n = 2, 3
+                session.add(_OrmProbe(id="orm-3", n=4))
+                session.flush()
+                assert (
+                    session.execute(select(_PROBE.c.id).where(_PROBE.c.id == "orm-piped")).scalar()
+                    == "orm-piped"
+                )
+        with probe.database.reading() as session:
+            found = {row.id: row.n for row in session.scalars(select(_OrmProbe))}
+        assert found == {"orm-1": 2, "orm-2": 3, "orm-3": 4}
+    finally:
+        _OrmBase.metadata.drop_all(engine)

@@ -11,7 +11,13 @@ closes what surfaces keep while the app runs.
 """
 
 from assay.sandboxes.capture import CapturedState, capture, materialize, state_of
-from assay.sandboxes.datasets import dataset_problems, prepare_datasets, seed, unsupported_dataset
+from assay.sandboxes.datasets import (
+    dataset_problems,
+    prepare_datasets,
+    prepared_types,
+    seed,
+    unsupported_dataset,
+)
 from assay.sandboxes.events import record_event
 from assay.sandboxes.lifetime import close_surfaces, open_surfaces
 from assay.sandboxes.listeners import Listeners, has_listeners
@@ -62,6 +68,7 @@ __all__ = [
     "open_deployment",
     "open_surfaces",
     "prepare_datasets",
+    "prepared_types",
     "provision",
     "purge_playgrounds",
     "record_event",

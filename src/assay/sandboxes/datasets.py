@@ -14,8 +14,9 @@ from typing import Any
 from assay.sandboxes.provision import sandboxes_of
 from assay.sandboxes.registry import DATASET_TYPES, PREPARING, SURFACES
 from assay.sandboxes.surface import Deployment, RunContext
+from assay.store.models import Sandbox
 
-__all__ = ["dataset_problems", "prepare_datasets", "seed", "unsupported_dataset"]
+__all__ = ["dataset_problems", "prepare_datasets", "prepared_types", "seed", "unsupported_dataset"]
 
 
 def dataset_problems(kind: str, data: Any) -> dict[str, list[str]] | None:
@@ -34,13 +35,21 @@ def unsupported_dataset(datasets: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
-def seed(run: RunContext, datasets: Sequence[Mapping[str, Any]]) -> None:
+def seed(
+    run: RunContext, datasets: Sequence[Mapping[str, Any]], sandboxes: Sequence[Sandbox] | None = None
+) -> None:
     """Hand each surface its datasets, in load order (every surface is called, with none too: it
-    creates its store); inside the caller's transaction."""
-    rows = {sandbox.type: sandbox for sandbox in sandboxes_of(run.session, run.playground_id)}
+    creates its store); inside the caller's transaction. `sandboxes`: the playground's rows, when
+    the caller holds them (`Provisioned`)."""
+    rows = {sandbox.type: sandbox for sandbox in sandboxes_of(run.session, run.playground_id, sandboxes)}
     for name, surface in SURFACES.items():
         mine = [dataset for dataset in datasets if dataset.get("type") == surface.dataset_type]
         surface.seed(run, rows[name], mine)
+
+
+def prepared_types() -> frozenset[str]:
+    """The dataset types whose surfaces build something before `start`'s transaction (`Preparing`)."""
+    return frozenset(t for name in PREPARING if (t := SURFACES[name].dataset_type) is not None)
 
 
 def prepare_datasets(datasets: Sequence[Mapping[str, Any]], deployment: Deployment) -> None:

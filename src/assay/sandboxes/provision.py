@@ -8,6 +8,7 @@ the task run is started.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
@@ -17,10 +18,27 @@ from assay.sandboxes.surface import Access, Deployment, Purge, RunContext, deplo
 from assay.store import new_id, utcnow
 from assay.store.models import Playground, Sandbox
 
-__all__ = ["describe", "provision", "purge_playgrounds", "sandboxes_of", "surface_endpoints", "teardown"]
+__all__ = [
+    "Provisioned",
+    "describe",
+    "provision",
+    "purge_playgrounds",
+    "sandboxes_of",
+    "surface_endpoints",
+    "teardown",
+]
 
 
-def provision(run: RunContext) -> Playground:
+@dataclass(frozen=True, slots=True)
+class Provisioned:
+    """What `provision` wrote, kept referenced for the rest of `start`: the session's identity
+    map holds rows weakly, and each row let go was read again (`seed`, `describe`)."""
+
+    playground: Playground
+    sandboxes: list[Sandbox]
+
+
+def provision(run: RunContext) -> Provisioned:
     """A new, active playground for one task run with a sandbox row per registered surface; each
     row keeps what its surface's `provision` returns (credentials, settings its routes read)."""
     session, now = run.session, utcnow()
@@ -33,7 +51,7 @@ def provision(run: RunContext) -> Playground:
         updated_at=now,
     )
     session.add(playground)
-    session.add_all(
+    rows = [
         Sandbox(
             id=new_id("sbx_"),
             org_id=run.org_id,
@@ -44,12 +62,18 @@ def provision(run: RunContext) -> Playground:
             created_at=now,
         )
         for name, surface in SURFACES.items()
-    )
+    ]
+    session.add_all(rows)
     session.flush()
-    return playground
+    return Provisioned(playground, sorted(rows, key=lambda row: row.id))
 
 
-def sandboxes_of(session: Session, playground_id: str) -> list[Sandbox]:
+def sandboxes_of(
+    session: Session, playground_id: str, known: Sequence[Sandbox] | None = None
+) -> list[Sandbox]:
+    """The playground's sandbox rows by id: `known` when the caller holds them (`Provisioned`)."""
+    if known is not None:
+        return list(known)
     return list(
         session.scalars(select(Sandbox).where(Sandbox.playground_id == playground_id).order_by(Sandbox.id))
     )
@@ -63,12 +87,20 @@ def surface_endpoints(base: str) -> dict[str, str]:
     return endpoints
 
 
-def describe(session: Session, playground: Playground, *, host: str, deployment: Deployment) -> Access:
+def describe(
+    session: Session,
+    playground: Playground,
+    *,
+    host: str,
+    deployment: Deployment,
+    sandboxes: Sequence[Sandbox] | None = None,
+) -> Access:
     """Endpoints (URL paths, no trailing slash) and credentials of a started task run, for the
-    surfaces that are live (docs/sandboxes.md): nothing is advertised that would answer 404."""
+    surfaces that are live (docs/sandboxes.md): nothing is advertised that would answer 404.
+    `sandboxes` are its rows when the caller holds them (`start`, which just wrote them)."""
     base = f"/v1/task-runs/{playground.task_run_id}"
     credentials: dict[str, object] = {}
-    for sandbox in sandboxes_of(session, playground.id):
+    for sandbox in sandboxes_of(session, playground.id, sandboxes):
         surface = SURFACES.get(sandbox.type)
         if surface is not None:
             credentials.update(surface.credentials(sandbox, host, deployment))

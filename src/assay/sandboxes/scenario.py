@@ -13,6 +13,7 @@ from typing import Any
 from assay.sandboxes.provision import sandboxes_of
 from assay.sandboxes.registry import SCENARIO_STEPS
 from assay.sandboxes.surface import RunContext
+from assay.store.models import Sandbox
 
 __all__ = ["run_scenario", "unsupported_step"]
 
@@ -26,11 +27,14 @@ def unsupported_step(scenario: Sequence[Any] | None) -> str | None:
     return None
 
 
-def run_scenario(run: RunContext, scenario: Sequence[Mapping[str, Any]] | None) -> None:
-    """Run each step against its surface's sandbox; `ProvisionFailed` names the failing step."""
+def run_scenario(
+    run: RunContext, scenario: Sequence[Mapping[str, Any]] | None, sandboxes: Sequence[Sandbox] | None = None
+) -> None:
+    """Run each step against its surface's sandbox; `ProvisionFailed` names the failing step.
+    `sandboxes`: the playground's rows, when the caller holds them (`Provisioned`)."""
     if not scenario:
         return
-    rows = {sandbox.type: sandbox for sandbox in sandboxes_of(run.session, run.playground_id)}
+    rows = {sandbox.type: sandbox for sandbox in sandboxes_of(run.session, run.playground_id, sandboxes)}
     for step in scenario:
         surface, handler = SCENARIO_STEPS[str(step["step"])]
         handler(run, rows[surface.name], step)

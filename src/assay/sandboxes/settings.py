@@ -7,6 +7,8 @@ the benchmark's current environment row, exactly as the datasets are chosen. Its
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +35,8 @@ class RunEnvironment:
     a draft run."""
     version_id: str | None = None
     """A published run's `BenchmarkVersion`."""
+    task_dataset_ids: tuple[tuple[str, ...], ...] = ()
+    """A published run's tasks' own `dataset_ids`, each distinct list once (empty for a draft)."""
 
 
 def run_environment(session: Session, benchmark_run: BenchmarkRun) -> RunEnvironment:
@@ -43,16 +47,31 @@ def run_environment(session: Session, benchmark_run: BenchmarkRun) -> RunEnviron
     down: the datasets (`service.sandboxes.datasets`) and the surfaces' settings come from it.
     """
     if benchmark_run.version_id:
+        with _PUBLISHED_LOCK:
+            known = _PUBLISHED.get(benchmark_run.version_id)
+            if known is not None:
+                _PUBLISHED.move_to_end(benchmark_run.version_id)
+                return known
         version = session.get(BenchmarkVersion, benchmark_run.version_id)
         frozen = (version.frozen if version is not None else None) or {}
         environment = frozen.get("environment")
         environment = environment if isinstance(environment, dict) else {}
-        return RunEnvironment(
+        found = RunEnvironment(
             list(environment.get("dataset_ids") or []),
             _settings(environment),
             frozen.get("datasets") or {},
             benchmark_run.version_id,
+            _task_dataset_ids(frozen.get("tasks")),
         )
+        # A version published before contents were stored apart holds them inline, and the
+        # FHIR layer may rewrite a content in place: those are read anew for every start.
+        inline = any(isinstance(d, dict) and "data" in d for d in (found.frozen_datasets or {}).values())
+        if version is not None and not inline:
+            with _PUBLISHED_LOCK:
+                _PUBLISHED[benchmark_run.version_id] = found
+                while len(_PUBLISHED) > _PUBLISHED_KEPT:
+                    _PUBLISHED.popitem(last=False)
+        return found
     benchmark = session.get(Benchmark, benchmark_run.benchmark_id)
     row = (
         session.get(Environment, benchmark.environment_id) if benchmark and benchmark.environment_id else None
@@ -60,6 +79,23 @@ def run_environment(session: Session, benchmark_run: BenchmarkRun) -> RunEnviron
     if row is None:
         return RunEnvironment()
     return RunEnvironment(list(row.dataset_ids or []), _settings({"settings": row.settings}))
+
+
+_PUBLISHED: OrderedDict[str, RunEnvironment] = OrderedDict()
+"""Published versions' environments by version id: a version never changes once published, so
+every `start` of its runs (and `prepare_start` before it) reads it once per process, not twice per
+start. Callers only read it."""
+_PUBLISHED_KEPT = 256
+_PUBLISHED_LOCK = threading.Lock()
+
+
+def _task_dataset_ids(tasks: Any) -> tuple[tuple[str, ...], ...]:
+    lists: dict[tuple[str, ...], None] = {}
+    for frozen in tasks if isinstance(tasks, list) else []:
+        task = frozen.get("task") if isinstance(frozen, dict) else None
+        named = task.get("dataset_ids") if isinstance(task, dict) else None
+        lists[tuple(map(str, named or []))] = None
+    return tuple(lists)
 
 
 def _settings(environment: Mapping[str, Any]) -> dict[str, Any]:

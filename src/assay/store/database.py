@@ -89,14 +89,23 @@ def pipelined(session: Session) -> Iterator[None]:
 
     A statement that may return rows (a SELECT, anything with RETURNING) is answered at once:
     the pipeline is synced right after it, so reads inside the block (a surface's teardown hook)
-    see their rows. An INSERT/UPDATE/DELETE's `rowcount` is unknown until the end, and the ORM's
-    flush checks it, so the block turns autoflush off: flush pending ORM changes after it.
+    see their rows. An INSERT/UPDATE/DELETE's `rowcount` is unknown until the end, but the ORM's
+    flush checks an UPDATE's or DELETE's: one a flush issues is answered at once too (with
+    everything queued before it). The block turns autoflush off.
     SQLite runs the statements one by one; they are in-process calls there anyway."""
     connection = session.connection()
     if connection.dialect.name != "postgresql":
         yield
         return
     driver = connection.connection.driver_connection
+    flushing = [False]
+
+    def flush_began(*_args: Any) -> None:
+        flushing[0] = True
+
+    def flush_ended(*_args: Any) -> None:
+        flushing[0] = False
+
     with session.no_autoflush, driver.pipeline() as pipeline:  # type: ignore[union-attr]
 
         def answer_reads(
@@ -106,14 +115,18 @@ def pipelined(session: Session) -> Iterator[None]:
             writes_only = (context.isinsert or context.isupdate or context.isdelete) and not (
                 compiled is not None and compiled.effective_returning
             )
-            if not writes_only:
+            if not writes_only or (flushing[0] and not context.isinsert):
                 pipeline.sync()
 
         event.listen(connection, "after_cursor_execute", answer_reads)
+        event.listen(session, "before_flush", flush_began)
+        event.listen(session, "after_flush", flush_ended)
         try:
             yield
         finally:
             event.remove(connection, "after_cursor_execute", answer_reads)
+            event.remove(session, "before_flush", flush_began)
+            event.remove(session, "after_flush", flush_ended)
 
 
 class FairLock:

@@ -228,3 +228,24 @@ def test_a_portal_without_its_own_payer_decides_with_the_x12_payer(server: Serve
     with alone.agent() as agent:
         submitted = ok(agent.post(f"{alone.portal}/prior_auth_requests", json=SUBMISSION), 201)
     assert (submitted["status"], submitted["auth_number"]) == ("submitted", None)
+
+
+def test_a_later_dataset_row_with_an_earlier_rows_key_is_a_new_version_of_it(
+    server: Server, api: httpx.Client
+) -> None:
+    """The seed resolves rows by key as `set_row` does (it writes them all in one statement): a row
+    whose key an earlier dataset's row has is a new version of that row, not a second row (listed
+    where its last version puts it, as after a PATCH)."""
+    first = {"resources": {"patients": {"rows": [
+        {"member_id": "M1001", "name": "Ann Lee"}, {"member_id": "M1002", "name": "Bo Diaz"},
+    ]}}}  # fmt: skip
+    later = {"resources": {"patients": {"rows": [{"member_id": "M1001", "name": "Ann Lee-Park"}]}}}
+    ids = [dataset(api, "portal", first), dataset(api, "portal", later)]
+    started = start_portal_task(server, api, [MRI_APPROVED], datasets=ids)
+    with started.agent() as agent:
+        patients = ok(agent.get(f"{started.portal}/patients"))["data"]
+        assert [(p["member_id"], p["name"]) for p in patients] == [
+            ("M1002", "Bo Diaz"),
+            ("M1001", "Ann Lee-Park"),
+        ]
+        assert ok(agent.get(f"{started.portal}/patients/M1001"))["name"] == "Ann Lee-Park"

@@ -48,6 +48,7 @@ __all__ = [
     "LayerCache",
     "LayerNotLoadable",
     "LayerSource",
+    "insert_missing",
     "layer_hash",
     "layer_key",
     "load_layer",
@@ -188,7 +189,7 @@ def _row_chunks(layer: Layer) -> Iterator[list[dict[str, Any]]]:
         yield chunk
 
 
-def _insert_missing(engine: Engine, table: type[Any]) -> Any:
+def insert_missing(engine: Engine, table: type[Any]) -> Any:
     """INSERT that skips rows already there (SQLite and PostgreSQL); a plain INSERT elsewhere."""
     if engine.dialect.name == "sqlite":
         return sqlite_insert(table).on_conflict_do_nothing()
@@ -281,7 +282,7 @@ class _RowWriter:
 
     def __init__(self, engine: Engine):
         self.engine = engine
-        self.statement = _insert_missing(engine, FhirLayerResource)
+        self.statement = insert_missing(engine, FhirLayerResource)
         self._queue: queue.Queue[list[dict[str, Any]] | None] = queue.Queue(self._QUEUED)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="assay-layer-writer", daemon=True)
@@ -388,6 +389,9 @@ class LayerCache:
         self.read_engine = read_only(engine)
         self._layers: OrderedDict[str, Layer] = OrderedDict()
         self._building: dict[str, threading.Lock] = {}
+        self._stored: set[str] = set()
+        """Layers known to be committed (seen by a read outside any caller's transaction, or
+        stored by `build`): layers are never deleted, so these need no SQL to be found again."""
         self._lock = threading.Lock()
         self.builds = 0
         """Layers this process built from datasets (a warm start builds none)."""
@@ -402,10 +406,12 @@ class LayerCache:
         """
         key = source.key
         with self._lock:
+            if key in self._stored:
+                return key
             cached = self._layers.get(key)
         with using(self.engine, conn) as db:
-            # Existence is decided by SQL, never by the cache: a caller's transaction that
-            # stored a layer may have rolled back since.
+            # Existence is decided by SQL, never by the cache of built layers: a caller's
+            # transaction that stored a layer may have rolled back since.
             if db.execute(select(FhirLayer.hash).where(FhirLayer.hash == key)).first() is not None:
                 return key
             now = utcnow()
@@ -438,10 +444,15 @@ class LayerCache:
         """
         key = source.key
         with self._lock:
+            if key in self._stored:
+                return
             building = self._building.setdefault(key, threading.Lock())
         with building:  # one build per layer in this process; the others wait, then find it
             with self.read_engine.connect() as conn:
                 if conn.execute(select(FhirLayer.hash).where(FhirLayer.hash == key)).first() is not None:
+                    with self._lock:
+                        self._stored.add(key)
+                        self._building.pop(key, None)
                     return
             with self._lock:
                 cached = self._layers.get(key)
@@ -460,6 +471,7 @@ class LayerCache:
                 pass  # another worker finished the same content first
             with self._lock:
                 self._remember(layer)
+                self._stored.add(key)
                 self._building.pop(key, None)
 
     def _load(self, source: LayerSource, now: datetime) -> Layer:

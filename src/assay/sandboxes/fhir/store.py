@@ -27,7 +27,7 @@ from assay.formats.fhir import FhirStore
 from assay.sandboxes.fhir._db import using
 from assay.sandboxes.fhir.answers import SearchAnswers
 from assay.sandboxes.fhir.index import _VERSION_COLUMNS, Current, StoreIndex, VersionRow, version_rows
-from assay.sandboxes.fhir.layers import LayerCache, LayerSource
+from assay.sandboxes.fhir.layers import LayerCache, LayerSource, insert_missing
 from assay.sandboxes.fhir.outcomes import FhirError
 from assay.sandboxes.fhir.resources import next_version, stamp
 from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
@@ -165,12 +165,11 @@ class EmbeddedFhir:
         that layer must be built."""
         source = bundles if isinstance(bundles, LayerSource) else LayerSource.of(bundles) if bundles else None
         layer = self.layers.ensure(source, conn) if source is not None else None
-        with using(self.engine, conn) as db:
-            if db.execute(select(FhirStoreRow.id).where(FhirStoreRow.id == store_id)).first() is None:
-                db.execute(
-                    insert(FhirStoreRow),
-                    [{"id": store_id, "layer_hash": layer, "seq": 0, "created_at": utcnow()}],
-                )
+        with using(self.engine, conn) as db:  # one statement: a `start` provisions a new store
+            db.execute(
+                insert_missing(db.engine, FhirStoreRow),
+                [{"id": store_id, "layer_hash": layer, "seq": 0, "created_at": utcnow()}],
+            )
 
     def exists(self, store_id: str, conn: Connection | None = None) -> bool:
         with using(self.engine, conn) as db:

@@ -134,8 +134,8 @@ class Hl7Sandbox(LogSurface):
 
     def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None:
         facility = (sandbox.credentials or {})["receiving_facility"]
+        # Flushed with the rest of `start`'s rows: nothing reads it before the commit.
         register_facility(run.session, facility, sandbox, run.task_run_id)
-        run.session.flush()
         connection = run.session.connection()
         for dataset in datasets:
             inbox = (dataset.get("data") or {}).get("inbox") or []

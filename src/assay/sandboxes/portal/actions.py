@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, insert, select
 
 from assay.core.values import read_dotted
 from assay.sandboxes.gate import admit_surface
@@ -32,8 +32,10 @@ from assay.sandboxes.portal.store import (
     head,
     key_text,
     rows_of,
+    version_values,
     write_row,
 )
+from assay.sandboxes.portal.tables import PortalVersion
 from assay.sandboxes.x12.tables import X12Payer
 from assay.store import BadRequest, Conflict, Invalid, NotFound
 from assay.store.models import Sandbox
@@ -63,13 +65,38 @@ class RowPage:
     limit: int
 
 
-def seed_portal(conn: Connection, playground_id: str, datasets: Sequence[Mapping[str, Any]]) -> None:
-    """Create the playground's portal store and load its `portal` datasets in order (docs/sandboxes.md)."""
+def seed_portal(conn: Connection, playground_id: str, datasets: Sequence[Mapping[str, Any]]) -> int:
+    """Create the playground's portal store and load its `portal` datasets in order
+    (docs/sandboxes.md); the store's last sequence number.
+
+    The store is new and this transaction's alone, so the upserts are resolved here (a later row
+    with an earlier row's key is a new version of it, as `set_row` would make it) and written
+    with the store row in two statements, not three per row."""
     plan = plan_seed(datasets)
-    create_store(conn, playground_id, plan.keys, plan.payers)
-    store = open_store(conn, playground_id, lock=True)
+    versions: list[dict[str, Any]] = []
+    row_of_key: dict[tuple[str, str, str | None], int] = {}
+    rows = 0
     for slug, resource, row in plan.rows:
-        store, _ = _upsert(conn, store, slug, resource, row)
+        key = plan.keys[slug][resource]
+        if row.get(key) is None:
+            row = {**row, key: _new_key(resource)}
+        text = key_text(row[key])
+        # What `rows_of` would match: a stored key value (no text, as for an object, matches the
+        # earlier rows without one), never one with a NUL.
+        matchable = bool(key) and (text is None or "\x00" not in text)
+        found = row_of_key.get((slug, resource, text)) if matchable else None
+        if found is None:
+            found, rows = rows, rows + 1
+            if matchable:
+                row_of_key[(slug, resource, text)] = found
+        key_value = text if key else None
+        versions.append(
+            version_values(playground_id, len(versions) + 1, found, slug, resource, key_value, row)
+        )
+    create_store(conn, playground_id, plan.keys, plan.payers, seq=len(versions), rows=rows)
+    if versions:
+        conn.execute(insert(PortalVersion), versions)
+    return len(versions)
 
 
 def open_store(conn: Connection, playground_id: str, *, lock: bool = False) -> StoreHead:

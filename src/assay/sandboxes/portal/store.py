@@ -30,6 +30,7 @@ __all__ = [
     "key_text",
     "rows_at",
     "rows_of",
+    "version_values",
     "write_row",
 ]
 
@@ -73,13 +74,20 @@ def key_text(value: Any) -> str | None:
 
 
 def create_store(
-    conn: Connection, playground_id: str, keys: Mapping[str, Mapping[str, str]], payers: Mapping[str, Any]
+    conn: Connection,
+    playground_id: str,
+    keys: Mapping[str, Mapping[str, str]],
+    payers: Mapping[str, Any],
+    *,
+    seq: int = 0,
+    rows: int = 0,
 ) -> None:
+    """The store row; `seq` and `rows` count the versions written with it (seeding)."""
     conn.execute(
         insert(PortalStoreRow).values(
             playground_id=playground_id,
-            seq=0,
-            rows=0,
+            seq=seq,
+            rows=rows,
             keys={slug: dict(by_resource) for slug, by_resource in keys.items()},
             payers=dict(payers),
             failed_logins=0,
@@ -108,6 +116,27 @@ def head(conn: Connection, playground_id: str, *, lock: bool = False) -> StoreHe
     )
 
 
+def version_values(
+    playground_id: str,
+    seq: int,
+    row_no: int,
+    slug: str,
+    resource: str,
+    key_value: str | None,
+    row: Mapping[str, Any],
+) -> dict[str, Any]:
+    """One `portal_versions` row: version `seq` of row `row_no`."""
+    return {
+        "playground_id": playground_id,
+        "seq": seq,
+        "row_no": row_no,
+        "slug": slug,
+        "resource": resource,
+        "key_value": key_value,
+        "body": json.dumps(row, ensure_ascii=False, separators=(",", ":")),
+    }
+
+
 def write_row(
     conn: Connection, store: StoreHead, slug: str, resource: str, row: Mapping[str, Any], row_no: int | None
 ) -> StoreHead:
@@ -120,15 +149,10 @@ def write_row(
     if row_no is None:
         row_no, rows = rows, rows + 1
     key = store.keys.get(slug, {}).get(resource)
+    key_value = key_text(row.get(key)) if key else None
     conn.execute(
         insert(PortalVersion).values(
-            playground_id=store.playground_id,
-            seq=seq,
-            row_no=row_no,
-            slug=slug,
-            resource=resource,
-            key_value=key_text(row.get(key)) if key else None,
-            body=json.dumps(row, ensure_ascii=False, separators=(",", ":")),
+            version_values(store.playground_id, seq, row_no, slug, resource, key_value, row)
         )
     )
     conn.execute(

@@ -168,8 +168,8 @@ class PortalSandbox(LifecycleSurface):
         }
 
     def seed(self, run: RunContext, sandbox: Sandbox, datasets: Sequence[Mapping[str, Any]]) -> None:
-        actions.seed_portal(run.session.connection(), run.playground_id, datasets)
-        _mark_seeded(run, sandbox)
+        seq = actions.seed_portal(run.session.connection(), run.playground_id, datasets)
+        sandbox.credentials = {**(sandbox.credentials or {}), _SEEDED_SEQ: seq}
 
     def credentials(self, sandbox: Sandbox, host: str, deployment: Deployment) -> dict[str, Any]:
         saved = sandbox.credentials or {}

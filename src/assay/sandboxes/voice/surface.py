@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter
-from sqlalchemy import Select, delete, select
+from sqlalchemy import Select, case, delete, exists, literal, select
 from sqlalchemy.orm import Session
 
 from assay.core.state import VoiceTurn
@@ -42,6 +42,10 @@ __all__ = ["VoiceSandbox", "VoiceView"]
 
 
 _OPEN = ("active", "ringing")
+_CALL_OPEN = -1
+"""`capture_read`'s value while a call is open (a sequence number is never negative)."""
+_NO_CALL_OPEN = "voice.no_call_open"
+"""`Session.info` key: the playgrounds this unit of work captured, none of whose calls is open."""
 
 
 class VoiceView(StateView):
@@ -117,22 +121,32 @@ class VoiceSandbox(LogSurface):
     def credentials(self, sandbox: Sandbox, host: str, deployment: Deployment) -> dict[str, Any]:
         return {"voice": {"phone_number": phone_number(sandbox.credentials or {})}}
 
+    def capture_read(self, sandbox_id: str, playground_id: str) -> Select[Any]:
+        """The last turn's sequence number, or `_CALL_OPEN` while a call is open: one value, read
+        with the other surfaces' (it was a read of its own on every `complete`)."""
+        open_call = select(VoiceCallRow.id).where(
+            VoiceCallRow.sandbox_id == sandbox_id, VoiceCallRow.status.in_(_OPEN)
+        )
+        return select(
+            case((exists(open_call), literal(_CALL_OPEN)), else_=last_turn(sandbox_id).scalar_subquery())
+        )
+
     def capture(
         self, session: Session, sandbox_id: str, playground_id: str, deployment: Deployment, read: Any = None
     ) -> Any:
-        """Calls still open are hung up first, so the graded transcript ends with the hang-up."""
-        active = session.execute(
-            select(VoiceCallRow.id).where(
-                VoiceCallRow.sandbox_id == sandbox_id, VoiceCallRow.status.in_(_OPEN)
-            )
-        ).first()
-        if active is not None:
+        """Calls still open are hung up first, so the graded transcript ends with the hang-up.
+        Then none is open, and none can open before the commit (the capture holds the sandbox
+        rows' lock, `sandboxes/gate.py`): the teardown that follows need not look."""
+        if read == _CALL_OPEN:
             end_calls(session.connection(), [sandbox_id], "the task run completed")
             read = session.execute(last_turn(sandbox_id)).scalar()
+        session.info.setdefault(_NO_CALL_OPEN, set()).add(playground_id)
         return super().capture(session, sandbox_id, playground_id, deployment, read)
 
     def teardown(self, session: Session, playground_id: str, deployment: Deployment) -> None:
         """A call that outlives its task run (cancelled, past its deadline) is hung up."""
+        if playground_id in session.info.get(_NO_CALL_OPEN, ()):
+            return
         sandboxes = sorted(
             set(
                 session.execute(

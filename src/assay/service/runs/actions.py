@@ -10,10 +10,12 @@ all of its task runs, then the run (`lifecycle.lock_run`).
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from assay import sandboxes
@@ -44,8 +46,8 @@ from assay.service.runs.overrides import carry_overrides, score_rows
 from assay.service.runs.repository import (
     current_criterion_runs,
     get_benchmark_run,
-    get_task_run,
     lock_task_run,
+    task_run_and_run,
 )
 from assay.service.runs.schemas import BenchmarkRunCreate
 from assay.service.sandboxes.datasets import DatasetChanged, datasets_for
@@ -211,14 +213,9 @@ def create_benchmark_run(session: Session, caller: Caller, body: BenchmarkRunCre
 
 def _lock_for(session: Session, caller: Caller, task_run_id: str) -> tuple[BenchmarkRun, TaskRun]:
     """Lock the task run `task_run_id` as seen by `caller` (foreign → 404), and read its run
-    without a lock (its counters are changed only by single conditional UPDATEs)."""
-    task_run = lock_task_run(session, caller, task_run_id)
-    statement = (
-        select(BenchmarkRun)
-        .where(BenchmarkRun.id == task_run.benchmark_run_id)
-        .execution_options(populate_existing=True)
-    )
-    return session.scalars(statement).one(), task_run
+    without a lock (its counters are changed only by single conditional UPDATEs): one statement."""
+    task_run, benchmark_run = task_run_and_run(session, caller, task_run_id, lock=True)
+    return benchmark_run, task_run
 
 
 def _limit_reached(session: Session, benchmark_run: BenchmarkRun, task_run: TaskRun) -> Conflict:
@@ -242,13 +239,10 @@ def prepare_start(database: Database, caller: Caller, task_run_id: str, deployme
     while the layer is stored (on SQLite it kept the WAL from being checkpointed)."""
     with database.reading() as session:
         try:
-            task_run = get_task_run(session, caller, task_run_id)
+            task_run, benchmark_run = task_run_and_run(session, caller, task_run_id)
         except DomainError:
             return
         if (task_run.phase, task_run.status) != states.CREATED:
-            return
-        benchmark_run = session.get(BenchmarkRun, task_run.benchmark_run_id)
-        if benchmark_run is None:
             return
         environment = sandboxes.run_environment(session, benchmark_run)
         datasets = datasets_for(session, task_run, environment, reading=database.reading)
@@ -258,6 +252,38 @@ def prepare_start(database: Database, caller: Caller, task_run_id: str, deployme
         sandboxes.prepare_datasets(datasets, deployment)
     except DatasetChanged:
         return
+    if _one_prepared_set(environment):
+        with _PREPARED_LOCK:
+            _PREPARED[benchmark_run.id] = None
+            while len(_PREPARED) > _PREPARED_KEPT:
+                _PREPARED.popitem(last=False)
+
+
+def is_prepared(benchmark_run_id: str | None) -> bool:
+    """Whether `prepare_start` has nothing left to do for any task run of this run in this worker:
+    it is published, and every one of its tasks seeds the same prepared datasets, which a start of
+    it here has prepared. The route then skips it (its read and its thread). Only a shortcut: a
+    `start` that finds something not prepared still builds it, in its transaction."""
+    with _PREPARED_LOCK:
+        return benchmark_run_id in _PREPARED
+
+
+_PREPARED: OrderedDict[str, None] = OrderedDict()
+_PREPARED_KEPT = 4096
+_PREPARED_LOCK = threading.Lock()
+
+
+def _one_prepared_set(environment: sandboxes.RunEnvironment) -> bool:
+    """A published run whose tasks all name the same datasets of the types prepared before start."""
+    if environment.version_id is None or environment.frozen_datasets is None:
+        return False
+    types, frozen = sandboxes.prepared_types(), environment.frozen_datasets
+
+    def prepared(task_ids: tuple[str, ...]) -> tuple[str, ...]:
+        named = dict.fromkeys([*environment.dataset_ids, *task_ids])
+        return tuple(i for i in named if isinstance(frozen.get(i), dict) and frozen[i].get("type") in types)
+
+    return len({prepared(ids) for ids in environment.task_dataset_ids}) <= 1
 
 
 def start_task_run(
@@ -307,21 +333,28 @@ def _start(
     run = sandboxes.RunContext(
         session, task_run.org_id, task_run.id, new_id("pg_"), environment.settings, deployment
     )
-    sandboxes.provision(run)
-    task_run.playground_id = run.playground_id
-    try:
-        sandboxes.seed(run, datasets)
-        sandboxes.run_scenario(run, scenario)
-    except sandboxes.ProvisionFailed as failed:  # teardown ends the playground
-        return _fail_start(session, task_run, now, str(failed))
-    task_run.phase, task_run.status = states.STARTED
-    task_run.started_at = now
-    task_run.deadline_at = now + timedelta(seconds=task_run.timeout_seconds)
-    access = _access(session, task_run, host, deployment)
-    # Last: the slot is taken under the run's row lock, held from here to the commit. Losing the
-    # race for the last slot after the check above rolls the whole start back.
-    if not take_slot(session, benchmark_run.id, now):
-        raise _limit_reached(session, benchmark_run, task_run)
+    # The playground's rows and every surface's seed are writes nobody reads back: on PostgreSQL
+    # they go out together and are answered once, with the slot (a read inside, such as a
+    # dataset's content, is answered at once).
+    with pipelined(session):
+        provisioned = sandboxes.provision(run)
+        task_run.playground_id = run.playground_id
+        try:
+            sandboxes.seed(run, datasets, provisioned.sandboxes)
+            sandboxes.run_scenario(run, scenario, provisioned.sandboxes)
+        except sandboxes.ProvisionFailed as failed:  # teardown ends the playground
+            return _fail_start(session, task_run, now, str(failed))
+        task_run.phase, task_run.status = states.STARTED
+        task_run.started_at = now
+        task_run.deadline_at = now + timedelta(seconds=task_run.timeout_seconds)
+        access = sandboxes.describe(
+            session, provisioned.playground, host=host, deployment=deployment, sandboxes=provisioned.sandboxes
+        )
+        # Last: the slot is taken under the run's row lock, held from here to the commit, and the
+        # task run's row written with it. Losing the race for the last slot after the check above
+        # rolls the whole start back.
+        if not take_slot(session, benchmark_run.id, now, task_run=task_run):
+            raise _limit_reached(session, benchmark_run, task_run)
     return Started(task_run, access)
 
 
@@ -380,12 +413,14 @@ def _complete(
     task_run.capture = pointer
     grading = grading or Grading()
     verification = verify_capture(session, task_run, pointer, grading, grading.judge)
-    with pipelined(session):  # the criterion runs and the teardown: one round trip on PostgreSQL
+    scored = benchmark_run.scored
+    # The criterion runs, the teardown and the task run's end with the run's count: one round
+    # trip on PostgreSQL (`pipelined`, `count_ended`).
+    with pipelined(session):
         rows = record_criterion_runs(session, task_run, verification)
         end_task_run(session, task_run, "complete", now)
-    store_score(task_run, verification.score)
-    scored = benchmark_run.scored
-    count_ended(session, benchmark_run.id, now, ended=1, released=1)
+        store_score(task_run, verification.score)
+        count_ended(session, benchmark_run.id, now, ended=1, released=1, task_run=task_run)
     return Completion(task_run, rows, scored)
 
 

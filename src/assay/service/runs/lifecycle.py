@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from datetime import datetime
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import and_, func, literal, or_, select, update
+from sqlalchemy import Row, Table, Update, and_, exists, func, inspect, literal, or_, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from assay.core.scoring import TaskScore, score_benchmark_run
 from assay.sandboxes import teardown
@@ -101,22 +102,29 @@ def finalize_if_done(benchmark_run: BenchmarkRun, task_runs: list[TaskRun], now:
     return True
 
 
-def take_slot(session: Session, benchmark_run_id: str, now: datetime) -> bool:
+def take_slot(
+    session: Session, benchmark_run_id: str, now: datetime, *, task_run: TaskRun | None = None
+) -> bool:
     """Count a started task run against the run's concurrency, if a slot is free: False when the
-    limit is reached (or the run has ended). Call it last: it holds the run's row lock till commit."""
-    session.flush()
-    run = BenchmarkRun
+    limit is reached (or the run has ended). Call it last: it holds the run's row lock till commit.
+    `task_run` (locked by the caller): its pending changes are written only if the slot is taken,
+    in the same statement on PostgreSQL (`_with_task_run`)."""
+    run = _RUNS
     statement = (
         update(run)
-        .where(run.id == benchmark_run_id, run.status == "active", run.task_runs_running < run.concurrency)
-        .values(
-            task_runs_running=run.task_runs_running + 1,
-            phase=states.STARTED[0],
-            started_at=_coalesce(run.started_at, now),
+        .where(
+            run.c.id == benchmark_run_id,
+            run.c.status == "active",
+            run.c.task_runs_running < run.c.concurrency,
         )
-        .execution_options(**_QUIET)
+        .values(
+            task_runs_running=run.c.task_runs_running + 1,
+            phase=states.STARTED[0],
+            started_at=_coalesce(run.c.started_at, now),
+        )
+        .returning(run.c.id)
     )
-    taken = session.execute(statement).rowcount == 1  # type: ignore[attr-defined]
+    taken = _with_task_run(session, statement, task_run) is not None
     _expire_run(session, benchmark_run_id)
     return taken
 
@@ -125,26 +133,83 @@ def _coalesce(column: Any, now: datetime) -> Any:
     return func.coalesce(column, literal(now, UtcDateTime()))
 
 
-def count_ended(session: Session, benchmark_run_id: str, now: datetime, *, ended: int, released: int) -> None:
+def count_ended(
+    session: Session,
+    benchmark_run_id: str,
+    now: datetime,
+    *,
+    ended: int,
+    released: int,
+    task_run: TaskRun | None = None,
+) -> None:
     """Count `ended` task runs as ended, `released` of which held a slot, in one UPDATE of the
     run's row; the change that reaches the total finalizes the run. Call it last (the run's row
-    lock is held till commit)."""
-    session.flush()
-    run = BenchmarkRun
+    lock is held till commit). `task_run`'s pending changes (the one that ended, locked by the
+    caller) go in the same statement on PostgreSQL (`_with_task_run`)."""
+    run = _RUNS
     statement = (
         update(run)
-        .where(run.id == benchmark_run_id)
+        .where(run.c.id == benchmark_run_id)
         .values(
-            task_runs_ended=run.task_runs_ended + ended,
-            task_runs_running=run.task_runs_running - released,
+            task_runs_ended=run.c.task_runs_ended + ended,
+            task_runs_running=run.c.task_runs_running - released,
         )
-        .returning(run.task_runs_ended, run.task_runs_total)
-        .execution_options(**_QUIET)
+        .returning(run.c.task_runs_ended, run.c.task_runs_total)
     )
-    ended_now, total = session.execute(statement).one()
+    found = _with_task_run(session, statement, task_run)
+    if found is None:
+        raise LookupError(f"benchmark run {benchmark_run_id} is gone")
+    ended_now, total = tuple(found)
     if ended_now >= total:
         _finalize(session, benchmark_run_id, now)
     _expire_run(session, benchmark_run_id)
+
+
+_RUNS = cast(Table, BenchmarkRun.__table__)
+_TASK_RUNS = cast(Table, TaskRun.__table__)
+
+
+def _with_task_run(session: Session, run_update: Update, task_run: TaskRun | None) -> Row[Any] | None:
+    """Run `run_update` (an UPDATE of the run's row with RETURNING) after everything pending, and
+    the first row it returns (None: it matched no row).
+
+    With `task_run`, that row's pending changes are written only when the run's row matched.
+    On PostgreSQL both go in one statement, the run's UPDATE a data-modifying CTE that the task
+    run's UPDATE waits on (`WITH run_row AS (UPDATE benchmark_runs … RETURNING …) UPDATE task_runs
+    … WHERE EXISTS (SELECT FROM run_row) RETURNING <run_row's columns>`): one round trip instead
+    of two, at the end of `start` and `complete`, while the run's row lock is held. The lock order
+    is kept: the caller holds the task run's lock already."""
+    changes = _pending_columns(task_run) if task_run is not None else {}
+    if task_run is None or not changes or session.get_bind().dialect.name != "postgresql":
+        session.flush()  # unmatched, the task run's row was written all the same: the caller rolls back
+        return session.execute(run_update).first()
+    for key, value in changes.items():  # written here, so the flush leaves the row alone
+        set_committed_value(task_run, key, value)
+    session.flush()
+    run_row = run_update.cte("run_row")
+    task_runs = _TASK_RUNS
+    statement = (
+        update(task_runs)
+        .where(task_runs.c.id == task_run.id, exists(select(literal(1)).select_from(run_row)))
+        .values(**{_column_of(key): value for key, value in changes.items()})
+        .returning(*(select(column).select_from(run_row).scalar_subquery() for column in run_row.c))
+    )
+    return session.execute(statement).first()
+
+
+def _pending_columns(task_run: TaskRun) -> dict[str, Any]:
+    """The task run's column attributes changed since it was loaded (or last flushed), new values."""
+    state = inspect(task_run)
+    changes: dict[str, Any] = {}
+    for attribute in state.mapper.column_attrs:
+        history = state.attrs[attribute.key].history
+        if history.added:
+            changes[attribute.key] = history.added[0]
+    return changes
+
+
+def _column_of(key: str) -> str:
+    return str(TaskRun.__mapper__.column_attrs[key].columns[0].name)
 
 
 def rescore_run(session: Session, benchmark_run_id: str, now: datetime) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
-from assay.store import Caller, first_or_404, get_owned, owned
+from assay.store import Caller, NotFound, first_or_404, get_owned, owned
 from assay.store.models import BenchmarkRun, CriterionRun, Playground, TaskRun
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "get_task_run",
     "lock_task_run",
     "overrides_in_force",
+    "task_run_and_run",
     "task_runs",
     "task_runs_of",
 ]
@@ -72,6 +73,26 @@ def lock_task_run(session: Session, caller: Caller, ident: str) -> TaskRun:
         .execution_options(populate_existing=True)
     )
     return first_or_404(session, statement, "task run", ident)
+
+
+def task_run_and_run(
+    session: Session, caller: Caller, ident: str, *, lock: bool = False
+) -> tuple[TaskRun, BenchmarkRun]:
+    """The task run as `caller` sees it (foreign → 404) with its benchmark run, in one statement;
+    with `lock`, the task run's row is locked (not the run's: its counters change only by
+    conditional UPDATEs) and both are re-read."""
+    statement = (
+        task_runs(caller)
+        .add_columns(BenchmarkRun)
+        .join(BenchmarkRun, BenchmarkRun.id == TaskRun.benchmark_run_id)
+        .where(TaskRun.id == ident)
+    )
+    if lock:
+        statement = statement.with_for_update(of=TaskRun).execution_options(populate_existing=True)
+    found = session.execute(statement).first()
+    if found is None:
+        raise NotFound.of("task run", ident)
+    return found[0], found[1]
 
 
 def get_criterion_run(session: Session, caller: Caller, ident: str) -> CriterionRun:

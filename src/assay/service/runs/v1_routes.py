@@ -4,6 +4,7 @@ token, its solver's key, or an org key), start and complete task runs (run token
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from assay.service.deps import (
@@ -64,10 +65,14 @@ def get_task_run(task_run_id: str, session: SessionDep, caller: AnyCaller) -> JS
     return JSONResponse(v1_task_run_json(queries.settled_task_run(session, caller, task_run_id)))
 
 
-def _prepared(task_run_id: str, request: Request, caller: RunCaller) -> None:
-    """Sync, so it runs on a worker thread of its own before the handler's transaction opens:
-    the dataset layers are built and stored holding no lock (`actions.prepare_start`)."""
-    actions.prepare_start(request.app.state.database, caller, task_run_id, request.app.state.deployment)
+async def _prepared(task_run_id: str, request: Request, caller: RunCaller) -> None:
+    """On a worker thread of its own before the handler's transaction opens: the dataset layers
+    are built and stored holding no lock (`actions.prepare_start`). Not at all once this worker
+    prepared everything the run's tasks need (`actions.is_prepared`): no read, no thread."""
+    if actions.is_prepared(caller.benchmark_run_id):
+        return
+    state = request.app.state
+    await run_in_threadpool(actions.prepare_start, state.database, caller, task_run_id, state.deployment)
 
 
 @router.post(

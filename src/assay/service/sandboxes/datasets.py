@@ -16,6 +16,8 @@ holding the write lock, 1.5-2.4 s in which no other request was answered).
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -160,13 +162,56 @@ def _frozen(
     statement = select(cast(BenchmarkVersionDataset.data, Text)).where(
         BenchmarkVersionDataset.version_id == version_id, BenchmarkVersionDataset.dataset_id == ident
     )
+    key = (str(version_id), ident)
     if reading is None:
-        return StoredDataset(
-            ident, kind, dataset.get("hash"), lambda: session.execute(statement).scalar_one()
-        )
+
+        def fetch_here() -> Any:
+            return _PUBLISHED.get(key) or _PUBLISHED.put(key, session.execute(statement).scalar_one())
+
+        return StoredDataset(ident, kind, dataset.get("hash"), fetch_here)
 
     def fetch() -> Any:  # a published version's rows never change
+        found = _PUBLISHED.get(key)
+        if found is not None:
+            return found
         with reading() as own:
-            return own.execute(statement).scalar_one()
+            return _PUBLISHED.put(key, own.execute(statement).scalar_one())
 
     return StoredDataset(ident, kind, dataset.get("hash"), fetch, own_unit_of_work=True)
+
+
+class _Texts:
+    """Published dataset contents as stored text, by (version id, dataset id), least recently used
+    first out past `budget` characters: a published version's contents never change, and each
+    `start` of its runs read every small one (a payer, a portal, a phone line) again, one round
+    trip each inside the transaction. The text is kept, never the decoded value: a surface may
+    rewrite what it is handed. Contents over `largest` characters (the big FHIR bundles, read
+    only to build a layer once) are not kept."""
+
+    def __init__(self, budget: int = 8_000_000, largest: int = 256_000):
+        self.budget, self.largest = budget, largest
+        self.size = 0
+        self.texts: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> str | None:
+        with self.lock:
+            found = self.texts.get(key)
+            if found is not None:
+                self.texts.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, str], text: str) -> str:
+        if not isinstance(text, str) or len(text) > self.largest:
+            return text
+        with self.lock:
+            if key not in self.texts:
+                self.texts[key] = text
+                self.size += len(text)
+            while self.size > self.budget:
+                _, dropped = self.texts.popitem(last=False)
+                self.size -= len(dropped)
+        return text
+
+
+_PUBLISHED = _Texts()
