@@ -39,6 +39,7 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, Unpack, runtime_checkable
 
@@ -46,6 +47,7 @@ from sqlalchemy import Engine, Select
 from sqlalchemy.orm import Session
 
 from assay.sandboxes.events import Interaction, record_event
+from assay.sandboxes.options import Option
 from assay.store.models import Sandbox
 
 if TYPE_CHECKING:
@@ -105,9 +107,12 @@ class Deployment:
     engine: Engine
     host: str = "127.0.0.1"
     """The interface listeners bind to (`assay serve --host`)."""
+    data_dir: Path | None = None
+    """The service's data directory (`--data-dir`); None: `ASSAY_DATA_DIR` or `.assay`."""
     ports: dict[str, int] = field(default_factory=dict)
     options: Mapping[str, Any] = field(default_factory=dict)
-    """Per-surface settings from `service.settings.Settings.surface_options` (`{"hl7": {...}}`)."""
+    """Each surface's settings section (`Surface.options`, every declared key, defaults filled
+    in), by surface name: `service.settings.Settings.surface_options`."""
     runtime: dict[str, Any] = field(default_factory=dict)
     """Per-surface objects a surface keeps for the deployment's lifetime (clients, caches)."""
 
@@ -320,9 +325,11 @@ class Surface(Protocol):
         ...
 
     @property
-    def options(self) -> Mapping[str, type]:
-        """Its settings section: option key → type (`int`, `float`, `str`, `bool`), each set by
-        `ASSAY_<NAME>_<KEY>` and read with `deployment.option(name, key, default)`."""
+    def options(self) -> Mapping[str, type | Option]:
+        """Its settings section (`sandboxes/options.py`): option key → type (`int`, `float`,
+        `str`, `bool`) or `Option` (with a default, a check, a variable of its own), each set by
+        `ASSAY_<NAME>_<KEY>` unless it names its variable, and read with
+        `deployment.option(name, key, default)`; the key `port` is its listener's port."""
         ...
 
     @property
@@ -382,7 +389,7 @@ class BaseSurface:
     scenario_steps: Mapping[str, ScenarioStep] = MappingProxyType({})
     state_fields: frozenset[str] = frozenset()
     tools: Sequence[AgentTool] = ()
-    options: Mapping[str, type] = MappingProxyType({})
+    options: Mapping[str, type | Option] = MappingProxyType({})
     openapi_schemas: Mapping[str, Any] = MappingProxyType({})
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:

@@ -30,7 +30,7 @@ from assay.sandboxes.surface import (
 from assay.sandboxes.voice.calls import LINE_KEY, end_calls, phone_number, ring
 from assay.sandboxes.voice.line.config import line_problems, parse_line
 from assay.sandboxes.voice.routes import voice_router
-from assay.sandboxes.voice.sim import close_sim, open_sim
+from assay.sandboxes.voice.sim import SIM_OPTIONS, close_sim, open_sim
 from assay.sandboxes.voice.store import append_turns, last_turn, turn_problems, turns_until
 from assay.sandboxes.voice.tables import VoiceCallRow, VoiceTurnRow
 from assay.sandboxes.voice.tools import TOOLS
@@ -70,6 +70,7 @@ class VoiceSandbox(LogSurface):
     dataset_type = "voice"
     state_fields = frozenset({"voice_turns"})
     scenario_steps: Mapping[str, ScenarioStep] = {"add_voice_turns": _add_turns}
+    options = SIM_OPTIONS
 
     def open(self, deployment: Deployment) -> None:
         open_sim(deployment)
