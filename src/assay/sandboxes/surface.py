@@ -24,7 +24,8 @@ never names a surface; it loops over the registry:
 What only some surfaces have is an optional protocol a surface opts into by implementing it (the
 registry indexes them): `Lifecycle` (open, close, teardown: what it keeps beyond its rows),
 `Preparing` (check_settings, prepare: environment settings, an index built before `start`'s
-transaction), `Caching` (serve_cached, catch_up: warm reads below FastAPI).
+transaction), `Caching` (serve_cached, catch_up: warm reads below FastAPI), and `viewer.Viewer`
+(chat_lines, judged_events: its part of the task-run view).
 
 `BaseSurface` implements every `Surface` hook as "nothing to do", so a surface overrides only what
 it has.

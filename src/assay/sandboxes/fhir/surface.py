@@ -10,7 +10,7 @@ Its settings section is `options` (`ASSAY_FHIR_URL`, `_ISOLATION`, `_AUTHORIZATI
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -38,6 +38,7 @@ from assay.sandboxes.fhir.store import capture_read, embedded_fhir
 from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
 from assay.sandboxes.fhir.tools import TOOLS
 from assay.sandboxes.fhir.validation import strict_available
+from assay.sandboxes.fhir.viewer import judged_events
 from assay.sandboxes.options import Option
 from assay.sandboxes.read_ahead import contents
 from assay.sandboxes.surface import (
@@ -50,6 +51,7 @@ from assay.sandboxes.surface import (
     StateView,
     SurfaceTarget,
 )
+from assay.sandboxes.viewer import ChatLine, PreviewEvent
 from assay.snapshot import SnapshotWriter
 from assay.store import iso, utcnow
 from assay.store.json_values import content_hash
@@ -181,6 +183,12 @@ class FhirSandbox(BaseSurface):
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         return check_fhir_dataset(data)
+
+    def chat_lines(self, event: PreviewEvent) -> Sequence[ChatLine]:
+        return ()
+
+    def judged_events(self, evidence: Mapping[str, Any], events: Sequence[PreviewEvent]) -> Iterable[str]:
+        return judged_events(evidence, events)
 
     def check_settings(self, settings: Mapping[str, Any], deployment: Deployment) -> str | None:
         strict = _strict_setting(settings)
