@@ -254,8 +254,8 @@ def test_the_same_flow_on_gcs(gcs_server: Server, gcs_emulator: GcsEmulator, tmp
         assert completed["verdict"] == "pass", completed
         _agree(api, task_run["id"], completed, tmp_path)
     settings: Settings = gcs_server.app_settings  # type: ignore[attr-defined]
-    assert settings.storage_url is not None
-    bucket = settings.storage_url.removeprefix("gs://").split("/", 1)[0]
+    storage_url = settings.surface_options["files"]["storage_url"]
+    bucket = storage_url.removeprefix("gs://").split("/", 1)[0]
     keys = gcs_emulator.keys(bucket)
     playground = started["playground_id"]
     assert f"deployment/{playground}/files/outbox/referral.json" in keys
@@ -266,8 +266,8 @@ def test_the_same_flow_on_gcs(gcs_server: Server, gcs_emulator: GcsEmulator, tmp
 
 def _bucket_of(server: Server) -> str:
     settings: Settings = server.app_settings
-    assert settings.storage_url is not None
-    return settings.storage_url.removeprefix("s3://").split("/", 1)[0]
+    storage_url: str = settings.surface_options["files"]["storage_url"]
+    return storage_url.removeprefix("s3://").split("/", 1)[0]
 
 
 def test_a_bad_storage_url_stops_the_start_up(tmp_path: Path) -> None:
