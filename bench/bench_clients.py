@@ -48,7 +48,7 @@ def _p50(samples: list[float]) -> float:
 
 def _sdk_vs_httpx(requests: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as folder:
-        settings = Settings(data_dir=Path(folder), bootstrap_api_key=KEY, sftp_port=0, mllp_port=0)
+        settings = Settings(data_dir=Path(folder), bootstrap_api_key=KEY).with_free_ports()
         with _service(settings) as url, Assay(api_key=KEY, base_url=url) as sdk:
             task = sdk.tasks.create(benchmark_id=sdk.benchmarks.create(name="bench").id, name="t")
             assertion = {"assert": "voice-transcript", "speaker": "agent", "contains": ["member ID"]}

@@ -161,7 +161,7 @@ def main() -> None:
     print(f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores, "
           f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="assay-bench-mllp-") as folder:
-        settings = Settings(data_dir=Path(folder), bootstrap_api_key=KEY, mllp_port=0, sftp_port=0)
+        settings = Settings(data_dir=Path(folder), bootstrap_api_key=KEY).with_free_ports()
         server, url = _serve(settings)
         try:
             hl7 = _start_task_run(url)

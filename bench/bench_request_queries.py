@@ -174,10 +174,8 @@ def main() -> None:
             data_dir=Path(folder),
             database_url=database_url,
             bootstrap_api_key=KEY,
-            mllp_port=0,
-            sftp_port=0,
             sweep_interval=60,
-        )
+        ).with_free_ports()
         url, app = stack.enter_context(serving(settings))
         token, ids = prepare(url)
         counts = Counts(app.state.database.engine)

@@ -59,13 +59,20 @@ def _median(samples: list[float]) -> float:
 @contextmanager
 def service(storage_url: str | None = None, storage_options: dict[str, Any] | None = None) -> Iterator[str]:
     with tempfile.TemporaryDirectory() as data_dir:
-        settings = Settings(
-            data_dir=Path(data_dir),
-            bootstrap_api_key=BOOTSTRAP_KEY,
-            mllp_port=0,
-            sftp_port=0,
-            storage_url=storage_url,
-            storage_options=json.dumps(storage_options) if storage_options else None,
+        settings = (
+            Settings(
+                data_dir=Path(data_dir),
+                bootstrap_api_key=BOOTSTRAP_KEY,
+            )
+            .with_free_ports()
+            .with_surface_settings(
+                {
+                    "files": {
+                        "storage_url": storage_url,
+                        "storage_options": json.dumps(storage_options) if storage_options else None,
+                    }
+                }
+            )
         )
         for url, _ in _serve(settings):
             yield url

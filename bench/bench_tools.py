@@ -114,7 +114,7 @@ def over_http(repeat: int) -> None:
 
 def mcp_in_process(repeat: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(data_dir=Path(tmp), bootstrap_api_key=KEY, mllp_port=0, sftp_port=0)
+        settings = Settings(data_dir=Path(tmp), bootstrap_api_key=KEY).with_free_ports()
         with TestClient(create_app(settings)) as http:
             # Not closed here: closing the SDK would close the test client it was handed.
             client = Assay(api_key=KEY, base_url="http://testserver", http_client=http)  # type: ignore[arg-type]

@@ -121,8 +121,8 @@ def run_service(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Ite
     settings = Settings(
         data_dir=tmp_path_factory.mktemp("run-service"),
         database_url=engine.url.render_as_string(hide_password=False),
-        bootstrap_api_key=BOOTSTRAP_KEY, mllp_port=0, sftp_port=0,
-    )  # fmt: skip
+        bootstrap_api_key=BOOTSTRAP_KEY,
+    ).with_free_ports()  # fmt: skip
     for url, _ in _serve(settings):
         yield url
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -81,6 +82,12 @@ def test_an_eighth_surface_runs_end_to_end(notes_server: Server, tmp_path: Path)
         ]
         state = api.get(f"/task-runs/{task_run['id']}/state")
         assert state.status_code == 200, state.text
+
+    with httpx.Client(base_url=notes_server.url, timeout=60) as viewer:  # its part of the viewer
+        signed_in = viewer.post("/ui/login", data={"api_key": notes_server.org_key, "next": "/ui/runs"})
+        assert signed_in.status_code == 303, signed_in.text
+        page = viewer.get(f"/ui/task-runs/{task_run['id']}").text
+    assert '<span class="tag">notes-agent</span> the agent&#39;s note' in page
 
     archive = tmp_path / "state.tar.gz"
     archive.write_bytes(state.content)

@@ -123,9 +123,7 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         database_url=database_url,
         bootstrap_api_key=BOOTSTRAP_KEY,
         sweep_interval=0.2,
-        mllp_port=0,  # the surfaces' listeners bind free ports (tests never use fixed ones)
-        sftp_port=0,
-    )
+    ).with_free_ports()  # the surfaces' listeners bind free ports (tests never use fixed ones)
     for url, app in _serve(settings):
         yield Server(
             url,
@@ -140,11 +138,13 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 @contextmanager
 def serving(base: Server, **changes: Any) -> Iterator[Server]:
-    """Another server on `base`'s database with its `Settings` changed (`fhir_url=…`,
-    `fhir_lenient=True`): a test that needs other settings builds an app with them instead of
-    changing the environment under the shared one. Without listeners (`base` runs them)."""
+    """Another server on `base`'s database with its `Settings` changed (`rate_limit=…`, a surface's
+    settings as `surface_settings={"fhir": {"lenient": True}}`, set over `base`'s): a test that
+    needs other settings builds an app with them instead of changing the environment under the
+    shared one. Without listeners (`base` runs them)."""
     assert base.settings is not None
-    settings = replace(base.settings, listeners=False, **changes)
+    surfaces = changes.pop("surface_settings", {})
+    settings = replace(base.settings, listeners=False, **changes).with_surface_settings(surfaces)
     for url, app in _serve(settings):
         yield Server(
             url,

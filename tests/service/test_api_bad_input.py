@@ -37,9 +37,9 @@ def fhir(api: httpx.Client, server: Server) -> Iterator[Fhir]:
 
 @pytest.fixture
 def lenient_fhir(server: Server) -> Iterator[Fhir]:
-    """`fhir`, on a playground started by a server with `fhir_lenient` (`ASSAY_FHIR_LENIENT=1`:
+    """`fhir`, on a playground started by a server with `lenient` FHIR (`ASSAY_FHIR_LENIENT=1`:
     writes checked structurally only), then served by the shared one (recorded at start)."""
-    with serving(server, fhir_lenient=True) as lenient, lenient.client() as api:
+    with serving(server, surface_settings={"fhir": {"lenient": True}}) as lenient, lenient.client() as api:
         catalog = make_benchmark(api, [[]])
         run = start_run(api, catalog.benchmark_id)
         task_run_id = run.task_runs[0]["id"]

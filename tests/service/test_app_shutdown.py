@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import cast
 
 import pytest
+from sqlalchemy import Engine
 
-from assay.sandboxes.fhir.external import ExternalBackend, TaggedFhir
+from assay.sandboxes import SURFACES, Deployment
+from assay.sandboxes.fhir.external import ExternalBackend, IsolatedFhir, TaggedFhir
 from assay.sandboxes.fhir.surface import external_of
 from assay.service.app import create_app
 from assay.service.settings import Settings
@@ -18,8 +21,13 @@ def test_the_lifespan_owns_the_external_fhir_client(tmp_path: Path) -> None:
     server that stops (or a worker that restarts) left its connections open. Now each app's
     lifespan opens its own from `Settings` and closes it at shutdown; a second app in the same
     process (with other settings) has its own."""
-    settings = Settings(
-        data_dir=tmp_path, mllp_port=0, sftp_port=0, fhir_url="http://127.0.0.1:9/fhir/", listeners=False
+    settings = (
+        Settings(
+            data_dir=tmp_path,
+            listeners=False,
+        )
+        .with_free_ports()
+        .with_surface_settings({"fhir": {"url": "http://127.0.0.1:9/fhir/"}})
     )
     first, embedded = create_app(settings), create_app(Settings(data_dir=tmp_path, listeners=False))
 
@@ -35,8 +43,8 @@ def test_the_lifespan_owns_the_external_fhir_client(tmp_path: Path) -> None:
 
 
 def test_the_fhir_settings_are_read_once_from_the_environment() -> None:
-    """`ASSAY_FHIR_*` become `Settings` fields and reach the FHIR surface as its deployment options;
-    a value that is not valid names its variable (`serve` exits 2 with it)."""
+    """`ASSAY_FHIR_*` are the FHIR surface's settings section and reach it as its deployment
+    options; a value that is not valid names its variable (`serve` exits 2 with it)."""
     settings = Settings.from_env(
         {
             "ASSAY_FHIR_URL": " http://fhir.test/fhir/ ",
@@ -46,9 +54,13 @@ def test_the_fhir_settings_are_read_once_from_the_environment() -> None:
     )
     fhir = settings.surface_options["fhir"]
     assert fhir["lenient"] is True and fhir["strict"] is False
-    assert (fhir["external"].url, fhir["external"].isolation) == ("http://fhir.test/fhir", "assay-store")
-    assert Settings.from_env({}).surface_options["fhir"]["external"] is None
+    deployment = Deployment(cast(Engine, None), options=settings.surface_options)
+    SURFACES["fhir"].open(deployment)  # type: ignore[attr-defined]
+    external = external_of(deployment)
+    assert isinstance(external, IsolatedFhir) and external.base_url == "http://fhir.test/fhir"
+    external.client.close()
+    assert Settings.from_env({}).surface_options["fhir"]["url"] is None
     with pytest.raises(ValueError, match="ASSAY_FHIR_LENIENT must be 1 or 0"):
         Settings.from_env({"ASSAY_FHIR_LENIENT": "maybe"})
     with pytest.raises(ValueError, match="ASSAY_FHIR_ISOLATION must be one of"):
-        Settings(fhir_isolation="per-tenant")
+        Settings().with_surface_settings({"fhir": {"isolation": "per-tenant"}})

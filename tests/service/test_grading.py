@@ -30,10 +30,8 @@ def _server(tmp_path: Path, **settings: Any) -> Iterator[Server]:
         data_dir=tmp_path,
         bootstrap_api_key=BOOTSTRAP_KEY,
         sweep_interval=0.2,
-        mllp_port=0,
-        sftp_port=0,
         **settings,
-    )
+    ).with_free_ports()
     for url, app in _serve(config):
         yield Server(url, app.state.database, BOOTSTRAP_KEY, "sqlite")
 

@@ -27,10 +27,8 @@ def _service(tmp_path_factory: pytest.TempPathFactory, **limits: Any) -> Iterato
         data_dir=data_dir,
         bootstrap_api_key=BOOTSTRAP_KEY,
         sweep_interval=0,
-        mllp_port=0,
-        sftp_port=0,
         **limits,
-    )
+    ).with_free_ports()
     yield from _serve(settings)
 
 

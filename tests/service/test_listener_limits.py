@@ -39,17 +39,26 @@ BACKOFF = 0.15
 def limited(server: Server) -> Iterator[Server]:
     """A second app on the shared database, with listeners of its own and small limits."""
     assert server.settings is not None
-    settings = replace(
-        server.settings,
-        listeners=True,
-        mllp_port=0,
-        sftp_port=0,
-        mllp_idle_timeout=IDLE_TIMEOUT,
-        mllp_frame_timeout=FRAME_TIMEOUT,
-        mllp_max_connections_per_source=PER_SOURCE,
-        sftp_max_auth_tries=AUTH_TRIES,
-        sftp_auth_backoff=BACKOFF,
-        sftp_auth_backoff_max=BACKOFF * 2,
+    settings = (
+        replace(
+            server.settings,
+            listeners=True,
+        )
+        .with_free_ports()
+        .with_surface_settings(
+            {
+                "hl7": {
+                    "idle_timeout": IDLE_TIMEOUT,
+                    "frame_timeout": FRAME_TIMEOUT,
+                    "max_per_source": PER_SOURCE,
+                },
+                "files": {
+                    "max_auth_tries": AUTH_TRIES,
+                    "auth_backoff": BACKOFF,
+                    "auth_backoff_max": BACKOFF * 2,
+                },
+            }
+        )
     )
     for url, app in _serve(settings):
         yield Server(url, app.state.database, server.org_key, server.backend, app.state.tokens, settings)

@@ -17,6 +17,7 @@ from assay.sandboxes.files.surface import FilesSandbox
 from assay.sandboxes.hl7.surface import Hl7Sandbox
 from assay.sandboxes.portal.surface import PortalSandbox
 from assay.sandboxes.surface import Caching, Lifecycle, Preparing, ScenarioStep, Surface
+from assay.sandboxes.viewer import Viewer
 from assay.sandboxes.voice.surface import VoiceSandbox
 from assay.sandboxes.x12.surface import X12Sandbox
 
@@ -28,6 +29,7 @@ __all__ = [
     "PREPARING",
     "SCENARIO_STEPS",
     "SURFACES",
+    "VIEWERS",
     "register",
     "surface_for_dataset",
     "unregister",
@@ -56,7 +58,9 @@ FIELD_OWNERS: dict[str, str] = {}
 LIFECYCLE: dict[str, Lifecycle] = {}
 PREPARING: dict[str, Preparing] = {}
 CACHING: dict[str, Caching] = {}
-"""The surfaces that opted into an optional protocol (`surface.py`), by name, in `SURFACES` order."""
+VIEWERS: dict[str, Viewer] = {}
+"""The surfaces that opted into an optional protocol (`surface.py`, `viewer.py`), by name, in
+`SURFACES` order."""
 
 
 def _claim(index: dict[str, Any], key: str, value: Any, name: str) -> None:
@@ -87,6 +91,7 @@ def _index() -> None:
         (LIFECYCLE, {n: s for n, s in SURFACES.items() if isinstance(s, Lifecycle)}),
         (PREPARING, {n: s for n, s in SURFACES.items() if isinstance(s, Preparing)}),
         (CACHING, {n: s for n, s in SURFACES.items() if isinstance(s, Caching)}),
+        (VIEWERS, {n: s for n, s in SURFACES.items() if isinstance(s, Viewer)}),
     )
     for index, built in live:
         index.clear()

@@ -24,7 +24,8 @@ never names a surface; it loops over the registry:
 What only some surfaces have is an optional protocol a surface opts into by implementing it (the
 registry indexes them): `Lifecycle` (open, close, teardown: what it keeps beyond its rows),
 `Preparing` (check_settings, prepare: environment settings, an index built before `start`'s
-transaction), `Caching` (serve_cached, catch_up: warm reads below FastAPI).
+transaction), `Caching` (serve_cached, catch_up: warm reads below FastAPI), and `viewer.Viewer`
+(chat_lines, judged_events: its part of the task-run view).
 
 `BaseSurface` implements every `Surface` hook as "nothing to do", so a surface overrides only what
 it has.
@@ -39,6 +40,7 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, Unpack, runtime_checkable
 
@@ -46,6 +48,7 @@ from sqlalchemy import Engine, Select
 from sqlalchemy.orm import Session
 
 from assay.sandboxes.events import Interaction, record_event
+from assay.sandboxes.options import Option
 from assay.store.models import Sandbox
 
 if TYPE_CHECKING:
@@ -105,9 +108,12 @@ class Deployment:
     engine: Engine
     host: str = "127.0.0.1"
     """The interface listeners bind to (`assay serve --host`)."""
+    data_dir: Path | None = None
+    """The service's data directory (`--data-dir`); None: `ASSAY_DATA_DIR` or `.assay`."""
     ports: dict[str, int] = field(default_factory=dict)
     options: Mapping[str, Any] = field(default_factory=dict)
-    """Per-surface settings from `service.settings.Settings.surface_options` (`{"hl7": {...}}`)."""
+    """Each surface's settings section (`Surface.options`, every declared key, defaults filled
+    in), by surface name: `service.settings.Settings.surface_options`."""
     runtime: dict[str, Any] = field(default_factory=dict)
     """Per-surface objects a surface keeps for the deployment's lifetime (clients, caches)."""
 
@@ -320,9 +326,11 @@ class Surface(Protocol):
         ...
 
     @property
-    def options(self) -> Mapping[str, type]:
-        """Its settings section: option key → type (`int`, `float`, `str`, `bool`), each set by
-        `ASSAY_<NAME>_<KEY>` and read with `deployment.option(name, key, default)`."""
+    def options(self) -> Mapping[str, type | Option]:
+        """Its settings section (`sandboxes/options.py`): option key → type (`int`, `float`,
+        `str`, `bool`) or `Option` (with a default, a check, a variable of its own), each set by
+        `ASSAY_<NAME>_<KEY>` unless it names its variable, and read with
+        `deployment.option(name, key, default)`; the key `port` is its listener's port."""
         ...
 
     @property
@@ -382,7 +390,7 @@ class BaseSurface:
     scenario_steps: Mapping[str, ScenarioStep] = MappingProxyType({})
     state_fields: frozenset[str] = frozenset()
     tools: Sequence[AgentTool] = ()
-    options: Mapping[str, type] = MappingProxyType({})
+    options: Mapping[str, type | Option] = MappingProxyType({})
     openapi_schemas: Mapping[str, Any] = MappingProxyType({})
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:

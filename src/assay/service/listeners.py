@@ -15,16 +15,15 @@ import logging
 import multiprocessing
 import signal
 import threading
-from dataclasses import replace
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import Any, cast
+from typing import cast
 
 from sqlalchemy import Engine
 
 from assay.sandboxes import Deployment, Listeners, has_listeners, open_deployment
 from assay.service.orphans import exit_with_parent
-from assay.service.settings import LISTENER_PORTS, Settings
+from assay.service.settings import Settings
 from assay.store import Database
 
 __all__ = ["ListenerSupervisor", "needs_listener_process", "open_settings_deployment", "run_listeners"]
@@ -41,6 +40,7 @@ def open_settings_deployment(engine: Engine, settings: Settings) -> Deployment:
         Deployment(
             engine,
             host=settings.listen_host,
+            data_dir=settings.data_dir.resolve(),
             ports=dict(settings.listener_ports),
             options=settings.surface_options,
         )
@@ -50,7 +50,12 @@ def open_settings_deployment(engine: Engine, settings: Settings) -> Deployment:
 def needs_listener_process(settings: Settings) -> bool:
     """Whether any registered surface has a listener (no process is started otherwise). Asking
     builds the listeners without starting them, which touches no database."""
-    probe = Deployment(cast(Engine, None), host=settings.listen_host, ports=dict(settings.listener_ports))
+    probe = Deployment(
+        cast(Engine, None),
+        host=settings.listen_host,
+        ports=dict(settings.listener_ports),
+        options=settings.surface_options,
+    )
     return has_listeners(probe)
 
 
@@ -108,11 +113,8 @@ class ListenerSupervisor:
 
     def worker_environment(self) -> dict[str, str]:
         """What the API workers are told: the bound ports, and not to run listeners themselves."""
-        env = {"ASSAY_LISTENERS": "0"}
-        for surface, port in self.ports.items():
-            if surface in LISTENER_PORTS:
-                env["ASSAY_" + LISTENER_PORTS[surface].upper()] = str(port)
-        return env
+        bound = self.settings.with_listener_ports(self.ports).listener_port_variables()
+        return {"ASSAY_LISTENERS": "0", **bound}
 
     def _spawn(self, settings: Settings) -> dict[str, int]:
         receive, send = self._context.Pipe(duplex=False)
@@ -136,7 +138,7 @@ class ListenerSupervisor:
         return ports
 
     def _watch(self) -> None:
-        pinned = _with_ports(self.settings, self.ports)
+        pinned = self.settings.with_listener_ports(self.ports)
         while not self._stopping.is_set():
             process = self._process
             if process is None:
@@ -161,10 +163,3 @@ class ListenerSupervisor:
                 process.kill()
         if self._watcher is not None:
             self._watcher.join(5)
-
-
-def _with_ports(settings: Settings, ports: dict[str, int]) -> Settings:
-    fields: dict[str, Any] = {
-        LISTENER_PORTS[surface]: port for surface, port in ports.items() if surface in LISTENER_PORTS
-    }
-    return replace(settings, **fields)

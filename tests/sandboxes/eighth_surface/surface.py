@@ -3,14 +3,15 @@
 Its state is its notes, kept in the sandbox event log (one `note` event each), so it needs no table
 of its own. A note is numbered by its place among the sandbox's notes; the snapshot holds
 `notes/<n>.txt`, and `<n>.txt` is its change key for `no-unexpected-changes`. Its one setting,
-`ASSAY_NOTES_MAX_LENGTH`, caps a note's length.
+`ASSAY_NOTES_MAX_LENGTH`, caps a note's length. It opts into `Viewer`: the task-run page draws a
+note the agent wrote as a chat line.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -22,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from assay.sandboxes.events import write_event
 from assay.sandboxes.gate import admit
 from assay.sandboxes.surface import BaseSurface, RunContext, SandboxHandle, StateView, SurfaceTarget
+from assay.sandboxes.viewer import ChatLine, PreviewEvent, preview_json
 from assay.snapshot import SnapshotWriter
 from assay.store.errors import Invalid
 from assay.store.models import Sandbox, SandboxEvent
@@ -72,6 +74,15 @@ class NotesSandbox(BaseSurface):
                     run.session.connection(), org_id=run.org_id, sandbox_id=sandbox.id, type=NOTE,
                     method=None, path=None, status=None, request=_note_body(text),
                 )  # fmt: skip
+
+    def chat_lines(self, event: PreviewEvent) -> Sequence[ChatLine]:
+        body = preview_json(event.request)
+        if event.type != NOTE or not isinstance(body, dict):
+            return ()
+        return [ChatLine("note", "notes-agent", str(body.get("text", "")))]
+
+    def judged_events(self, evidence: Mapping[str, Any], events: Sequence[PreviewEvent]) -> Iterable[str]:
+        return ()
 
     def router(self, target: SurfaceTarget) -> APIRouter:
         router = APIRouter()

@@ -40,8 +40,8 @@ def external(fhir_server: FhirServer) -> str:
 @pytest.fixture
 def forwarding(server: Server, external: str) -> Iterator[Server]:
     """A server on the shared one's database whose `Settings` forward FHIR to `external`
-    (`fhir_url`, the tag strategy): the shared server and its environment are left alone."""
-    with serving(server, fhir_url=external) as forwarding:
+    (`ASSAY_FHIR_URL`, the tag strategy): the shared server and its environment are left alone."""
+    with serving(server, surface_settings={"fhir": {"url": external}}) as forwarding:
         yield forwarding
 
 

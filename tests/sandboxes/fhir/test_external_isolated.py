@@ -134,12 +134,8 @@ def isolated(second: SecondServer) -> Iterator[SecondServer]:
 def forwarding(server: Server, isolated: SecondServer) -> Iterator[Server]:
     """A server on the shared one's database whose `Settings` give each playground a store on the
     second server (`assay-store`): the shared server and its environment are left alone."""
-    changes = {
-        "fhir_url": isolated.url,
-        "fhir_isolation": "assay-store",
-        "fhir_authorization": f"Bearer {TOKEN}",
-    }
-    with serving(server, **changes) as forwarding:
+    changes = {"url": isolated.url, "isolation": "assay-store", "authorization": f"Bearer {TOKEN}"}
+    with serving(server, surface_settings={"fhir": changes}) as forwarding:
         yield forwarding
 
 

@@ -167,10 +167,10 @@ def test_writes_are_validated_without_any_setting(server: Server, api: httpx.Cli
 
 
 def test_assay_fhir_lenient_relaxes_every_playground(server: Server, api: httpx.Client) -> None:
-    """`Settings.fhir_lenient` (`ASSAY_FHIR_LENIENT=1`), recorded at start: the playground stays
+    """The FHIR surface's `lenient` setting (`ASSAY_FHIR_LENIENT=1`), recorded at start: the playground stays
     lenient when a strict server (the shared one, same database) serves it afterwards."""
     run = _run(api, {"fhir": {"strict_validation": True}})
-    with serving(server, fhir_lenient=True) as lenient:
+    with serving(server, surface_settings={"fhir": {"lenient": True}}) as lenient:
         with _fhir(lenient, run) as fhir:
             assert fhir.post("/Patient", json={"resourceType": "Patient", "active": "bad"}).status_code == 201
         [task_run] = run["task_runs"]

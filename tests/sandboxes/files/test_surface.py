@@ -184,14 +184,21 @@ def test_an_agent_using_openssh_sftp_passes(server: Server, api: httpx.Client, t
 
 @pytest.fixture(scope="module")
 def s3_server(moto_s3: MotoS3, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    settings = Settings(
-        data_dir=tmp_path_factory.mktemp("assay-s3"),
-        bootstrap_api_key=BOOTSTRAP_KEY,
-        sweep_interval=0.2,
-        mllp_port=0,
-        sftp_port=0,
-        storage_url=f"s3://{moto_s3.new_bucket()}/deployment",
-        storage_options=json.dumps(moto_s3.options),
+    settings = (
+        Settings(
+            data_dir=tmp_path_factory.mktemp("assay-s3"),
+            bootstrap_api_key=BOOTSTRAP_KEY,
+            sweep_interval=0.2,
+        )
+        .with_free_ports()
+        .with_surface_settings(
+            {
+                "files": {
+                    "storage_url": f"s3://{moto_s3.new_bucket()}/deployment",
+                    "storage_options": json.dumps(moto_s3.options),
+                }
+            }
+        )
     )
     for url, app in _serve(settings):
         server = Server(url, app.state.database, BOOTSTRAP_KEY, "sqlite+s3")
@@ -218,14 +225,21 @@ def test_the_same_flow_on_s3(s3_server: Server, moto_s3: MotoS3, tmp_path: Path)
 
 @pytest.fixture(scope="module")
 def gcs_server(gcs_emulator: GcsEmulator, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    settings = Settings(
-        data_dir=tmp_path_factory.mktemp("assay-gcs"),
-        bootstrap_api_key=BOOTSTRAP_KEY,
-        sweep_interval=0.2,
-        mllp_port=0,
-        sftp_port=0,
-        storage_url=f"gs://{gcs_emulator.new_bucket()}/deployment",
-        storage_options=json.dumps(gcs_emulator.options),
+    settings = (
+        Settings(
+            data_dir=tmp_path_factory.mktemp("assay-gcs"),
+            bootstrap_api_key=BOOTSTRAP_KEY,
+            sweep_interval=0.2,
+        )
+        .with_free_ports()
+        .with_surface_settings(
+            {
+                "files": {
+                    "storage_url": f"gs://{gcs_emulator.new_bucket()}/deployment",
+                    "storage_options": json.dumps(gcs_emulator.options),
+                }
+            }
+        )
     )
     for url, app in _serve(settings):
         server = Server(url, app.state.database, BOOTSTRAP_KEY, "sqlite+gcs")
@@ -240,8 +254,8 @@ def test_the_same_flow_on_gcs(gcs_server: Server, gcs_emulator: GcsEmulator, tmp
         assert completed["verdict"] == "pass", completed
         _agree(api, task_run["id"], completed, tmp_path)
     settings: Settings = gcs_server.app_settings  # type: ignore[attr-defined]
-    assert settings.storage_url is not None
-    bucket = settings.storage_url.removeprefix("gs://").split("/", 1)[0]
+    storage_url = settings.surface_options["files"]["storage_url"]
+    bucket = storage_url.removeprefix("gs://").split("/", 1)[0]
     keys = gcs_emulator.keys(bucket)
     playground = started["playground_id"]
     assert f"deployment/{playground}/files/outbox/referral.json" in keys
@@ -252,8 +266,8 @@ def test_the_same_flow_on_gcs(gcs_server: Server, gcs_emulator: GcsEmulator, tmp
 
 def _bucket_of(server: Server) -> str:
     settings: Settings = server.app_settings
-    assert settings.storage_url is not None
-    return settings.storage_url.removeprefix("s3://").split("/", 1)[0]
+    storage_url: str = settings.surface_options["files"]["storage_url"]
+    return storage_url.removeprefix("s3://").split("/", 1)[0]
 
 
 def test_a_bad_storage_url_stops_the_start_up(tmp_path: Path) -> None:
@@ -261,7 +275,11 @@ def test_a_bad_storage_url_stops_the_start_up(tmp_path: Path) -> None:
         ("ftp://host/x", "must be s3://bucket/prefix"),
         ("s3:///x", "names no bucket"),
     ):
-        app = create_app(Settings(data_dir=tmp_path, sftp_port=0, mllp_port=0, storage_url=url))
+        app = create_app(
+            Settings(data_dir=tmp_path)
+            .with_free_ports()
+            .with_surface_settings({"files": {"storage_url": url}})
+        )
         with pytest.raises(StorageError, match=message), TestClient(app):
             pass
 

@@ -56,7 +56,7 @@ def test_a_stranger_hammering_sign_in_never_locks_the_agent_out(server: Server, 
     keeps the test's timing out of it; the default number of free failures is kept.)"""
     started = start_portal_task(server, api, [MRI_APPROVED])
     username, password = started.credentials["username"], started.credentials["password"]
-    with serving(server, portal_sign_in_backoff=30.0) as slow:
+    with serving(server, surface_settings={"portal": {"sign_in_backoff": 30.0}}) as slow:
         with _browser(started, "127.0.0.2", slow) as stranger:
             statuses = [_sign_in(stranger, username, f"guess-{i}").status_code for i in range(FREE_FAILURES)]
             assert statuses == [401] * FREE_FAILURES
@@ -82,12 +82,8 @@ def test_a_session_waits_wherever_it_comes_from_and_the_wait_ends(server: Server
     wait ends, and the right password then works."""
     started = start_portal_task(server, api, [MRI_APPROVED])
     username, password = started.credentials["username"], started.credentials["password"]
-    changes = {
-        "portal_sign_in_free_failures": 2,
-        "portal_sign_in_backoff": 2.0,
-        "portal_sign_in_backoff_max": 3.0,
-    }
-    with serving(server, **changes) as other:
+    changes = {"sign_in_free_failures": 2, "sign_in_backoff": 2.0, "sign_in_backoff_max": 3.0}
+    with serving(server, surface_settings={"portal": changes}) as other:
         with _browser(started, "127.0.0.4", other) as first:
             answers = [_sign_in(first, username, f"guess-{i}") for i in range(3)]
             assert [a.status_code for a in answers] == [401, 401, 401]

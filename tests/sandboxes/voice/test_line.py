@@ -592,6 +592,11 @@ def test_an_unanswered_caller_is_missed_and_a_simulator_fault_is_an_error_not_a_
     assert "simulated caller failed" in completed["checks"][0]["details"]
 
 
+def _persona_settings(stub: str, timeout: float) -> dict[str, Json]:
+    """The voice surface's settings for the persona model at `stub` (`ASSAY_SIM_*`)."""
+    return {"voice": {"sim_url": f"{stub}/v1", "sim_model": "stub", "sim_timeout": timeout}}
+
+
 def _persona_model() -> tuple[Any, list[Json]]:
     """An OpenAI-compatible stub: the representative gets "Sure." before its words, except a copay,
     which it misquotes (the guard must throw that away); the caller's persona is down (HTTP 503)."""
@@ -615,13 +620,12 @@ def _persona_model() -> tuple[Any, list[Json]]:
 def test_the_llm_persona_rewords_within_the_facts_is_recorded_and_its_failure_is_an_error(
     server: Server, api: httpx.Client
 ) -> None:
-    from assay.judge import JudgeSettings
     from tests.sandboxes.conftest import serve
     from tests.service.conftest import serving
 
     app, asked = _persona_model()
     for stub in serve(app):
-        with serving(server, sim=JudgeSettings(url=f"{stub}/v1", model="stub", timeout=10)) as voiced:
+        with serving(server, surface_settings=_persona_settings(stub, 10)) as voiced:
             line = {"rep": {"llm": True}, "incoming": [{**REFILL, "llm": True}]}
             task_run_id, token, started = start_call_task(voiced, api, line, criteria=[CONFIRMED])
             with voiced.client(token) as agent:
@@ -668,13 +672,12 @@ def _held_persona_model() -> tuple[FastAPI, threading.Event, threading.Event, li
 def test_the_persona_model_is_asked_outside_the_lock_and_a_hang_up_meanwhile_wins(
     server: Server, api: httpx.Client
 ) -> None:
-    from assay.judge import JudgeSettings
     from tests.sandboxes.conftest import serve
     from tests.service.conftest import serving
 
     app, asked, release, heard = _held_persona_model()
     for stub in serve(app):
-        with serving(server, sim=JudgeSettings(url=f"{stub}/v1", model="stub", timeout=30)) as voiced:
+        with serving(server, surface_settings=_persona_settings(stub, 30)) as voiced:
             _, token, started = start_call_task(voiced, api, {"rep": {"llm": True}})
             with voiced.client(token) as agent, voiced.client(token) as other, ThreadPoolExecutor(1) as pool:
                 call, _ = dial(agent, started)

@@ -72,8 +72,9 @@ def serve(
     if not settings.listeners and 0 in settings.listener_ports.values():
         # An instance without listeners names the configured ports in the credentials it hands out
         # (docs/deployment.md); 0 would tell agents to connect to port 0.
+        variables = " and ".join(settings.listener_port_variables())
         print(
-            "error: ASSAY_LISTENERS=0 needs ASSAY_MLLP_PORT and ASSAY_SFTP_PORT set to the listener "
+            f"error: ASSAY_LISTENERS=0 needs {variables} set to the listener "
             "instance's ports (not 0): this instance's credentials name them",
             file=sys.stderr,
         )

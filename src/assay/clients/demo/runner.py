@@ -170,7 +170,7 @@ def run_demo(console: Console, data_dir: Path | None = None, benchmark: str | No
     began = time.monotonic()
     data_dir = data_dir or Path(tempfile.mkdtemp(prefix="assay-demo-"))
     api_key = "vk_demo_" + secrets.token_hex(12)
-    settings = Settings(data_dir=data_dir, bootstrap_api_key=api_key, sftp_port=0, mllp_port=0)
+    settings = Settings(data_dir=data_dir, bootstrap_api_key=api_key).with_free_ports()
     package, skipped = _for_this_build(read_package(BUNDLED[benchmark] if benchmark else PACKAGE))
     agent = _reference_agent(package.tasks) if benchmark else _scripted
     worker = "its reference agent" if benchmark else "a scripted agent"

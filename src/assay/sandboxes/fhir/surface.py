@@ -3,14 +3,15 @@
 Embedded by default: `EmbeddedFhir` keyed by the playground id. With `ASSAY_FHIR_URL` the REST
 surface forwards to that server (`external/`), seeding goes there, and `complete` copies the
 playground's final state back into an embedded layer, so scoring never needs the server again.
-The settings come from the deployment (`Settings.surface_options["fhir"]`); the forwarder and its
-HTTP client are opened by the app's lifespan (`open`) and closed at its shutdown (`close`).
+Its settings section is `options` (`ASSAY_FHIR_URL`, `_ISOLATION`, `_AUTHORIZATION`, `_LENIENT`,
+`_STRICT`), handed over by the deployment; the forwarder and its HTTP client are opened by the app's lifespan (`open`) and closed at its shutdown (`close`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -20,6 +21,7 @@ from sqlalchemy.orm import Session
 from assay.core.state import SearchParams, resource_digest
 from assay.formats.fhir import FhirStore
 from assay.sandboxes.fhir.external import (
+    ISOLATIONS,
     SPACE_KEY,
     ExternalBackend,
     ExternalFhirFailed,
@@ -36,6 +38,8 @@ from assay.sandboxes.fhir.store import capture_read, embedded_fhir
 from assay.sandboxes.fhir.tables import FhirStoreRow, FhirVersion
 from assay.sandboxes.fhir.tools import TOOLS
 from assay.sandboxes.fhir.validation import strict_available
+from assay.sandboxes.fhir.viewer import judged_events
+from assay.sandboxes.options import Option
 from assay.sandboxes.read_ahead import contents
 from assay.sandboxes.surface import (
     BaseSurface,
@@ -47,6 +51,7 @@ from assay.sandboxes.surface import (
     StateView,
     SurfaceTarget,
 )
+from assay.sandboxes.viewer import ChatLine, PreviewEvent
 from assay.snapshot import SnapshotWriter
 from assay.store import iso, utcnow
 from assay.store.json_values import content_hash
@@ -92,6 +97,10 @@ def external_of(deployment: Deployment) -> ExternalBackend | None:
     """The deployment's external FHIR server (`ASSAY_FHIR_URL`), opened by its lifespan, or None."""
     found = deployment.runtime.get(_EXTERNAL)
     return found if isinstance(found, TaggedFhir | IsolatedFhir) else None
+
+
+def _one_of_isolations(value: str) -> str | None:
+    return None if value in ISOLATIONS else f"must be one of {', '.join(ISOLATIONS)}"
 
 
 def _lenient(deployment: Deployment) -> bool:
@@ -149,10 +158,22 @@ class FhirSandbox(BaseSurface):
     dataset_type = "fhir"
     state_fields = frozenset({"fhir_search"})
     openapi_schemas = FHIR_SCHEMAS
+    options = MappingProxyType(
+        {  # ASSAY_FHIR_*: docs/deployment.md
+            "url": str,  # an external FHIR R4 server to forward to; unset: the embedded store
+            "isolation": Option(str, "tag", check=_one_of_isolations),
+            "authorization": str,  # the `Authorization` header sent to that server
+            "lenient": Option(bool, False),  # agent writes get the structural checks only
+            "strict": Option(bool, False),  # a start without validation still needs fhir.resources
+        }
+    )
 
     def open(self, deployment: Deployment) -> None:
-        configured = deployment.option("fhir", "external")
-        if isinstance(configured, ExternalFhirSettings):
+        url = str(deployment.option("fhir", "url") or "").strip().rstrip("/")
+        if url:
+            configured = ExternalFhirSettings(
+                url, deployment.option("fhir", "isolation", "tag"), deployment.option("fhir", "authorization")
+            )
             deployment.runtime[_EXTERNAL] = open_external_fhir(configured)
 
     def close(self, deployment: Deployment) -> None:
@@ -162,6 +183,12 @@ class FhirSandbox(BaseSurface):
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         return check_fhir_dataset(data)
+
+    def chat_lines(self, event: PreviewEvent) -> Sequence[ChatLine]:
+        return ()
+
+    def judged_events(self, evidence: Mapping[str, Any], events: Sequence[PreviewEvent]) -> Iterable[str]:
+        return judged_events(evidence, events)
 
     def check_settings(self, settings: Mapping[str, Any], deployment: Deployment) -> str | None:
         strict = _strict_setting(settings)

@@ -8,7 +8,7 @@
   any change in flight (the gate's row lock); the tree is final from then on (the teardown in the
   same transaction shuts the gate), so `rescore` and the state tar.gz read the same files.
 
-The deployment's storage is opened once (`storage_of`) from the `files` options — `data_dir`,
+The deployment's storage is opened once (`storage_of`) from its data dir and the `files` options —
 `storage_url` (`ASSAY_STORAGE_URL`), `storage_options`, `max_file_bytes` — and a bad URL stops the
 start-up: `listener()` opens it, and the app's lifespan (or the listener process) builds the
 listeners first thing.
@@ -47,6 +47,7 @@ from assay.sandboxes.files.storage import (
 )
 from assay.sandboxes.files.tools import TOOLS
 from assay.sandboxes.files.tree import PlaygroundFiles
+from assay.sandboxes.options import Option, not_negative
 from assay.sandboxes.surface import (
     BaseSurface,
     Deployment,
@@ -83,13 +84,13 @@ def max_file_bytes(deployment: Deployment | None = None) -> int:
 
 
 def _data_dir(deployment: Deployment) -> Path:
-    return Path(deployment.option("files", "data_dir") or os.environ.get("ASSAY_DATA_DIR") or ".assay")
+    return deployment.data_dir or Path(os.environ.get("ASSAY_DATA_DIR") or ".assay")
 
 
 def storage_of(deployment: Deployment) -> FileStorage:
     """The deployment's storage, opened and probed once; `StorageError` names a bad URL.
 
-    From the deployment's `files` options (`service.settings.Settings.surface_options`), else from
+    From the deployment's `files` options (`FilesSandbox.options`), else from
     `ASSAY_STORAGE_URL` / `ASSAY_STORAGE_OPTIONS` / `ASSAY_DATA_DIR` (a deployment made without
     options, e.g. by the sweeper)."""
     found = deployment.runtime.get(_STORAGE_KEY)
@@ -280,6 +281,17 @@ class FilesSandbox(BaseSurface):
     dataset_type = "files"
     state_fields = frozenset({"files", "read_file"})
     scenario_steps: Mapping[str, ScenarioStep] = MappingProxyType({"drop_file_inbox": _drop_file_inbox})
+    options = MappingProxyType(
+        {  # the variables deployments use (docs/deployment.md), not ASSAY_FILES_*
+            "port": Option(int, 2222, "ASSAY_SFTP_PORT", not_negative),
+            "storage_url": Option(str, None, "ASSAY_STORAGE_URL"),  # s3://, gs://, file://
+            "storage_options": Option(str, None, "ASSAY_STORAGE_OPTIONS"),  # JSON: fsspec options
+            "max_file_bytes": Option(int, DEFAULT_MAX_FILE_BYTES, "ASSAY_MAX_FILE_BYTES", not_negative),
+            "max_auth_tries": Option(int, 6, "ASSAY_SFTP_MAX_AUTH_TRIES", not_negative),
+            "auth_backoff": Option(float, 0.5, "ASSAY_SFTP_AUTH_BACKOFF", not_negative),
+            "auth_backoff_max": Option(float, 10.0, "ASSAY_SFTP_AUTH_BACKOFF_MAX", not_negative),
+        }
+    )
 
     def purge(self, gone: Purge) -> None:
         """Remove the playgrounds' trees once the deletion has committed: a rolled-back one keeps

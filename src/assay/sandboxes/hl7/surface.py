@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from fastapi import APIRouter
@@ -31,6 +32,7 @@ from assay.sandboxes.hl7.routes import hl7_router
 from assay.sandboxes.hl7.store import append, last_outbound, outbound_until, register_facility
 from assay.sandboxes.hl7.tables import Hl7Facility, Hl7MessageRow
 from assay.sandboxes.hl7.tools import TOOLS
+from assay.sandboxes.options import Option, not_negative
 from assay.sandboxes.surface import (
     Deployment,
     LogSurface,
@@ -107,6 +109,16 @@ def _seed_inbox(run: RunContext, sandbox: Sandbox, step: Mapping[str, Any]) -> N
 class Hl7Sandbox(LogSurface):
     tools = TOOLS
     name = "hl7"
+    options = MappingProxyType(
+        {
+            "port": Option(int, DEFAULT_MLLP_PORT, "ASSAY_MLLP_PORT", not_negative),
+            "idle_timeout": Option(float, DEFAULT_IDLE_TIMEOUT, "ASSAY_MLLP_IDLE_TIMEOUT"),
+            "frame_timeout": Option(float, DEFAULT_FRAME_TIMEOUT, "ASSAY_MLLP_FRAME_TIMEOUT"),
+            "max_per_source": Option(
+                int, DEFAULT_MAX_PER_SOURCE, "ASSAY_MLLP_MAX_CONNECTIONS_PER_SOURCE", not_negative
+            ),
+        }
+    )
     dataset_type = "hl7"
     state_fields = frozenset({"hl7_outbound"})
     view = Hl7View

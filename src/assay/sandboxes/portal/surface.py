@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -18,6 +19,7 @@ from sqlalchemy import Select, delete, select
 from sqlalchemy.orm import Session
 
 from assay.core.state import PortalRow, portal_digests
+from assay.sandboxes.options import Option, not_negative
 from assay.sandboxes.portal import actions
 from assay.sandboxes.portal.access import PortalSurface
 from assay.sandboxes.portal.datasets import check_portal_dataset
@@ -93,6 +95,7 @@ def _mark_seeded(run: RunContext, sandbox: Sandbox) -> None:
     sandbox.credentials = {**(sandbox.credentials or {}), _SEEDED_SEQ: seq}
 
 
+_DEFAULTS = ThrottleSettings()
 _THROTTLE = "portal.sign_in"
 """Where a deployment keeps its sign-in throttle (`Deployment.runtime`)."""
 
@@ -100,11 +103,10 @@ _THROTTLE = "portal.sign_in"
 def _throttle_of(deployment: Deployment) -> SignInThrottle:
     found = deployment.runtime.get(_THROTTLE)
     if found is None:
-        defaults = ThrottleSettings()
         settings = ThrottleSettings(
-            deployment.option("portal", "sign_in_free_failures", defaults.free_failures),
-            deployment.option("portal", "sign_in_backoff", defaults.backoff),
-            deployment.option("portal", "sign_in_backoff_max", defaults.max_backoff),
+            deployment.option("portal", "sign_in_free_failures", _DEFAULTS.free_failures),
+            deployment.option("portal", "sign_in_backoff", _DEFAULTS.backoff),
+            deployment.option("portal", "sign_in_backoff_max", _DEFAULTS.max_backoff),
         )
         found = deployment.runtime.setdefault(_THROTTLE, SignInThrottle(settings))
     return found  # type: ignore[no-any-return]
@@ -143,6 +145,13 @@ def _web_target(request: Request) -> PortalSurface:
 class PortalSandbox(LifecycleSurface):
     tools = TOOLS
     name = "portal"
+    options = MappingProxyType(
+        {  # ASSAY_PORTAL_SIGN_IN_*: docs/deployment.md
+            "sign_in_free_failures": Option(int, _DEFAULTS.free_failures, check=not_negative),
+            "sign_in_backoff": Option(float, _DEFAULTS.backoff, check=not_negative),
+            "sign_in_backoff_max": Option(float, _DEFAULTS.max_backoff, check=not_negative),
+        }
+    )
     dataset_type = "portal"
     scenario_steps = {"set_portal_row": _set_portal_row}
     state_fields = frozenset({"portal_rows"})

@@ -9,12 +9,29 @@ call's turns, so `rescore` and replays read them and never ask the model again.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import MappingProxyType
 
 from assay.core.judging import JudgeQuestion
-from assay.judge import JudgeSettings, OpenAIJudge
+from assay.judge import DEFAULT_MODEL, DEFAULT_TIMEOUT, JudgeSettings, OpenAIJudge
+from assay.sandboxes.options import Option, positive
 from assay.sandboxes.surface import Deployment
 
-__all__ = ["SIM_KEY", "close_sim", "open_sim", "restyler"]
+__all__ = ["SIM_KEY", "SIM_OPTIONS", "close_sim", "open_sim", "restyler"]
+
+
+def _http_url(url: str) -> str | None:
+    return None if url.strip().startswith(("http://", "https://")) else "must be an http(s) URL"
+
+
+SIM_OPTIONS = MappingProxyType(
+    {  # `ASSAY_SIM_*`, read as the judge's `ASSAY_JUDGE_*` are (docs/deployment.md)
+        "sim_url": Option(str, None, "ASSAY_SIM_URL", _http_url),
+        "sim_model": Option(str, DEFAULT_MODEL, "ASSAY_SIM_MODEL"),
+        "sim_api_key": Option(str, None, "ASSAY_SIM_API_KEY"),
+        "sim_timeout": Option(float, DEFAULT_TIMEOUT, "ASSAY_SIM_TIMEOUT", positive),
+    }
+)
+"""The voice surface's settings section: the persona model, OpenAI-compatible."""
 
 SIM_KEY = "voice.sim"
 """Where a deployment keeps its persona model client (`Deployment.runtime`)."""
@@ -34,8 +51,14 @@ _SYSTEM = {
 
 
 def open_sim(deployment: Deployment) -> None:
-    settings = deployment.option("voice", "sim")
-    if isinstance(settings, JudgeSettings) and SIM_KEY not in deployment.runtime:
+    url = str(deployment.option("voice", "sim_url") or "").strip()
+    if url and SIM_KEY not in deployment.runtime:
+        settings = JudgeSettings(
+            url,
+            deployment.option("voice", "sim_model") or DEFAULT_MODEL,
+            deployment.option("voice", "sim_api_key") or None,
+            float(deployment.option("voice", "sim_timeout") or DEFAULT_TIMEOUT),
+        )
         deployment.runtime[SIM_KEY] = OpenAIJudge(settings)
 
 

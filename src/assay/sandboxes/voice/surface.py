@@ -9,7 +9,7 @@ of each call to the transcript (`source: line`); turns of calls made elsewhere a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter
@@ -27,13 +27,15 @@ from assay.sandboxes.surface import (
     StateView,
     SurfaceTarget,
 )
+from assay.sandboxes.viewer import ChatLine, PreviewEvent
 from assay.sandboxes.voice.calls import LINE_KEY, end_calls, phone_number, ring
 from assay.sandboxes.voice.line.config import line_problems, parse_line
 from assay.sandboxes.voice.routes import voice_router
-from assay.sandboxes.voice.sim import close_sim, open_sim
+from assay.sandboxes.voice.sim import SIM_OPTIONS, close_sim, open_sim
 from assay.sandboxes.voice.store import append_turns, last_turn, turn_problems, turns_until
 from assay.sandboxes.voice.tables import VoiceCallRow, VoiceTurnRow
 from assay.sandboxes.voice.tools import TOOLS
+from assay.sandboxes.voice.viewer import chat_lines
 from assay.snapshot import SnapshotWriter
 from assay.store import utcnow
 from assay.store.models import Playground, Sandbox, TaskRun
@@ -74,9 +76,16 @@ class VoiceSandbox(LogSurface):
     dataset_type = "voice"
     state_fields = frozenset({"voice_turns"})
     scenario_steps: Mapping[str, ScenarioStep] = {"add_voice_turns": _add_turns}
+    options = SIM_OPTIONS
 
     def open(self, deployment: Deployment) -> None:
         open_sim(deployment)
+
+    def chat_lines(self, event: PreviewEvent) -> Sequence[ChatLine]:
+        return chat_lines(event)
+
+    def judged_events(self, evidence: Mapping[str, Any], events: Sequence[PreviewEvent]) -> Iterable[str]:
+        return ()
 
     def close(self, deployment: Deployment) -> None:
         close_sim(deployment)

@@ -6,6 +6,10 @@ Evidence comes from the checks (`checks/*`) in a few shapes that share one idea:
 per-field (or per-phrase) results under `fieldResults`, `field_results`, `assertionResults` or
 `phraseResults`, plus scalars naming what was judged (`resource`, `event_id`, `record_id`,
 `row_key`, `matchedPaths`). Anything else is shown as JSON, never dropped.
+
+What only some surfaces' events carry — a conversation drawn as chat lines, evidence that names
+their events in the surface's own terms — comes from the surfaces that implement
+`sandboxes.viewer.Viewer` (`registry.VIEWERS`); nothing here names a surface.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from assay.sandboxes.registry import VIEWERS
+from assay.sandboxes.viewer import BODY_PREVIEW
 
 __all__ = [
     "BODY_PREVIEW",
@@ -29,10 +36,6 @@ __all__ = [
     "pretty",
     "timeline",
 ]
-
-BODY_PREVIEW = 1000
-"""Characters of a request or response body shown inline (as stored, not re-indented: a page of
-2,000 events must render in well under 300 ms); the event page shows all of it, pretty-printed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,11 +167,11 @@ class TimelineItem:
     request: str
     response: str
     speaker: str | None = None
-    """Set for voice turns, which the page draws as a chat."""
+    """Set for a conversation's turns (`Viewer.chat_lines`), which the page draws as a chat."""
     text: str | None = None
     judged_by: list[str] = field(default_factory=list)
     turn: int | None = None
-    """A voice turn's 0-based place in the transcript (as voice evidence's `turn` counts it)."""
+    """A turn's 0-based place in the transcript (as transcript evidence's `turn` counts it)."""
 
 
 def with_messages(
@@ -228,39 +231,22 @@ def _body_text(text: str | None) -> str:
     return text if len(text) < BODY_PREVIEW else text + " …"
 
 
-def _loaded(text: str | None) -> Any:
-    """The stored body as JSON, or None when absent, cut short by the preview, or not JSON."""
-    if not text or len(text) >= BODY_PREVIEW:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
-
-
-def _turns(text: str | None) -> list[Mapping[str, Any]]:
-    body = _loaded(text)
-    if isinstance(body, Mapping) and "text" in body:
-        return [body]
-    if isinstance(body, list):
-        return [turn for turn in body if isinstance(turn, Mapping) and "text" in turn]
-    return []
-
-
 def timeline(
     events: Iterable[EventRow], surfaces: Mapping[str, str], judged_by: Mapping[str, list[str]] | None = None
 ) -> list[TimelineItem]:
-    """The agent's trajectory, oldest first; a voice event becomes one chat line per turn;
-    `judged_by` maps an event id to the criterion runs whose evidence names it."""
+    """The agent's trajectory, oldest first; an event that carries a conversation (its surface's
+    `Viewer.chat_lines`) becomes one chat line per turn; `judged_by` maps an event id to the
+    criterion runs whose evidence names it."""
     judged_by = judged_by or {}
     turn = -1
     items = []
     for event in events:
         surface = surfaces.get(event.sandbox_id, "")
         at = event.created_at.isoformat(timespec="milliseconds") if event.created_at else ""
-        turns = _turns(event.request) if event.type == "voice_turn" else []
-        if turns:
-            for spoken in turns:
+        viewer = VIEWERS.get(surface)
+        lines = viewer.chat_lines(event) if viewer is not None else ()
+        if lines:
+            for line in lines:
                 turn += 1
                 items.append(
                     TimelineItem(
@@ -269,12 +255,12 @@ def timeline(
                         at,
                         event.type,
                         surface,
-                        "voice turn",
+                        line.title,
                         event.status,
                         _body_text(event.request),
                         _body_text(event.response),
-                        speaker=str(spoken.get("speaker", "?")),
-                        text=str(spoken.get("text", "")),
+                        speaker=line.speaker,
+                        text=line.text,
                         turn=turn,
                     )
                 )
@@ -297,21 +283,9 @@ def timeline(
     return items
 
 
-def _mentions(event: EventRow, reference: str) -> bool:
-    """Whether a FHIR event wrote or read `Type/id` (by its path or the resource it returned)."""
-    resource_type, _, ident = reference.partition("/")
-    path = event.path or ""
-    if path.split("?")[0].rstrip("/").endswith(f"{resource_type}/{ident}"):
-        return True
-    if not event.response or ident not in event.response:  # cheap test before parsing
-        return False
-    body = _loaded(event.response)
-    return isinstance(body, Mapping) and body.get("resourceType") == resource_type and body.get("id") == ident
-
-
 _QUOTED_KEYS = ("control_id", "row_key", "matchedPaths", "record_id")
-"""Evidence values that name what was judged in words an event's path or bodies also carry: an HL7
-control id (MSH-10), a portal row key, an uploaded file's path, an X12 record."""
+"""Evidence values that name what was judged in words an event's path or bodies also carry: a
+message's control id, a row key, a file's path, a record id."""
 
 
 def _quotes(event: EventRow, value: str) -> bool:
@@ -320,19 +294,17 @@ def _quotes(event: EventRow, value: str) -> bool:
 
 def criterion_event_links(criteria: Sequence[Any], events: Sequence[EventRow]) -> dict[str, list[str]]:
     """criterion run id → the ids of the events its evidence names: any event id quoted in the
-    evidence, the FHIR request that wrote or returned the matched resource, and the events whose
-    path or bodies carry the judged message's control id, row key, file path or record id."""
+    evidence, those a surface's `Viewer.judged_events` finds (the request that wrote or returned
+    the matched resource), and the events whose path or bodies carry the judged message's control
+    id, row key, file path or record id."""
     ids = {event.id for event in events}
     links: dict[str, list[str]] = {}
     for run in criteria:
         evidence = run.evidence if isinstance(run.evidence, Mapping) else {}
         references = evidence_references(evidence)
         found = [value for value in references.values() if value in ids]
-        resource = evidence.get("resource")
-        if isinstance(resource, str) and "/" in resource:
-            found += [
-                event.id for event in events if event.type.startswith("fhir") and _mentions(event, resource)
-            ]
+        for viewer in VIEWERS.values():
+            found += viewer.judged_events(evidence, events)
         for key in _QUOTED_KEYS:
             values = evidence.get(key)
             for value in values if isinstance(values, list) else [values]:
@@ -344,7 +316,8 @@ def criterion_event_links(criteria: Sequence[Any], events: Sequence[EventRow]) -
 
 
 def matched_turns(criteria: Sequence[Any]) -> dict[int, list[str]]:
-    """Transcript turn → the phrases voice evidence found in it, to highlight them in the chat."""
+    """Transcript turn → the phrases transcript evidence (`phraseResults`) found in it, to
+    highlight them in the chat."""
     found: dict[int, list[str]] = {}
     for run in criteria:
         evidence = run.evidence if isinstance(run.evidence, Mapping) else {}

@@ -76,8 +76,8 @@ ISOLATIONS = ("tag", *_SPACES)
 
 @dataclass(frozen=True, slots=True)
 class ExternalFhirSettings:
-    """`ASSAY_FHIR_URL`, `ASSAY_FHIR_ISOLATION`, `ASSAY_FHIR_AUTHORIZATION`, as `service.settings`
-    read them."""
+    """`ASSAY_FHIR_URL`, `ASSAY_FHIR_ISOLATION`, `ASSAY_FHIR_AUTHORIZATION`, as the FHIR surface's
+    settings section (`FhirSandbox.options`) gives them."""
 
     url: str
     isolation: str
