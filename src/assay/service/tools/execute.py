@@ -10,7 +10,10 @@ an ASGI call (`asgi_request`): no socket, no second parse of the token's scope r
 surface changes in its routes the tool gets for free. A read the surfaces' fast path answers
 (`AssayApp.answer_early`) is asked of it directly, its answer taken without the ASGI messages;
 the rest is one ASGI dispatch to the routes. Arguments are checked by a quick check compiled
-from the input schema before jsonschema, which words any refusal (`_accepts`). Target: a tool
+from the input schema before jsonschema, which words any refusal (`_accepts`). A tool whose output
+holds the route's answer as it is (FHIR's) writes that output's text around the route's body
+(`AgentTool.written`): the tool route sends it and the trajectory stores it without decoding and
+encoding the resource again, which cost more than the rest of the tool's own work. Target: a tool
 call costs at most 1.25 times its protocol request (`bench/bench_tools.py`).
 
 **Errors.** Every refusal is the API's envelope `{"error": {code, message, details}}` with the
