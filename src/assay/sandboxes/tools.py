@@ -85,6 +85,10 @@ class AgentTool:
     facts: tuple[str, ...] = ()
     """Keys of its sandbox's stored credentials the agent must know to use it (the HL7 receiving
     facility MSH-6 names): `task_read` shows them under `facts.<surface>`, as `start` shows them."""
+    written: Callable[[ToolResponse], bytes | None] | None = None
+    """`read`'s output as JSON text, written around the route's own body instead of decoding it
+    (for a tool whose output holds the answer as it is: FHIR's); None, from it or in its place,
+    leaves the output to `read`. What it writes must be what encoding `read`'s output would give."""
 
 
 def string(description: str, **extra: Any) -> dict[str, Any]:

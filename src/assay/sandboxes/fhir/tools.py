@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
+import orjson
+
 from assay.sandboxes.tools import AgentTool, ToolInputError, ToolRequest, ToolResponse, array, obj, string
 
 __all__ = ["TOOLS"]
@@ -42,6 +44,25 @@ def _answer(response: ToolResponse) -> dict[str, Any]:
     if location:
         out["location"] = location
     return out
+
+
+def _answer_text(response: ToolResponse) -> bytes | None:
+    """`_answer`'s output as JSON text, the resource spliced in as the route wrote it: a search
+    Bundle is most of a tool call's work when decoded and encoded again. Only a body that is a
+    JSON object, and strict JSON (what orjson reads), is taken as it is; anything else goes to
+    `_answer`, which answers it as before."""
+    body = response.body
+    if not body.startswith(b"{"):
+        return None
+    try:
+        orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    out = b'{"status":' + str(response.status).encode() + b',"resource":' + body
+    location = response.headers.get("location") or response.headers.get("content-location")
+    if location:
+        out += b',"location":' + orjson.dumps(location)
+    return out + b"}"
 
 
 def _path(*parts: str) -> str:
@@ -79,6 +100,7 @@ TOOLS: tuple[AgentTool, ...] = (
         output_schema=_ANSWER,
         build=lambda args: ToolRequest("GET", "/metadata"),
         read=_answer,
+        written=_answer_text,
     ),
     AgentTool(
         name="fhir_search",
@@ -98,6 +120,7 @@ TOOLS: tuple[AgentTool, ...] = (
         output_schema=_ANSWER,
         build=_search,
         read=_answer,
+        written=_answer_text,
     ),
     AgentTool(
         name="fhir_read",
@@ -107,6 +130,7 @@ TOOLS: tuple[AgentTool, ...] = (
         output_schema=_ANSWER,
         build=lambda args: ToolRequest("GET", _path(args["resource_type"], args["id"])),
         read=_answer,
+        written=_answer_text,
     ),
     AgentTool(
         name="fhir_create",
@@ -125,6 +149,7 @@ TOOLS: tuple[AgentTool, ...] = (
         output_schema=_ANSWER,
         build=_create,
         read=_answer,
+        written=_answer_text,
     ),
     AgentTool(
         name="fhir_update",
@@ -143,6 +168,7 @@ TOOLS: tuple[AgentTool, ...] = (
             "PUT", _path(args["resource_type"], args["id"]), args["resource"], FHIR_JSON
         ),
         read=_answer,
+        written=_answer_text,
     ),
     AgentTool(
         name="fhir_patch",
@@ -165,6 +191,7 @@ TOOLS: tuple[AgentTool, ...] = (
             "PATCH", _path(args["resource_type"], args["id"]), args["patch"], "application/json-patch+json"
         ),
         read=_answer,
+        written=_answer_text,
     ),
     AgentTool(
         name="fhir_transaction",
@@ -182,5 +209,6 @@ TOOLS: tuple[AgentTool, ...] = (
         output_schema=_ANSWER,
         build=lambda args: ToolRequest.json("POST", "", args["bundle"], FHIR_JSON),
         read=_answer,
+        written=_answer_text,
     ),
 )

@@ -10,7 +10,10 @@ an ASGI call (`asgi_request`): no socket, no second parse of the token's scope r
 surface changes in its routes the tool gets for free. A read the surfaces' fast path answers
 (`AssayApp.answer_early`) is asked of it directly, its answer taken without the ASGI messages;
 the rest is one ASGI dispatch to the routes. Arguments are checked by a quick check compiled
-from the input schema before jsonschema, which words any refusal (`_accepts`). Target: a tool
+from the input schema before jsonschema, which words any refusal (`_accepts`). A tool whose output
+holds the route's answer as it is (FHIR's) writes that output's text around the route's body
+(`AgentTool.written`): the tool route sends it and the trajectory stores it without decoding and
+encoding the resource again, which cost more than the rest of the tool's own work. Target: a tool
 call costs at most 1.25 times its protocol request (`bench/bench_tools.py`).
 
 **Errors.** Every refusal is the API's envelope `{"error": {code, message, details}}` with the
@@ -25,8 +28,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -55,17 +57,80 @@ def error_envelope(code: str, message: str, details: dict[str, Any] | None = Non
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
 
-@dataclass(frozen=True, slots=True)
 class ToolOutcome:
-    status: int
-    """The route's HTTP status (200 for a tool whose route answered 2xx)."""
-    result: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    """The API envelope, when the call was refused."""
+    """A tool call's answer: its output (`result`, and `body`, that output's JSON text) or the API
+    envelope of its refusal (`error`). A tool that writes its output's text from the route's own
+    bytes (`AgentTool.written`) gives `body` alone, and `result` is decoded only when asked for: a
+    tool call over HTTP sends `body` as it is, and the trajectory splices it into its step."""
+
+    __slots__ = ("_body", "_result", "error", "status", "written")
+
+    def __init__(
+        self,
+        status: int,
+        result: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+        *,
+        body: bytes | None = None,
+    ):
+        self.status = status
+        """The route's HTTP status (200 for a tool whose route answered 2xx)."""
+        self._result = result
+        self.error = error
+        """The API envelope, when the call was refused."""
+        self._body = body
+        self.written = body if result is None and error is None else None
+        """The output's JSON text when the tool wrote it from the route's bytes, else None."""
 
     @property
     def is_error(self) -> bool:
         return self.error is not None
+
+    @property
+    def result(self) -> dict[str, Any] | None:
+        if self._result is None and self.written is not None:
+            self._result = json.loads(self.written)
+        return self._result
+
+    @property
+    def body(self) -> bytes:
+        """The output's (or the refusal's) JSON text, as the tool route answers it."""
+        if self._body is None:
+            self._body = _ENCODER.encode(self.error if self.error is not None else self._result).encode()
+        return self._body
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+"""`JSONResponse`'s encoding, built once (`json.dumps` with options builds an encoder per call)."""
+
+
+class _RawHeaders(Mapping[str, str]):
+    """An early answer's raw headers, as `ToolResponse.headers`: decoded only where a tool reads
+    one (most read none, and decoding all of them cost more than the tool's own `read`)."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]):
+        self._raw = raw
+
+    def __getitem__(self, name: str) -> str:
+        wanted = name.lower().encode("latin-1")
+        for key, value in self._raw:
+            if key.lower() == wanted:
+                return value.decode("latin-1")
+        raise KeyError(name)
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(key.decode("latin-1").lower() for key, _ in self._raw))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 async def asgi_request(
@@ -93,8 +158,8 @@ async def asgi_request(
         "method": method,
         "scheme": "http",
         "path": path,
-        "raw_path": quote(path).encode(),
-        "query_string": urlencode(list(params)).encode(),
+        "raw_path": path.encode() if _PLAIN_PATH.fullmatch(path) else quote(path).encode(),
+        "query_string": urlencode(list(params)).encode() if params else b"",
         "root_path": "",
         "headers": raw_headers,
         "client": ("127.0.0.1", 0),
@@ -106,8 +171,7 @@ async def asgi_request(
         scope["app"] = app
         early = await answer_early(scope)
         if early is not None:
-            answered = {k.decode("latin-1"): v.decode("latin-1") for k, v in early.raw_headers}
-            return ToolResponse(early.status_code, answered, bytes(early.body))
+            return ToolResponse(early.status_code, _RawHeaders(early.raw_headers), bytes(early.body))
         app = app.routed
     sent = False
     status, answer_headers, body = 500, {}, bytearray()
@@ -132,6 +196,10 @@ async def asgi_request(
 
     await app(scope, receive, send)
     return ToolResponse(status, answer_headers, bytes(body))
+
+
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_.~/-]*")
+"""A path `quote` leaves as it is."""
 
 
 def _as_envelope(response: ToolResponse) -> dict[str, Any]:
@@ -198,11 +266,22 @@ def _accepts(schema: Any) -> Callable[[Any], bool] | None:
         return None
     checks: list[Callable[[Any], bool]] = []
     for keyword, value in schema.items():
+        if keyword in _ANNOTATIONS:
+            continue
         check = _keyword(keyword, value, schema)
         if check is None:
             return None
         checks.append(check)
-    return lambda v: all(check(v) for check in checks)
+    if len(checks) == 1:
+        return checks[0]
+
+    def every(v: Any) -> bool:  # a loop: `all()` over a generator cost twice as much
+        for check in checks:  # noqa: SIM110
+            if not check(v):
+                return False
+        return True
+
+    return every
 
 
 def _keyword(keyword: str, value: Any, schema: dict[str, Any]) -> Callable[[Any], bool] | None:
@@ -237,9 +316,16 @@ def _keyword(keyword: str, value: Any, schema: dict[str, Any]) -> Callable[[Any]
         if any(check is None for check in inner.values()):
             return None
         known = {name: check for name, check in inner.items() if check is not None}
-        return lambda v: (
-            not isinstance(v, dict) or all(known[name](item) for name, item in v.items() if name in known)
-        )
+
+        def each_property(v: Any) -> bool:
+            if isinstance(v, dict):
+                for name, item in v.items():
+                    check = known.get(name)
+                    if check is not None and not check(item):
+                        return False
+            return True
+
+        return each_property
     if keyword == "additionalProperties":
         if value is True:
             return lambda v: True
@@ -366,7 +452,15 @@ class Tools:
             self.trajectory.add(
                 caller.org_id,
                 task_run_id,
-                tool_step(name, arguments, outcome.status, outcome.result, outcome.error, call_id, spent),
+                tool_step(
+                    name,
+                    arguments,
+                    outcome.status,
+                    outcome.written or outcome.result,
+                    outcome.error,
+                    call_id,
+                    spent,
+                ),
                 began,
             )
         return outcome
@@ -403,6 +497,10 @@ class Tools:
         if response.status >= 400:
             return ToolOutcome(response.status, error=_as_envelope(response))
         try:
+            if tool.written is not None:
+                written = tool.written(response)
+                if written is not None:
+                    return ToolOutcome(response.status, body=written)
             result = tool.read(response)
         except ToolInputError as bad:
             return ToolOutcome(422, error=_input_error(tool, bad))

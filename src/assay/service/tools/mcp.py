@@ -12,7 +12,6 @@ text is the API envelope, a result is its JSON text plus `structuredContent`.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import mcp_types as types
@@ -53,10 +52,8 @@ def tool_list(described: list[dict[str, Any]]) -> types.ListToolsResult:
 
 def outcome_result(outcome: ToolOutcome) -> types.CallToolResult:
     """A tool's outcome as MCP: the JSON as text (and structured, when it succeeded)."""
-    value = outcome.error if outcome.error is not None else outcome.result
-    content: list[types.ContentBlock] = [
-        types.TextContent(type="text", text=json.dumps(value, ensure_ascii=False))
-    ]
+    # The JSON the HTTP route answers: a FHIR tool's is the route's body spliced, not re-encoded.
+    content: list[types.ContentBlock] = [types.TextContent(type="text", text=outcome.body.decode())]
     if outcome.error is not None:
         return types.CallToolResult(content=content, is_error=True)
     return types.CallToolResult(content=content, structured_content=outcome.result)

@@ -18,9 +18,9 @@ import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from assay.sandboxes.openapi import json_answer
 from assay.service.deps import AnyCaller, RunCaller, SessionDep
@@ -96,7 +96,7 @@ async def call_tool(
     x_tool_call_id: Annotated[
         str | None, Header(description="The model's id for this call, kept in the trajectory")
     ] = None,
-) -> JSONResponse:
+) -> Response:
     """Run one tool; the body is its arguments (a JSON object, `{}` or empty for none).
     `ToolCallPath` answers it before routing; this route documents it and answers the rest."""
     return await answer_tool_call(
@@ -106,7 +106,7 @@ async def call_tool(
 
 async def answer_tool_call(
     app: Any, task_run_id: str, name: str, raw: bytes, authorization: str | None, call_id: str | None
-) -> JSONResponse:
+) -> Response:
     arguments: Any = {}
     if raw.strip():
         try:
@@ -120,7 +120,7 @@ async def answer_tool_call(
     if outcome.error is not None:
         headers = {"WWW-Authenticate": "Bearer"} if outcome.status == 401 else None
         return JSONResponse(outcome.error, status_code=outcome.status, headers=headers)
-    return JSONResponse(outcome.result)
+    return Response(outcome.body, media_type="application/json")  # `JSONResponse`'s, encoded once
 
 
 _TOOL_CALL = re.compile(r"/v1/task-runs/([^/]+)/tools/([^/]+)")
@@ -159,12 +159,6 @@ class ToolCallPath:
             elif key == b"x-tool-call-id":
                 call_id = value.decode("latin-1")
         started = False
-
-        async def watched_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
         try:
             raw = b""
             while True:
@@ -178,7 +172,16 @@ class ToolCallPath:
                 if not message.get("more_body"):
                     break
             response = await answer_tool_call(self.app, found[1], found[2], raw, authorization, call_id)
-            await response(scope, receive, watched_send)
+            # What `Response.__call__` sends (it has no background task), without its wrapping.
+            started = True
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status_code,
+                    "headers": response.raw_headers,
+                }
+            )
+            await send({"type": "http.response.body", "body": response.body})
         except Exception as error:
             if started:
                 raise

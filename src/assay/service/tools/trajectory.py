@@ -142,7 +142,8 @@ def tool_step(
     call_id: str | None = None,
     ms: float = 0.0,
 ) -> dict[str, Any]:
-    """One executed tool call; its values are cut to size when it is queued (`_written`)."""
+    """One executed tool call; its values are cut to size when it is queued (`_written`). A result
+    given as bytes is its JSON text (`ToolOutcome.written`), spliced into the step's text."""
     step: dict[str, Any] = {"name": name, "arguments": arguments, "status": status, "ms": round(ms, 3)}
     if call_id:
         step["tool_call_id"] = call_id
@@ -159,12 +160,20 @@ def _written(step: dict[str, Any]) -> dict[str, Any] | JsonText:
     it): it is queued as that text, encoded once, which the database takes as it is — measuring
     each value cost a JSON encoding each, and the step's objects kept alive in the queue until
     the writer's next batch were a load on the garbage collector's young generations."""
+    result = step.get("result")
+    spliced = result if isinstance(result, bytes) else None
     try:
-        text = json_bytes(step)
+        if spliced is None:
+            text = json_bytes(step)
+        else:  # `{…, "result": <its text>}`: the step's other keys, then the result as written
+            text = json_bytes({key: value for key, value in step.items() if key != "result"})
+            text = text[:-1] + b',"result":' + spliced + b"}"
     except (TypeError, ValueError):
         text = None
     if text is not None and len(text) <= MAX_STEP_BYTES // 2:
         return JsonText(text.decode())
+    if spliced is not None:
+        step = {**step, "result": json.loads(spliced)}
     return {key: _capped(value) if key in _CAPPED else value for key, value in step.items()}
 
 
