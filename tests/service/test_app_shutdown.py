@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from pathlib import Path
 from typing import cast
 
 import pytest
 from sqlalchemy import Engine
 
+from assay.core.memory import settled
 from assay.sandboxes import SURFACES, Deployment
 from assay.sandboxes.fhir.external import ExternalBackend, IsolatedFhir, TaggedFhir
 from assay.sandboxes.fhir.surface import external_of
@@ -64,3 +66,21 @@ def test_the_fhir_settings_are_read_once_from_the_environment() -> None:
         Settings.from_env({"ASSAY_FHIR_LENIENT": "maybe"})
     with pytest.raises(ValueError, match="ASSAY_FHIR_ISOLATION must be one of"):
         Settings().with_surface_settings({"fhir": {"isolation": "per-tenant"}})
+
+
+def test_a_serving_app_keeps_its_start_up_heap_out_of_full_collections(tmp_path: Path) -> None:
+    """Every way the app is served (`assay serve`, each of its `--workers`, `assay demo`, an
+    in-process server) runs its lifespan: once started, what start-up built is frozen, so a full
+    collection does not rescan it while requests wait (core/memory.py); at shutdown it is released."""
+    app = create_app(Settings(data_dir=tmp_path, listeners=False, sweep_interval=0))
+    first = settled() == 0
+
+    async def serve_once() -> tuple[int, bool]:
+        async with app.router.lifespan_context(app):
+            built = {id(o) for o in gc.get_objects()}
+            return settled(), id(app.state.database.engine) in built
+
+    serving, engine_scanned = asyncio.run(serve_once())
+    assert serving >= 1 and settled() == serving - 1
+    if first:  # the process's first server froze its heap, and released it when it stopped
+        assert not engine_scanned and gc.get_freeze_count() == 0

@@ -17,6 +17,7 @@ from fastapi import Depends, FastAPI
 from sqlalchemy.exc import IntegrityError
 
 from assay.checks import load_semantic_model
+from assay.core.memory import release_heap, settle_heap
 from assay.judge import OpenAIJudge
 from assay.sandboxes import Listeners, close_surfaces, open_surfaces
 from assay.sandboxes.events import close_event_logs
@@ -90,9 +91,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             load_semantic_model()  # once per process, before the first `complete` needs it
         sweeper = Sweeper(database, settings.sweep_interval)
         sweeper.start()
+        settle_heap()  # last: everything start-up built is frozen out of full collections
         try:
             yield
         finally:
+            release_heap()
             await listeners.stop()
             sweeper.stop()
             if judge is not None:

@@ -21,6 +21,7 @@ from typing import cast
 
 from sqlalchemy import Engine
 
+from assay.core.memory import release_heap, settle_heap
 from assay.sandboxes import Deployment, Listeners, has_listeners, open_deployment
 from assay.service.orphans import exit_with_parent
 from assay.service.settings import Settings
@@ -82,9 +83,11 @@ def run_listeners(settings: Settings, report: Connection) -> None:
             report.send({"error": f"{type(exc).__name__}: {exc}"})
             raise
         report.send({"ports": ports})
+        settle_heap()  # as an API worker does (core/memory.py)
         try:
             await stop.wait()
         finally:
+            release_heap()
             await listeners.stop()
 
     try:
