@@ -82,14 +82,11 @@ class Timings:
     ops: list[float] = field(default_factory=list)
     complete: list[float] = field(default_factory=list)
     failures: Counter[str] = field(default_factory=Counter)
-    by_operation: dict[str, list[float]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, kind: str, seconds: float, operation: str | None = None) -> None:
+    def add(self, kind: str, seconds: float) -> None:
         with self.lock:
             getattr(self, kind).append(seconds * 1000)
-            if operation is not None:
-                self.by_operation.setdefault(operation, []).append(seconds * 1000)
 
     def fail(self, what: str) -> None:
         with self.lock:
@@ -112,7 +109,7 @@ class Agent:
             self.timings.fail(f"{what}: {type(exc).__name__}")
             return None
         if self.timed:
-            self.timings.add("ops", time.perf_counter() - begin, what)
+            self.timings.add("ops", time.perf_counter() - begin)
         if isinstance(answer, httpx.Response) and answer.status_code >= 400:
             self.timings.fail(f"{what}: {answer.status_code}")
         return answer
@@ -317,7 +314,6 @@ def main() -> None:
     parser.add_argument(
         "--instances", type=int, default=1, help="assay serve processes on one PostgreSQL (needs --postgres)"
     )
-    parser.add_argument("--by-operation", action="store_true", help="p50/p99 of each operation too")
     parser.add_argument("--hello-seconds", type=float, default=5.0, help="hello-world measurement")
     args = parser.parse_args()
     if args.instances > 1 and not args.postgres:
@@ -355,10 +351,6 @@ def main() -> None:
     for kind in ("start", "ops", "complete"):
         ordered = sorted(getattr(timings, kind))
         print(f"{kind:9} p50 {_p(ordered, 0.5):8.1f} ms   p99 {_p(ordered, 0.99):8.1f} ms   ({len(ordered)})")
-    if args.by_operation:
-        for what, times in sorted(timings.by_operation.items()):
-            ordered = sorted(times)
-            print(f"  {what:28} p50 {_p(ordered, 0.5):8.1f} ms   p99 {_p(ordered, 0.99):8.1f} ms")
     where = "server + PostgreSQL" if cluster else "server"
     print(f"CPU per task run ({where}): {cpu / max(done, 1) * 1000:.1f} ms")
     print(f"hello-world: {hello_rate:.0f} req/s, p50 {hello_p50:.2f} ms ({args.clients} clients, same run)")

@@ -1,7 +1,7 @@
 """Engine, sessions, migrations: one `Database` per app instance (no module-level engine).
 
 Embedded default: SQLite in the data directory, WAL mode. On SQLite every transaction starts with
-`BEGIN IMMEDIATE` and, inside one process, after its turn in one queue (`store/write_queue.py`): SQLite has one writer at a time anyway,
+`BEGIN IMMEDIATE` and, inside one process, behind one lock: SQLite has one writer at a time anyway,
 and taking the write lock up front means a transaction never fails half-way on an upgrade from
 reader to writer (SQLITE_BUSY_SNAPSHOT) — the SQLite equivalent of the row locks PostgreSQL gets
 from `SELECT … FOR UPDATE`. Several processes on one SQLite file wait on `busy_timeout`.
@@ -10,6 +10,9 @@ from `SELECT … FOR UPDATE`. Several processes on one SQLite file wait on `busy
 from __future__ import annotations
 
 import select
+import threading
+import weakref
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +29,6 @@ from assay.store.epoch import Epoch, epoch_of, track, with_options
 from assay.store.epoch_postgres import PostgresEpoch
 from assay.store.errors import Busy
 from assay.store.json_values import serialize_json
-from assay.store.write_queue import LOCK_WAIT, FairLock, queue_writes, write_turn
 
 __all__ = [
     "LOCK_WAIT",
@@ -46,6 +48,8 @@ _POOL_OVERFLOW = 32
 """With the pool's 10, one more connection than AnyIO's 40 worker threads plus the sweeper can
 use at once, so a request only waits for a connection when something else holds one too long."""
 _READ_ONLY = "assay_read_only"
+LOCK_WAIT = 10.0
+"""Seconds a transaction waits for the SQLite write lock before `Busy` (503)."""
 POOL_WAIT = 10.0
 """Seconds a PostgreSQL unit of work waits for a pooled connection before SQLAlchemy's
 `TimeoutError` (503 as well, in `service/errors.py`)."""
@@ -125,6 +129,68 @@ def pipelined(session: Session) -> Iterator[None]:
             event.remove(session, "after_flush", flush_ended)
 
 
+class FairLock:
+    """A lock handed to its waiters in arrival order, with a timeout.
+
+    `threading.Lock` lets a thread that just released it take it again before the threads already
+    waiting, so under steady traffic one waiter (the sweeper, a `complete`) could wait on and on.
+    Here a release hands the lock straight to the oldest waiter.
+    """
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._held = False
+        self._waiters: deque[threading.Lock] = deque()
+
+    def acquire(self, timeout: float) -> bool:
+        with self._mutex:
+            if not self._held:
+                self._held = True
+                return True
+            turn = threading.Lock()
+            turn.acquire()
+            self._waiters.append(turn)
+        if turn.acquire(timeout=timeout):
+            return True  # `release` handed it over
+        with self._mutex:
+            try:
+                self._waiters.remove(turn)
+            except ValueError:  # handed over between the timeout and here: ours after all
+                return True
+            return False
+
+    def release(self) -> None:
+        with self._mutex:
+            if self._waiters:
+                self._waiters.popleft().release()  # still held: now by the oldest waiter
+            else:
+                self._held = False
+
+
+_WRITE_LOCKS: weakref.WeakKeyDictionary[Engine, FairLock] = weakref.WeakKeyDictionary()
+
+
+@contextmanager
+def write_turn(engine: Engine) -> Iterator[None]:
+    """This process's turn at `engine`'s SQLite write lock, in arrival order, for a writer that
+    does not go through `Database.transaction` (the event log's writer thread); nothing on
+    PostgreSQL or for an engine no `Database` made. `Busy` after `LOCK_WAIT` seconds in line.
+
+    Without it such a writer met the request transactions only at SQLite's own lock, whose busy
+    handler polls with growing sleeps (up to 100 ms): a steady writer that re-took the lock
+    between two polls kept a waiting `complete` out for seconds."""
+    lock = _WRITE_LOCKS.get(engine)
+    if lock is None:
+        yield
+        return
+    if not lock.acquire(LOCK_WAIT):
+        raise Busy("the database write lock is taken", retry_after=1)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def _check_idle_connection(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
     """A pooled PostgreSQL connection the server closed is not handed out: the pool replaces it.
 
@@ -152,10 +218,12 @@ class Database:
     def __init__(self, url: str | URL):
         self.url = make_url(url)
         self.is_sqlite = self.url.get_backend_name() == "sqlite"
-        self._write_lock: FairLock | None = FairLock() if self.is_sqlite else None
         self.engine = self._create_engine()
         self.read_engine = read_only(self.engine)
         """The same pool; on SQLite its transactions start with a plain `BEGIN` (see `reading`)."""
+        self._write_lock: FairLock | None = FairLock() if self.is_sqlite else None
+        if self._write_lock is not None:
+            _WRITE_LOCKS[self.engine] = self._write_lock
         self.sessions = sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
         self._readers = sessionmaker(self.read_engine, expire_on_commit=False, autoflush=False)
 
@@ -212,12 +280,10 @@ class Database:
             cursor.execute(f"PRAGMA busy_timeout={int(LOCK_WAIT * 1000)}")
             cursor.close()
 
-        assert self._write_lock is not None
-        queue_writes(
-            engine,
-            self._write_lock,
-            is_reading=lambda connection: connection.get_execution_options().get(_READ_ONLY),
-        )
+        @event.listens_for(engine, "begin")
+        def _begin(connection: Any) -> None:
+            reading = connection.get_execution_options().get(_READ_ONLY)
+            connection.exec_driver_sql("BEGIN" if reading else "BEGIN IMMEDIATE")
 
         # The change epoch the agent path's caches check (`store/epoch.py`): a file beside the
         # database, shared by every worker on it; only this process for a database in memory.

@@ -31,8 +31,6 @@ from sqlalchemy import Dialect, Engine
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from assay.store.write_queue import queue_of, take_turn
-
 __all__ = ["DriverResult", "DriverTransaction", "compiled"]
 
 _Processor = Callable[[Any], Any] | None
@@ -127,24 +125,16 @@ class DriverTransaction:
         self._sqlite = engine.dialect.name == "sqlite"
         self._pooled: Any = None
         self._cursor: Any = None
-        self._queue = queue_of(engine)
 
     def __enter__(self) -> DriverTransaction:
-        if self._queue is not None:  # as the engine's "begin" listener: a turn, then the lock up front
-            take_turn(self._queue)
+        self._pooled = self.engine.raw_connection()
         try:
-            self._pooled = self.engine.raw_connection()
-            try:
-                self._cursor = self._pooled.driver_connection.cursor()
-                if self._sqlite:
-                    self._cursor.execute("BEGIN IMMEDIATE")
-            except BaseException:
-                self._pooled.invalidate()
-                self._pooled.close()
-                raise
+            self._cursor = self._pooled.driver_connection.cursor()
+            if self._sqlite:  # as store/database.py's "begin" listener: the write lock up front
+                self._cursor.execute("BEGIN IMMEDIATE")
         except BaseException:
-            if self._queue is not None:
-                self._queue.release()
+            self._pooled.invalidate()
+            self._pooled.close()
             raise
         return self
 
@@ -194,5 +184,3 @@ class DriverTransaction:
         finally:
             cursor.close()
             pooled.close()
-            if self._queue is not None:
-                self._queue.release()
