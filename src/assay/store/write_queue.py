@@ -162,8 +162,8 @@ def queue_writes(engine: Engine) -> FairLock:
         finally:
             end_turn(pooled)
 
-    dialect.do_commit = do_commit  # type: ignore[method-assign]
-    dialect.do_rollback = do_rollback  # type: ignore[method-assign]
+    dialect.do_commit = do_commit  # type: ignore[method-assign, assignment]
+    dialect.do_rollback = do_rollback  # type: ignore[method-assign, assignment]
     event.listen(engine.pool, "invalidate", _end_turn_of_record)
     event.listen(engine.pool, "checkin", _end_turn_of_record)
     return queue
