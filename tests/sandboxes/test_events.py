@@ -13,12 +13,13 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from assay.sandboxes import event_rows, events
 from assay.sandboxes.events import record_event
 from assay.store import utcnow
 from assay.store.models import SandboxEvent
+from assay.store.write_queue import queue_of
 from tests.service.builders import make_benchmark, ok, org_id_of, start_run
 from tests.service.conftest import Server
 
@@ -212,7 +213,7 @@ def test_the_event_writer_takes_its_turn_at_the_sqlite_write_lock_in_line(
     database, engine = server.database, server.database.engine
     events.flush_events(engine)
     monkeypatch.setattr(events, "_LINGER", 60.0)  # only the flush writes
-    lock = database._write_lock
+    lock = queue_of(engine)
     assert lock is not None
     order: list[str] = []
 
@@ -228,7 +229,8 @@ def test_the_event_writer_takes_its_turn_at_the_sqlite_write_lock_in_line(
     monkeypatch.setattr(events, "_append", append_in_its_turn)
 
     def transaction() -> None:
-        with database.transaction():
+        with database.transaction() as session:
+            session.execute(text("SELECT 1"))  # the turn is taken where the transaction begins
             order.append("transaction")
 
     # The shared server's own threads (its sweeper) may queue too: watch for ours by name.
@@ -241,19 +243,20 @@ def test_the_event_writer_takes_its_turn_at_the_sqlite_write_lock_in_line(
 
     monkeypatch.setattr(lock, "acquire", acquire_noting_who)
     threads = [threading.Thread(target=flush), threading.Thread(target=transaction)]
-    with database.transaction():
+    with database.transaction() as holder:
+        holder.execute(text("SELECT 1"))
         record_event(
             engine, org_id=org_id, sandbox_id=sandbox_id, type="fhir_request",
             method="GET", path="/in-line", status=200,
         )  # fmt: skip
         for thread in threads:
-            before = len(lock._waiters)  # we hold the lock: the line only grows meanwhile
+            before = lock.waiting  # we hold the lock: the line only grows meanwhile
             thread.start()
             for _ in range(30_000):  # bounded: until the thread waits in line
-                if thread.name in arrived and len(lock._waiters) > before:
+                if thread.name in arrived and lock.waiting > before:
                     break
                 time.sleep(0.001)
-            assert thread.name in arrived and len(lock._waiters) > before
+            assert thread.name in arrived and lock.waiting > before
     for thread in threads:
         thread.join(timeout=30)
     assert order == ["flush", "transaction"]

@@ -204,7 +204,11 @@ def test_fair_lock_serves_waiters_in_arrival_order() -> None:
         while len(lock._waiters) < i + 1:  # bounded by the thread reaching its wait
             time.sleep(0.001)
         threads.append(thread)
-    assert not FairLock.acquire(lock, 0.01)  # a newcomer times out instead of jumping the queue
+    newcomer: list[bool] = []
+    late = threading.Thread(target=lambda: newcomer.append(lock.acquire(0.01)))
+    late.start()
+    late.join(timeout=30)
+    assert newcomer == [False]  # a newcomer times out instead of jumping the queue
     lock.release()
     for thread in threads:
         thread.join(timeout=30)

@@ -33,8 +33,8 @@ with the next per-sandbox `seq`, in the order they were queued. So:
   every `complete` wait for everyone's traffic. Each
   sandbox's events are still written in the order they were queued (its `seq`). An event queued
   by another worker process is written by that worker's writer, which starts on it at once.
-  The writer takes its turn at the SQLite write lock in line with the request transactions
-  (`store.database.write_turn`), and a batch is one multi-row INSERT; on PostgreSQL one COPY,
+  On SQLite the writer's transactions queue for the write lock in line with the requests'
+  (`store/write_queue.py`), and a batch is one multi-row INSERT; on PostgreSQL one COPY,
   after two statements for all its sandboxes (`_last_events`).
 
 Bodies are stored as JSON when they are JSON (so `GET /sandboxes/{id}/events` shows objects), as
@@ -58,7 +58,6 @@ from typing import TYPE_CHECKING, NotRequired, TypedDict, Unpack
 from sqlalchemy import Connection, Engine
 
 from assay.store import Busy, new_id, utcnow
-from assay.store.database import write_turn
 from assay.store.driver import DriverTransaction
 from assay.store.errors import Unavailable
 from assay.store.faults import DATABASE, no_space, outage
@@ -420,7 +419,7 @@ class _EventLog:
         """Store `batch`; the events not stored because the database is out (the rest of the
         batch from the first such failure), which the caller queues again."""
         try:
-            with write_turn(self.engine), self.engine.begin() as conn:
+            with self.engine.begin() as conn:
                 _append(conn, [_row(event, self._passthrough) for event in batch])
             return []
         except Exception as exc:
@@ -432,7 +431,7 @@ class _EventLog:
             log.warning("a batch of %d sandbox events failed; storing them one by one", len(batch))
         for index, event in enumerate(batch):
             try:
-                with write_turn(self.engine), self.engine.begin() as conn:
+                with self.engine.begin() as conn:
                     _append(conn, [_row(event, self._passthrough)])
             except Exception as exc:
                 if self._unavailable(exc):

@@ -1,7 +1,8 @@
 """Engine, sessions, migrations: one `Database` per app instance (no module-level engine).
 
 Embedded default: SQLite in the data directory, WAL mode. On SQLite every transaction starts with
-`BEGIN IMMEDIATE` and, inside one process, behind one lock: SQLite has one writer at a time anyway,
+`BEGIN IMMEDIATE` and, inside one process, behind one arrival-order queue, however it was begun
+(`store/write_queue.py`): SQLite has one writer at a time anyway,
 and taking the write lock up front means a transaction never fails half-way on an upgrade from
 reader to writer (SQLITE_BUSY_SNAPSHOT) — the SQLite equivalent of the row locks PostgreSQL gets
 from `SELECT … FOR UPDATE`. Several processes on one SQLite file wait on `busy_timeout`.
@@ -10,9 +11,6 @@ from `SELECT … FOR UPDATE`. Several processes on one SQLite file wait on `busy
 from __future__ import annotations
 
 import select
-import threading
-import weakref
-from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,8 +25,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from assay.store.epoch import Epoch, epoch_of, track, with_options
 from assay.store.epoch_postgres import PostgresEpoch
-from assay.store.errors import Busy
 from assay.store.json_values import serialize_json
+from assay.store.write_queue import LOCK_WAIT, FairLock, end_turn, queue_writes, take_turn, write_turn
 
 __all__ = [
     "LOCK_WAIT",
@@ -48,8 +46,6 @@ _POOL_OVERFLOW = 32
 """With the pool's 10, one more connection than AnyIO's 40 worker threads plus the sweeper can
 use at once, so a request only waits for a connection when something else holds one too long."""
 _READ_ONLY = "assay_read_only"
-LOCK_WAIT = 10.0
-"""Seconds a transaction waits for the SQLite write lock before `Busy` (503)."""
 POOL_WAIT = 10.0
 """Seconds a PostgreSQL unit of work waits for a pooled connection before SQLAlchemy's
 `TimeoutError` (503 as well, in `service/errors.py`)."""
@@ -129,68 +125,6 @@ def pipelined(session: Session) -> Iterator[None]:
             event.remove(session, "after_flush", flush_ended)
 
 
-class FairLock:
-    """A lock handed to its waiters in arrival order, with a timeout.
-
-    `threading.Lock` lets a thread that just released it take it again before the threads already
-    waiting, so under steady traffic one waiter (the sweeper, a `complete`) could wait on and on.
-    Here a release hands the lock straight to the oldest waiter.
-    """
-
-    def __init__(self) -> None:
-        self._mutex = threading.Lock()
-        self._held = False
-        self._waiters: deque[threading.Lock] = deque()
-
-    def acquire(self, timeout: float) -> bool:
-        with self._mutex:
-            if not self._held:
-                self._held = True
-                return True
-            turn = threading.Lock()
-            turn.acquire()
-            self._waiters.append(turn)
-        if turn.acquire(timeout=timeout):
-            return True  # `release` handed it over
-        with self._mutex:
-            try:
-                self._waiters.remove(turn)
-            except ValueError:  # handed over between the timeout and here: ours after all
-                return True
-            return False
-
-    def release(self) -> None:
-        with self._mutex:
-            if self._waiters:
-                self._waiters.popleft().release()  # still held: now by the oldest waiter
-            else:
-                self._held = False
-
-
-_WRITE_LOCKS: weakref.WeakKeyDictionary[Engine, FairLock] = weakref.WeakKeyDictionary()
-
-
-@contextmanager
-def write_turn(engine: Engine) -> Iterator[None]:
-    """This process's turn at `engine`'s SQLite write lock, in arrival order, for a writer that
-    does not go through `Database.transaction` (the event log's writer thread); nothing on
-    PostgreSQL or for an engine no `Database` made. `Busy` after `LOCK_WAIT` seconds in line.
-
-    Without it such a writer met the request transactions only at SQLite's own lock, whose busy
-    handler polls with growing sleeps (up to 100 ms): a steady writer that re-took the lock
-    between two polls kept a waiting `complete` out for seconds."""
-    lock = _WRITE_LOCKS.get(engine)
-    if lock is None:
-        yield
-        return
-    if not lock.acquire(LOCK_WAIT):
-        raise Busy("the database write lock is taken", retry_after=1)
-    try:
-        yield
-    finally:
-        lock.release()
-
-
 def _check_idle_connection(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
     """A pooled PostgreSQL connection the server closed is not handed out: the pool replaces it.
 
@@ -221,9 +155,6 @@ class Database:
         self.engine = self._create_engine()
         self.read_engine = read_only(self.engine)
         """The same pool; on SQLite its transactions start with a plain `BEGIN` (see `reading`)."""
-        self._write_lock: FairLock | None = FairLock() if self.is_sqlite else None
-        if self._write_lock is not None:
-            _WRITE_LOCKS[self.engine] = self._write_lock
         self.sessions = sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
         self._readers = sessionmaker(self.read_engine, expire_on_commit=False, autoflush=False)
 
@@ -280,10 +211,20 @@ class Database:
             cursor.execute(f"PRAGMA busy_timeout={int(LOCK_WAIT * 1000)}")
             cursor.close()
 
+        queue = queue_writes(engine)
+
         @event.listens_for(engine, "begin")
         def _begin(connection: Any) -> None:
-            reading = connection.get_execution_options().get(_READ_ONLY)
-            connection.exec_driver_sql("BEGIN" if reading else "BEGIN IMMEDIATE")
+            if connection.get_execution_options().get(_READ_ONLY):
+                connection.exec_driver_sql("BEGIN")
+                return
+            pooled = connection.connection
+            take_turn(pooled, queue)  # this process's writers in arrival order (store/write_queue.py)
+            try:
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
+            except BaseException:
+                end_turn(pooled)
+                raise
 
         # The change epoch the agent path's caches check (`store/epoch.py`): a file beside the
         # database, shared by every worker on it; only this process for a database in memory.
@@ -292,35 +233,21 @@ class Database:
         return engine
 
     @contextmanager
-    def write_lock(self) -> Iterator[None]:
-        """This process's turn at the SQLite write lock (nothing on PostgreSQL); `Busy` after
-        `LOCK_WAIT` seconds in the queue."""
-        if self._write_lock is None:
-            yield
-            return
-        if not self._write_lock.acquire(LOCK_WAIT):
-            raise Busy("the database write lock is taken", retry_after=1)
-        try:
-            yield
-        finally:
-            self._write_lock.release()
-
-    @contextmanager
     def transaction(self) -> Iterator[Session]:
         """One unit of work: commit on success, roll back on error (one commit per request).
 
-        Run it whole on one thread: on SQLite it holds this process's write lock throughout.
+        Run it whole on one thread: on SQLite, from its first statement to its commit, it holds
+        this process's turn at the write lock (`store/write_queue.py`).
         """
-        with self.write_lock():
-            session = self.sessions()
-            try:
-                yield session
-                session.commit()
-            except BaseException:
-                session.rollback()
-                raise
-            finally:
-                session.close()
+        session = self.sessions()
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
 
     @contextmanager
     def reading(self) -> Iterator[Session]:
@@ -337,7 +264,7 @@ class Database:
         """Upgrade the schema to every head; safe when several workers start at once."""
         config = Config()
         config.set_main_option("script_location", str(_MIGRATIONS))
-        with self.write_lock(), self.engine.begin() as connection:
+        with self.engine.begin() as connection:
             if not self.is_sqlite:
                 connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
             config.attributes["connection"] = connection

@@ -10,8 +10,9 @@ about five times what SQLite spent running the statements (docs/performance.md, 
 - every parameter goes through its column type's bind processor and every result column through
   its result processor (`TypeEngine.bind_processor`/`result_processor`), so a row written here
   reads back through the ORM exactly as one written by `Connection.execute`;
-- the transaction is the one `Database` would open: `BEGIN IMMEDIATE` on SQLite (the write lock up
-  front, as `store/database.py` does for every write), the driver's implicit one on PostgreSQL;
+- the transaction is the one `Database` would open: on SQLite a turn in the process's write queue,
+  then `BEGIN IMMEDIATE` (the write lock up front, as `store/database.py` does for every write),
+  the turn given back once the COMMIT or ROLLBACK has run; the driver's implicit one on PostgreSQL;
   commit on success, rollback on error, and a connection that failed mid-transaction is
   invalidated rather than handed back to the pool.
 
@@ -30,6 +31,9 @@ from typing import Any
 from sqlalchemy import Dialect, Engine
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
+
+from assay.store.errors import Busy
+from assay.store.write_queue import end_turn, queue_of, take_turn
 
 __all__ = ["DriverResult", "DriverTransaction", "compiled"]
 
@@ -127,12 +131,19 @@ class DriverTransaction:
         self._cursor: Any = None
 
     def __enter__(self) -> DriverTransaction:
+        queue = queue_of(self.engine) if self._sqlite else None
         self._pooled = self.engine.raw_connection()
         try:
+            if queue is not None:  # as store/database.py's "begin" listener: in line, then the lock
+                take_turn(self._pooled, queue)
             self._cursor = self._pooled.driver_connection.cursor()
-            if self._sqlite:  # as store/database.py's "begin" listener: the write lock up front
+            if self._sqlite:
                 self._cursor.execute("BEGIN IMMEDIATE")
+        except Busy:  # waited its turn in vain: the connection itself is fine
+            self._pooled.close()
+            raise
         except BaseException:
+            end_turn(self._pooled)
             self._pooled.invalidate()
             self._pooled.close()
             raise
@@ -183,4 +194,5 @@ class DriverTransaction:
             raise
         finally:
             cursor.close()
+            end_turn(pooled)
             pooled.close()

@@ -38,7 +38,7 @@ from assay.sandboxes.fhir._db import using
 from assay.sandboxes.fhir.tables import FhirLayer, FhirLayerResource
 from assay.snapshot import is_file_name
 from assay.store.copy_text import copy_text
-from assay.store.database import read_only, write_turn
+from assay.store.database import read_only
 from assay.store.ids import iso, utcnow
 from assay.store.json_values import content_hash, json_bytes
 
@@ -270,9 +270,8 @@ class _RowWriter:
     PostgreSQL's backend) runs without the GIL, so on two cores it overlaps the encoding instead
     of following it.
 
-    On SQLite each chunk takes its turn at the write lock in line with the requests
-    (`write_turn`; the build used to meet them at SQLite's busy handler, which sleeps up to
-    100 ms a try) and is checkpointed right after, outside the lock
+    On SQLite each chunk is a transaction of its own, so it takes its turn at the write lock in
+    line with the requests (`store/write_queue.py`), and is checkpointed right after, outside the lock
     (`_checkpointing_after_each`). At most `_QUEUED` chunks wait, so memory stays bounded; the
     first error stops the writing and is raised by `__exit__` (the chunks still queued are
     dropped, and the next build writes whatever is missing).
@@ -372,7 +371,7 @@ class _RowWriter:
             with self.engine.connect() as conn, _checkpointing_after_each(conn) as checkpoint:
                 write = self._writer(conn)
                 while (chunk := self._queue.get()) is not None:
-                    with write_turn(self.engine), conn.begin():
+                    with conn.begin():
                         write(chunk)
                     checkpoint()
         except BaseException as error:  # raised in the caller's thread by __exit__
@@ -462,7 +461,7 @@ class LayerCache:
                 for chunk in _row_chunks(layer):
                     writer.put(chunk)
             try:
-                with write_turn(self.engine), self.engine.begin() as conn:
+                with self.engine.begin() as conn:
                     conn.execute(
                         insert(FhirLayer),
                         [{"hash": key, "resource_count": len(layer.by_key), "loaded_at": now}],

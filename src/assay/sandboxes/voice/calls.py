@@ -47,7 +47,6 @@ from assay.sandboxes.voice.tables import VoiceCallRow
 from assay.sandboxes.x12.store import EMPTY_PAYER
 from assay.sandboxes.x12.tables import X12Payer
 from assay.store import Conflict, Invalid, NotFound, new_id, utcnow
-from assay.store.database import write_turn
 from assay.store.models import Sandbox
 
 __all__ = [
@@ -372,18 +371,14 @@ def call_with_turns(conn: Connection, sandbox_id: str, call_id: str) -> dict[str
 
 def run_action(engine: Engine, action: Action[T], model: Restyle | None) -> T:
     """Run one action in its own transaction; with a persona model, ask the model between
-    transactions, never inside one (see the module's docstring).
-
-    On SQLite the transaction first waits its turn in this process's queue for the write lock
-    (`write_turn`), as the event log's writer does: at SQLite's own lock a waiter polls with
-    sleeps of up to 100 ms, which under a hundred calls made the slowest turns seconds long."""
+    transactions, never inside one (see the module's docstring)."""
     if model is None:
-        with write_turn(engine), engine.begin() as conn:
+        with engine.begin() as conn:
             return action(conn, None)
     voicing = _Voicing(model)
     for round_ in range(1, VOICING_ROUNDS + 1):
         try:
-            with write_turn(engine), engine.begin() as conn:
+            with engine.begin() as conn:
                 answer = action(conn, voicing)
                 if voicing.wanted and round_ < VOICING_ROUNDS:
                     raise _Unvoiced

@@ -28,7 +28,6 @@ from assay.sandboxes.voice.sim import restyler
 from assay.sandboxes.voice.store import LINE_SPEAKERS, append_turns, transcript, turn_problems
 from assay.sandboxes.voice.stream import add_stream_routes
 from assay.store import BadRequest, DomainError, Invalid, NotFound
-from assay.store.database import write_turn
 from assay.store.json_values import storable_json_problem
 
 __all__ = ["MAX_TURNS", "voice_router"]
@@ -130,7 +129,7 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
 
         def work() -> list[dict[str, Any]]:
             try:
-                with write_turn(handle.deployment.engine), handle.deployment.engine.begin() as conn:
+                with handle.deployment.engine.begin() as conn:
                     stored = append_turns(conn, handle.sandbox_id, turns, seeded=False)
             except SandboxClosed as closed:  # 409 in the API's envelope, logged like every request
                 handle.record("voice_turn", method="POST", path=request.url.path, status=409, request=raw)
