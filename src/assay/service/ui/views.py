@@ -249,38 +249,27 @@ def timeline(
             for line in lines:
                 turn += 1
                 items.append(
-                    TimelineItem(
-                        event.id,
-                        event.seq,
-                        at,
-                        event.type,
-                        surface,
-                        line.title,
-                        event.status,
-                        _body_text(event.request),
-                        _body_text(event.response),
-                        speaker=line.speaker,
-                        text=line.text,
-                        turn=turn,
-                    )
+                    _item(event, at, surface, line.title, speaker=line.speaker, text=line.text, turn=turn)
                 )
             continue
         title = " ".join(part for part in (event.method, event.path) if part) or event.type
-        items.append(
-            TimelineItem(
-                event.id,
-                event.seq,
-                at,
-                event.type,
-                surface,
-                title,
-                event.status,
-                _body_text(event.request),
-                _body_text(event.response),
-                judged_by=judged_by.get(event.id, []),
-            )
-        )
+        items.append(_item(event, at, surface, title, judged_by=judged_by.get(event.id, [])))
     return items
+
+
+def _item(event: EventRow, at: str, surface: str, title: str, **shown: Any) -> TimelineItem:
+    return TimelineItem(
+        event.id,
+        event.seq,
+        at,
+        event.type,
+        surface,
+        title,
+        event.status,
+        _body_text(event.request),
+        _body_text(event.response),
+        **shown,
+    )
 
 
 _QUOTED_KEYS = ("control_id", "row_key", "matchedPaths", "record_id")
