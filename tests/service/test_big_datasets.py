@@ -26,6 +26,7 @@ from assay.service.runs import actions
 from assay.service.sandboxes import datasets as datasets_module
 from assay.store.json_values import content_hash
 from assay.store.models import BenchmarkVersion, BenchmarkVersionDataset, Dataset, TaskRun
+from assay.store.write_queue import queue_of
 from tests.service.builders import ok, unique
 from tests.service.conftest import Server
 
@@ -341,11 +342,11 @@ def test_the_layer_rows_are_written_in_write_turns_with_no_read_snapshot_open(
     )
     benchmark_id = _benchmark(api, [dataset["id"]])
     readings: dict[int, int] = {}
-    turns: dict[int, int] = {}
     preparing: list[int] = []
     seen: list[tuple[int, int]] = []
     database = server.database
-    real_reading, real_turn, real_prepare = database.reading, layers_module.write_turn, actions.prepare_start
+    real_reading, real_prepare = database.reading, actions.prepare_start
+    queue = queue_of(database.engine)
 
     @contextmanager
     def reading() -> Iterator[Session]:
@@ -357,23 +358,14 @@ def test_the_layer_rows_are_written_in_write_turns_with_no_read_snapshot_open(
         finally:
             readings[me] -= 1
 
-    @contextmanager
-    def write_turn(engine: Any) -> Iterator[None]:
-        me = threading.get_ident()
-        with real_turn(engine):
-            turns[me] = turns.get(me, 0) + 1
-            try:
-                yield
-            finally:
-                turns[me] -= 1
-
     def prepare_start(*args: Any, **kwargs: Any) -> None:
         preparing.append(threading.get_ident())
         real_prepare(*args, **kwargs)
 
     def note() -> None:
         open_readings = sum(readings.get(thread, 0) for thread in preparing)
-        seen.append((open_readings, turns.get(threading.get_ident(), 0)))
+        in_turn = queue is None or queue.held_here()  # PostgreSQL: the row locks are the turn
+        seen.append((open_readings, int(in_turn)))
 
     def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         if re.match(r"\s*INSERT INTO fhir_layers\b", statement, re.IGNORECASE):
@@ -387,7 +379,6 @@ def test_the_layer_rows_are_written_in_write_turns_with_no_read_snapshot_open(
 
     monkeypatch.setattr(layers_module._RowWriter, "_writer", noting_writer)
     monkeypatch.setattr(database, "reading", reading)
-    monkeypatch.setattr(layers_module, "write_turn", write_turn)
     monkeypatch.setattr(actions, "prepare_start", prepare_start)
     event.listen(database.engine, "before_cursor_execute", record)
     try:

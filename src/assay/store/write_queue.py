@@ -99,6 +99,10 @@ class FairLock:
             else:
                 self._owner, self._depth = None, 0
 
+    def held_here(self) -> bool:
+        """Whether the calling thread holds the lock."""
+        return self._owner == threading.get_ident()
+
     @property
     def waiting(self) -> int:
         """How many threads are in line behind the holder."""

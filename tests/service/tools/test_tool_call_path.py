@@ -17,8 +17,8 @@ from jsonschema import Draft202012Validator
 
 from assay.sandboxes import SURFACES
 from assay.service.tools import routes as tool_routes
+from assay.service.tools.arguments import _accepts
 from assay.service.tools.catalog import TASK_READ
-from assay.service.tools.execute import _accepts
 from tests.service.builders import make_benchmark, ok, start_run
 from tests.service.conftest import Server
 

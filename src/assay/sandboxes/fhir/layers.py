@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import queue
-import re
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -35,9 +34,9 @@ from assay.core.memory import bulk_loading
 from assay.formats.fhir import BundleLoader, FhirStore
 from assay.sandboxes.fhir import _loading
 from assay.sandboxes.fhir._db import using
+from assay.sandboxes.fhir._layer_copy import copy_lines
 from assay.sandboxes.fhir.tables import FhirLayer, FhirLayerResource
 from assay.snapshot import is_file_name
-from assay.store.copy_text import copy_text
 from assay.store.database import read_only
 from assay.store.ids import iso, utcnow
 from assay.store.json_values import content_hash, json_bytes
@@ -242,28 +241,6 @@ def _values(row: dict[str, Any]) -> list[Any]:
     ]
 
 
-_COPY_SPECIAL = re.compile(r"[\\\t\n\r]")
-
-
-def _copy_lines(chunk: list[dict[str, Any]]) -> bytes:
-    """`chunk` as COPY text-format lines in `_ROW_COLUMNS` order. A body is orjson's compact
-    output, which holds no raw tab, newline or CR (JSON escapes them inside strings), so only
-    its backslashes are doubled; the key fields are escaped only when they hold one of those
-    characters (the layer hash is hex). One formatted head per row: escaping each field through
-    a function and a regex cost ~0.8 s of GIL time per 1,024-patient build, on the thread that
-    competes with the one serialising the rows."""
-    parts: list[bytes] = []
-    append = parts.append
-    for row in chunk:
-        kind, ident = row["resource_type"], row["resource_id"]
-        if _COPY_SPECIAL.search(kind) or _COPY_SPECIAL.search(ident):
-            kind, ident = copy_text(kind), copy_text(ident)
-        append(f"{row['layer_hash']}\t{kind}\t{ident}\t{row['position']}\t".encode())
-        append(row["body"].replace(b"\\", b"\\\\"))
-        append(b"\n")
-    return b"".join(parts)
-
-
 class _RowWriter:
     """Layer rows written on a thread of its own, a chunk per transaction, while the caller
     serialises the next chunk: the database's work (SQLite's B-tree inserts and checkpoints,
@@ -343,7 +320,7 @@ class _RowWriter:
         existing rows. The 64x rows: client CPU 1.7-2.0 s -> 0.4 s, wall 5.0-5.2 s -> 3.2-3.5 s
         (psycopg's pipelined `executemany` was the faster of the two INSERT forms there).
 
-        The chunk goes as one COPY text-format payload built here (`_copy_lines`) rather than by
+        The chunk goes as one COPY text-format payload built here (`_layer_copy.copy_lines`) rather than by
         psycopg's `write_row`, whose per-field Python formatting ran on this thread at ~0.8 s of
         GIL time per 1,024-patient build, taken from the thread serialising the next chunk."""
         import psycopg  # only with PostgreSQL
@@ -360,7 +337,7 @@ class _RowWriter:
             conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
             try:
                 with conn.begin_nested(), raw.cursor() as cursor, cursor.copy(copy) as rows:
-                    rows.write(_copy_lines(chunk))
+                    rows.write(copy_lines(chunk))
             except psycopg.errors.UniqueViolation:
                 conn.execute(self.statement, [_body_text(row) for row in chunk])
 
