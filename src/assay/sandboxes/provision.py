@@ -11,6 +11,7 @@ taken meanwhile, the commit itself fails — as no row would name it (`Discardin
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +22,8 @@ from assay.sandboxes.registry import DISCARDING, LIFECYCLE, SURFACES
 from assay.sandboxes.surface import Access, Deployment, Purge, RunContext, deployment_of
 from assay.store import new_id, utcnow
 from assay.store.models import Playground, Sandbox
+
+log = logging.getLogger("assay.sandboxes")
 
 __all__ = [
     "Provisioned",
@@ -88,8 +91,11 @@ def _discard_unless_committed(run: RunContext) -> None:
     def on_end(_session: Session, transaction: SessionTransaction) -> None:
         if transaction is not watched or committed:
             return
-        for surface in DISCARDING.values():
-            surface.discard(run.playground_id, run.deployment)
+        for name, surface in DISCARDING.items():
+            try:
+                surface.discard(run.playground_id, run.deployment)
+            except Exception:  # this runs as the start's own error propagates: it must stay the one raised
+                log.exception("surface %s could not discard playground %s", name, run.playground_id)
 
     event.listen(session, "after_commit", on_commit)
     event.listen(session, "after_transaction_end", on_end)

@@ -289,8 +289,9 @@ class Discarding(Protocol):
 
     def discard(self, playground_id: str, deployment: Deployment) -> None:
         """Remove what this start wrote for `playground_id` outside the database, once its
-        transaction has ended without committing. Never raises: the start's own error is what its
-        caller must see (what cannot be removed is logged)."""
+        transaction has ended without committing. It logs what it cannot remove rather than
+        raising: the start's own error is what its caller must see (`provision` logs and swallows
+        anything raised all the same)."""
         ...
 
 

@@ -63,7 +63,7 @@ class FaultAfterFiles(BaseSurface):
             event.listen(run.session, "before_commit", refuse, once=True)
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(scope="module", params=["local", "s3"])
 def files_server(request: pytest.FixtureRequest, server: Server) -> Iterator[Server]:
     """The session's server (SQLite or PostgreSQL) with its own storage: a local folder, or a
     bucket on moto's S3."""
