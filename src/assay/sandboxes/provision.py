@@ -3,20 +3,27 @@ to the agent, and torn down when the task run ends (docs/api.md, docs/sandboxes.
 
 Credentials are random per task run and kept in each sandbox row; surfaces accept them only while
 the task run is started.
+
+What a surface writes outside the database while `start` seeds (the files tree) is removed again
+when the start's transaction ends without committing — a later statement fails, the last slot is
+taken meanwhile, the commit itself fails — as no row would name it (`Discarding`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import delete, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import delete, event, select, update
+from sqlalchemy.orm import Session, SessionTransaction
 
-from assay.sandboxes.registry import LIFECYCLE, SURFACES
+from assay.sandboxes.registry import DISCARDING, LIFECYCLE, SURFACES
 from assay.sandboxes.surface import Access, Deployment, Purge, RunContext, deployment_of
 from assay.store import new_id, utcnow
 from assay.store.models import Playground, Sandbox
+
+log = logging.getLogger("assay.sandboxes")
 
 __all__ = [
     "Provisioned",
@@ -65,7 +72,33 @@ def provision(run: RunContext) -> Provisioned:
     ]
     session.add_all(rows)
     session.flush()
+    if DISCARDING:
+        _discard_unless_committed(run)
     return Provisioned(playground, sorted(rows, key=lambda row: row.id))
+
+
+def _discard_unless_committed(run: RunContext) -> None:
+    """Once the transaction `start` runs in ends, committed or not, let the `Discarding` surfaces
+    remove what they wrote for the playground if it did not commit. Its end, not its rollback, is
+    watched: a session closed without either ends it as well. The flush above has begun it."""
+    session, watched = run.session, run.session.get_transaction()
+    committed = False
+
+    def on_commit(_session: Session) -> None:  # fires for the outermost transaction only
+        nonlocal committed
+        committed = True
+
+    def on_end(_session: Session, transaction: SessionTransaction) -> None:
+        if transaction is not watched or committed:
+            return
+        for name, surface in DISCARDING.items():
+            try:
+                surface.discard(run.playground_id, run.deployment)
+            except Exception:  # this runs as the start's own error propagates: it must stay the one raised
+                log.exception("surface %s could not discard playground %s", name, run.playground_id)
+
+    event.listen(session, "after_commit", on_commit)
+    event.listen(session, "after_transaction_end", on_end)
 
 
 def sandboxes_of(

@@ -16,7 +16,7 @@ from assay.sandboxes.fhir.surface import FhirSandbox
 from assay.sandboxes.files.surface import FilesSandbox
 from assay.sandboxes.hl7.surface import Hl7Sandbox
 from assay.sandboxes.portal.surface import PortalSandbox
-from assay.sandboxes.surface import Caching, Lifecycle, Preparing, ScenarioStep, Surface
+from assay.sandboxes.surface import Caching, Discarding, Lifecycle, Preparing, ScenarioStep, Surface
 from assay.sandboxes.viewer import Viewer
 from assay.sandboxes.voice.surface import VoiceSandbox
 from assay.sandboxes.x12.surface import X12Sandbox
@@ -24,6 +24,7 @@ from assay.sandboxes.x12.surface import X12Sandbox
 __all__ = [
     "CACHING",
     "DATASET_TYPES",
+    "DISCARDING",
     "FIELD_OWNERS",
     "LIFECYCLE",
     "PREPARING",
@@ -57,6 +58,7 @@ FIELD_OWNERS: dict[str, str] = {}
 
 LIFECYCLE: dict[str, Lifecycle] = {}
 PREPARING: dict[str, Preparing] = {}
+DISCARDING: dict[str, Discarding] = {}
 CACHING: dict[str, Caching] = {}
 VIEWERS: dict[str, Viewer] = {}
 """The surfaces that opted into an optional protocol (`surface.py`, `viewer.py`), by name, in
@@ -90,6 +92,7 @@ def _index() -> None:
         (FIELD_OWNERS, owners),
         (LIFECYCLE, {n: s for n, s in SURFACES.items() if isinstance(s, Lifecycle)}),
         (PREPARING, {n: s for n, s in SURFACES.items() if isinstance(s, Preparing)}),
+        (DISCARDING, {n: s for n, s in SURFACES.items() if isinstance(s, Discarding)}),
         (CACHING, {n: s for n, s in SURFACES.items() if isinstance(s, Caching)}),
         (VIEWERS, {n: s for n, s in SURFACES.items() if isinstance(s, Viewer)}),
     )

@@ -24,8 +24,9 @@ never names a surface; it loops over the registry:
 What only some surfaces have is an optional protocol a surface opts into by implementing it (the
 registry indexes them): `Lifecycle` (open, close, teardown: what it keeps beyond its rows),
 `Preparing` (check_settings, prepare: environment settings, an index built before `start`'s
-transaction), `Caching` (serve_cached, catch_up: warm reads below FastAPI), and `viewer.Viewer`
-(chat_lines, judged_events: its part of the task-run view).
+transaction), `Discarding` (discard: what `start` wrote outside the database, removed when its
+transaction does not commit), `Caching` (serve_cached, catch_up: warm reads below FastAPI), and
+`viewer.Viewer` (chat_lines, judged_events: its part of the task-run view).
 
 `BaseSurface` implements every `Surface` hook as "nothing to do", so a surface overrides only what
 it has.
@@ -63,6 +64,7 @@ __all__ = [
     "Caching",
     "CatchUp",
     "Deployment",
+    "Discarding",
     "Lifecycle",
     "LifecycleSurface",
     "Listener",
@@ -276,6 +278,20 @@ class Preparing(Protocol):
         """Before `start`'s transaction, holding no lock: build what `seed` will then find ready
         (shared and content-addressed, never the playground's own state); a failure here is
         left for `seed` to report."""
+        ...
+
+
+@runtime_checkable
+class Discarding(Protocol):
+    """A surface whose `seed` or scenario steps write outside the database (the files tree). That
+    storage is not transactional: when the start's transaction does not commit, no row names what
+    was written, so `provision` has it removed then (`discard`)."""
+
+    def discard(self, playground_id: str, deployment: Deployment) -> None:
+        """Remove what this start wrote for `playground_id` outside the database, once its
+        transaction has ended without committing. It logs what it cannot remove rather than
+        raising: the start's own error is what its caller must see (`provision` logs and swallows
+        anything raised all the same)."""
         ...
 
 

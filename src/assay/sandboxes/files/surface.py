@@ -42,6 +42,7 @@ from assay.sandboxes.files.sftp import SftpListener
 from assay.sandboxes.files.storage import (
     PARTIAL_GRACE_SECONDS,
     FileStorage,
+    StorageError,
     open_storage,
     storage_settings,
 )
@@ -264,15 +265,16 @@ def _prepare(deployment: Deployment) -> FileStorage:
     return storage
 
 
-def _remove_trees(storage: FileStorage, prefixes: Sequence[str]) -> None:
-    """Never raises (the deletion is committed by now): a tree that cannot be removed is logged."""
+def _remove_trees(storage: FileStorage, prefixes: Sequence[str], whose: str = "deleted playground") -> None:
+    """Never raises (the transaction has ended by now): a tree that cannot be removed is logged.
+    Any exception counts: an object store's client raises its own kinds besides OSError."""
     for prefix in prefixes:
         key = storage.key(prefix)
         try:
             if storage.fs.exists(key):
                 storage.fs.rm(key, recursive=True)
-        except OSError as exc:
-            log.warning("could not remove the files of deleted playground %s at %s: %s", prefix, key, exc)
+        except Exception as exc:
+            log.warning("could not remove the files of %s %s at %s: %s", whose, prefix, key, exc)
 
 
 class FilesSandbox(BaseSurface):
@@ -299,6 +301,15 @@ class FilesSandbox(BaseSurface):
         storage = storage_of(gone.deployment)
         prefixes = list(gone.playground_ids)
         event.listen(gone.session, "after_commit", lambda _: _remove_trees(storage, prefixes), once=True)
+
+    def discard(self, playground_id: str, deployment: Deployment) -> None:
+        """The tree a start that did not commit seeded: no playground row names it."""
+        try:
+            storage = storage_of(deployment)
+        except StorageError as exc:  # then the seed wrote nothing either
+            log.warning("could not open the storage to remove playground %s: %s", playground_id, exc)
+            return
+        _remove_trees(storage, [playground_id], "rolled-back start, playground")
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:
         return check_files_dataset(data, max_file_bytes())
