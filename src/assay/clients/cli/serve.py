@@ -17,11 +17,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import click
 import typer
 from typer.core import TyperCommand
 
 if TYPE_CHECKING:
+    from typer._click import Context, Parameter  # typer's own click, which its commands are built on
+
     from assay.service.settings import Settings
 
 __all__ = ["ServeCommand", "keys_app", "listener_port_flag", "serve"]
@@ -145,21 +146,21 @@ class ServeCommand(TyperCommand):
     `ASSAY_<NAME>_PORT`). A flag that is given sets that variable, which the settings then read
     like any other, and which `serve --workers N` hands on to its processes."""
 
-    _built: tuple[dict[str, str], list[click.Parameter]] | None = None
+    _built: tuple[dict[str, str], list[Parameter]] | None = None
     """Each flag's parameter name → the variable it sets, and the flags; built on first use."""
 
-    def _port_flags(self) -> tuple[dict[str, str], list[click.Parameter]]:
+    def _port_flags(self) -> tuple[dict[str, str], list[Parameter]]:
         if self._built is None:
             self._built = _listener_port_flags()
         return self._built
 
-    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+    def get_params(self, ctx: Context) -> list[Parameter]:
         own = super().get_params(ctx)
         help_option = self.get_help_option(ctx)
         head = [param for param in own if param is not help_option]
         return [*head, *self._port_flags()[1], *([help_option] if help_option is not None else [])]
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Context) -> Any:
         for name, variable in self._port_flags()[0].items():
             value = ctx.params.pop(name, None)
             if value is not None:
@@ -167,7 +168,7 @@ class ServeCommand(TyperCommand):
         return super().invoke(ctx)
 
 
-def _listener_port_flags() -> tuple[dict[str, str], list[click.Parameter]]:
+def _listener_port_flags() -> tuple[dict[str, str], list[Parameter]]:
     """The registry's listener ports as typer options (parameter name → variable, the options):
     typer builds them from a signature, so they read and check like `serve`'s own."""
     from assay.sandboxes.options import LISTENER_PORT, declared, variable_of
