@@ -3,7 +3,8 @@
 Adding a surface is a package under `sandboxes/` whose class implements `surface.Surface` (usually
 by subclassing `BaseSurface`) and one line in `SURFACES`. Everything else — dataset validation and
 the dataset types the API accepts, `start`, the routes, listeners, `complete`, the state tar.gz,
-the surface names a criterion may give — loops over this mapping or the indexes built from it.
+the surface names a criterion may give, `assay serve`'s listener port flags, a benchmark package's
+bare dataset files — loops over this mapping or the indexes built from it.
 `register` adds a surface at run time (a plug-in, a test's throwaway surface) and rebuilds them.
 """
 

@@ -156,7 +156,7 @@ def _read_reference(value: Any, where: str, package: Path) -> Any:
     return {**value, "snapshot": {"files": items}}
 
 
-FOLDER = "/"
+_FOLDER = "/"
 """The bare form that is a folder of files (`Surface.dataset_files`)."""
 
 
@@ -175,10 +175,10 @@ def _dataset_types() -> str:
 
 def _bare_dataset(path: Path, forms: dict[str, str]) -> DatasetSpec | None:
     if path.is_dir():
-        kind = forms.get(FOLDER)
+        kind = forms.get(_FOLDER)
         return None if kind is None else DatasetSpec(path.name, kind, _read_files(path))
     for suffix, kind in forms.items():
-        if suffix != FOLDER and path.name.endswith(suffix) and len(path.name) > len(suffix):
+        if suffix != _FOLDER and path.name.endswith(suffix) and len(path.name) > len(suffix):
             return DatasetSpec(path.name.removesuffix(suffix), kind, _load(path))
     return None
 
@@ -301,10 +301,10 @@ def _write_files(root: Path, files: list[Json]) -> None:
 def _write_dataset(folder: Path, spec: DatasetSpec, forms: dict[str, str]) -> None:
     bare = None if spec.entities else next((f for f, kind in forms.items() if kind == spec.type), None)
     files = spec.data.get("files")
-    if bare == FOLDER and isinstance(files, list) and set(spec.data) == {"files"}:
+    if bare == _FOLDER and isinstance(files, list) and set(spec.data) == {"files"}:
         _write_files(folder / spec.name, files)
         return
-    if bare is not None and bare != FOLDER:
+    if bare is not None and bare != _FOLDER:
         (folder / f"{spec.name}{bare}").write_text(json.dumps(spec.data, indent=2, ensure_ascii=False) + "\n")
         return
     body: Json = {"type": spec.type, "data": spec.data}
