@@ -1,13 +1,16 @@
 """An eighth surface from the recipe alone: one package (`eighth_surface/`) and one registry line.
 
 It runs through the real service end to end — dataset, start, write, complete, the state tar.gz,
-`assay verify` — on SQLite and PostgreSQL, with nothing else of the service naming it.
+`assay verify` — on SQLite and PostgreSQL, with nothing else of the service naming it; and the
+commands it reaches through the registry know it too: `assay push`/`pull` read and write its bare
+dataset form, `assay serve` has a flag for a listener port it declares.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +22,7 @@ from typer.testing import CliRunner
 
 from assay.clients.cli import app
 from assay.sandboxes import registry
+from assay.sandboxes.options import Option, not_negative
 from assay.service.settings import Settings
 from tests.service.builders import error, ok, start_run, unique
 from tests.service.conftest import Server, serving
@@ -124,3 +128,54 @@ def test_a_surface_setting_of_the_wrong_type_is_refused_naming_its_variable(note
     with pytest.raises(ValueError, match="ASSAY_NOTES_MAX_LENGTH must be an integer, got 'long'"):
         Settings.from_env({"ASSAY_NOTES_MAX_LENGTH": "long"})
     assert Settings.from_env({}).surface_settings == {}
+
+
+def test_a_package_holds_its_dataset_in_the_form_it_declares(
+    notes_server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ASSAY_CONFIG", str(tmp_path / "config.json"))
+    monkeypatch.setenv("ASSAY_API_KEY", notes_server.org_key)
+    monkeypatch.setenv("ASSAY_BASE_URL", notes_server.url)
+    name, seed = unique("notes package"), unique("seed").replace(" ", "-")
+    package = tmp_path / "package"
+    (package / "tasks").mkdir(parents=True)
+    (package / "datasets").mkdir()
+    (package / "benchmark.yaml").write_text(json.dumps({"name": name, "environment": {"datasets": [seed]}}))
+    (package / "tasks" / "t.json").write_text(
+        json.dumps({"name": "t", "criteria": [{"label": "unchanged", "assertion": UNCHANGED}]})
+    )
+    (package / "datasets" / f"{seed}.notes.json").write_text(json.dumps({"notes": ["seeded"]}))
+
+    pushed = CliRunner().invoke(app, ["push", str(package), "--json"])
+    assert pushed.exit_code == 0, pushed.output
+    assert f"dataset {seed}" in json.loads(pushed.stdout)["created"]
+
+    pulled = tmp_path / "pulled"
+    result = CliRunner().invoke(app, ["pull", name, str(pulled)])
+    assert result.exit_code == 0, result.output
+    assert json.loads((pulled / "datasets" / f"{seed}.notes.json").read_text()) == {"notes": ["seeded"]}
+
+
+class ListeningNotes(NotesSandbox):
+    """`notes` declaring a listener port, as a surface with a protocol server of its own does."""
+
+    options = {**NotesSandbox.options, "port": Option(int, 0, check=not_negative)}
+
+
+def test_a_listener_port_it_declares_is_a_serve_flag(tmp_path: Path) -> None:
+    registry.register(ListeningNotes())
+    try:
+        shown = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "200"})
+        assert "--notes-port" in shown.stdout and "ASSAY_NOTES_PORT" in shown.stdout
+        env = {key: value for key, value in os.environ.items() if not key.startswith("ASSAY_")}
+        env |= {"ASSAY_LISTENERS": "0", "ASSAY_NOTES_PORT": "4000"}
+        # The flag is the variable: port 0, which an instance without listeners cannot name.
+        refused = CliRunner().invoke(
+            app, ["serve", "--data-dir", str(tmp_path), "--notes-port", "0"], env=env
+        )
+    finally:
+        registry.unregister("notes")
+    assert refused.exit_code == 2
+    assert (
+        "ASSAY_LISTENERS=0 needs ASSAY_MLLP_PORT and ASSAY_SFTP_PORT and ASSAY_NOTES_PORT" in refused.output
+    )

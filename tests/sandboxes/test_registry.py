@@ -32,6 +32,25 @@ def test_dataset_types_and_steps_belong_to_one_surface_each() -> None:
     assert len(steps) == len(set(steps)) and set(steps) == set(registry.SCENARIO_STEPS)
 
 
+def test_a_bare_dataset_form_is_claimed_once_by_a_surface_with_a_dataset_type() -> None:
+    assert registry.DATASET_FILES == {".fhir.json": "fhir", "/": "files"}
+
+    class Clash(BaseSurface):
+        name, dataset_type, dataset_files = "clash", "clash", ".fhir.json"
+
+    class Untyped(BaseSurface):
+        name, dataset_files = "untyped", ".untyped.json"
+
+    with pytest.raises(ValueError, match=re.escape("'.fhir.json' is claimed by two surfaces")):
+        registry.register(Clash())
+    with pytest.raises(ValueError, match="declares dataset_files but no dataset_type"):
+        registry.register(Untyped())
+    assert set(registry.SURFACES) == BUILT_IN and registry.DATASET_FILES == {
+        ".fhir.json": "fhir",
+        "/": "files",
+    }
+
+
 def test_state_fields_are_sandbox_state_methods_owned_once() -> None:
     owned = [field for s in registry.SURFACES.values() for field in s.state_fields]
     assert len(owned) == len(set(owned))

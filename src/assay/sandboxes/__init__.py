@@ -13,8 +13,10 @@ closes what surfaces keep while the app runs.
 from assay.sandboxes.capture import CapturedState, capture, materialize, state_of
 from assay.sandboxes.datasets import (
     dataset_problems,
+    is_prepared,
     prepare_datasets,
     prepared_types,
+    remember_prepared,
     seed,
     unsupported_dataset,
 )
@@ -64,6 +66,7 @@ __all__ = [
     "deployment_of",
     "describe",
     "has_listeners",
+    "is_prepared",
     "materialize",
     "open_deployment",
     "open_surfaces",
@@ -72,6 +75,7 @@ __all__ = [
     "provision",
     "purge_playgrounds",
     "record_event",
+    "remember_prepared",
     "run_environment",
     "run_scenario",
     "sandboxes_of",

@@ -8,6 +8,8 @@ partial state.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,7 +18,15 @@ from assay.sandboxes.registry import DATASET_TYPES, PREPARING, SURFACES
 from assay.sandboxes.surface import Deployment, RunContext
 from assay.store.models import Sandbox
 
-__all__ = ["dataset_problems", "prepare_datasets", "prepared_types", "seed", "unsupported_dataset"]
+__all__ = [
+    "dataset_problems",
+    "is_prepared",
+    "prepare_datasets",
+    "prepared_types",
+    "remember_prepared",
+    "seed",
+    "unsupported_dataset",
+]
 
 
 def dataset_problems(kind: str, data: Any) -> dict[str, list[str]] | None:
@@ -60,3 +70,23 @@ def prepare_datasets(datasets: Sequence[Mapping[str, Any]], deployment: Deployme
         mine = [dataset for dataset in datasets if dataset.get("type") == SURFACES[name].dataset_type]
         if mine:
             surface.prepare(mine, deployment)
+
+
+_PREPARED: OrderedDict[str, None] = OrderedDict()
+"""The benchmark runs whose every start finds in this worker what the `Preparing` surfaces built
+for it (`remember_prepared`), oldest first, at most `_PREPARED_KEPT`."""
+_PREPARED_KEPT = 4096
+_PREPARED_LOCK = threading.Lock()
+
+
+def remember_prepared(benchmark_run_id: str) -> None:
+    """Every task of this run seeds the datasets `prepare_datasets` has just prepared here."""
+    with _PREPARED_LOCK:
+        _PREPARED[benchmark_run_id] = None
+        while len(_PREPARED) > _PREPARED_KEPT:
+            _PREPARED.popitem(last=False)
+
+
+def is_prepared(benchmark_run_id: str | None) -> bool:
+    with _PREPARED_LOCK:
+        return benchmark_run_id in _PREPARED

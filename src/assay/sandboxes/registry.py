@@ -3,7 +3,8 @@
 Adding a surface is a package under `sandboxes/` whose class implements `surface.Surface` (usually
 by subclassing `BaseSurface`) and one line in `SURFACES`. Everything else — dataset validation and
 the dataset types the API accepts, `start`, the routes, listeners, `complete`, the state tar.gz,
-the surface names a criterion may give — loops over this mapping or the indexes built from it.
+the surface names a criterion may give, `assay serve`'s listener port flags, a benchmark package's
+bare dataset files — loops over this mapping or the indexes built from it.
 `register` adds a surface at run time (a plug-in, a test's throwaway surface) and rebuilds them.
 """
 
@@ -23,6 +24,7 @@ from assay.sandboxes.x12.surface import X12Sandbox
 
 __all__ = [
     "CACHING",
+    "DATASET_FILES",
     "DATASET_TYPES",
     "DISCARDING",
     "FIELD_OWNERS",
@@ -48,6 +50,10 @@ SURFACES: dict[str, Surface] = {
 
 DATASET_TYPES: dict[str, Surface] = {}
 """Dataset type (docs/sandboxes.md) → the surface that loads it."""
+
+DATASET_FILES: dict[str, str] = {}
+"""A bare dataset's form in a benchmark package (`Surface.dataset_files`: `.fhir.json`, `/`) → its
+dataset type."""
 
 SCENARIO_STEPS: dict[str, tuple[Surface, ScenarioStep]] = {}
 """Scenario step name (docs/sandboxes.md) → (its surface, the step); a step no surface offers fails
@@ -75,6 +81,7 @@ def _index() -> None:
     """Rebuild the indexes in place (modules hold them by reference); a dataset type, scenario step
     or state field claimed by two surfaces is a programming error, raised here."""
     types: dict[str, Surface] = {}
+    files: dict[str, str] = {}
     steps: dict[str, tuple[Surface, ScenarioStep]] = {}
     owners: dict[str, str] = {}
     for name, surface in SURFACES.items():
@@ -82,12 +89,17 @@ def _index() -> None:
             raise ValueError(f"surface {surface.name!r} is registered as {name!r}")
         if surface.dataset_type is not None:
             _claim(types, surface.dataset_type, surface, name)
+        if surface.dataset_files is not None:
+            if surface.dataset_type is None:
+                raise ValueError(f"surface {name!r} declares dataset_files but no dataset_type")
+            _claim(files, surface.dataset_files, surface.dataset_type, name)
         for step, run in surface.scenario_steps.items():
             _claim(steps, step, (surface, run), name)
         for field in surface.state_fields:
             _claim(owners, field, name, name)
     live: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = (
         (DATASET_TYPES, types),
+        (DATASET_FILES, files),
         (SCENARIO_STEPS, steps),
         (FIELD_OWNERS, owners),
         (LIFECYCLE, {n: s for n, s in SURFACES.items() if isinstance(s, Lifecycle)}),

@@ -327,6 +327,12 @@ class Surface(Protocol):
         ...
 
     @property
+    def dataset_files(self) -> str | None:
+        """How a benchmark package holds its dataset bare, as `datasets/<name><dataset_files>`:
+        a suffix (`.fhir.json`: the JSON file is the data) or `/` (a folder: `{"files": [...]}`)."""
+        ...
+
+    @property
     def scenario_steps(self) -> Mapping[str, ScenarioStep]:
         """Scenario steps it runs (docs/sandboxes.md), by step name."""
         ...
@@ -403,6 +409,7 @@ class BaseSurface:
 
     name: str
     dataset_type: str | None = None
+    dataset_files: str | None = None
     scenario_steps: Mapping[str, ScenarioStep] = MappingProxyType({})
     state_fields: frozenset[str] = frozenset()
     tools: Sequence[AgentTool] = ()

@@ -185,11 +185,14 @@ def test_deeply_nested_json_file_fails_the_field_not_the_check(tmp_path: Path) -
 
 def test_the_assay_command_starts_without_the_service_stack() -> None:
     """`assay verify` is offline: `serve`, `keys` and `fhir-server` import the service when they
-    run, so starting `assay` loads no web framework, ORM or HTTP client (it used to load them all)."""
+    run, and `serve` its listener port flags from the surface registry when it is parsed, so
+    starting `assay` (or listing its commands) loads no web framework, ORM, HTTP client or surface."""
     probe = (
-        "import sys, assay.clients.cli; "
-        "print(sorted(m for m in ('fastapi', 'starlette', 'uvicorn', 'sqlalchemy', 'httpx', 'asyncssh') "
-        "if m in sys.modules))"
+        "import sys, contextlib, io, assay.clients.cli\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assay.clients.cli.app(['--help'])\n"
+        "print(sorted(m for m in ('fastapi', 'starlette', 'uvicorn', 'sqlalchemy', 'httpx', 'asyncssh', "
+        "'assay.sandboxes') if m in sys.modules))"
     )
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "[]"

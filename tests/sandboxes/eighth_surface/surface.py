@@ -3,8 +3,9 @@
 Its state is its notes, kept in the sandbox event log (one `note` event each), so it needs no table
 of its own. A note is numbered by its place among the sandbox's notes; the snapshot holds
 `notes/<n>.txt`, and `<n>.txt` is its change key for `no-unexpected-changes`. Its one setting,
-`ASSAY_NOTES_MAX_LENGTH`, caps a note's length. It opts into `Viewer`: the task-run page draws a
-note the agent wrote as a chat line.
+`ASSAY_NOTES_MAX_LENGTH`, caps a note's length. A benchmark package may hold a notes dataset bare,
+as `datasets/<name>.notes.json`. It opts into `Viewer`: the task-run page draws a note the agent
+wrote as a chat line.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def _note_body(text: str) -> bytes:
 class NotesSandbox(BaseSurface):
     name = "notes"
     dataset_type = "notes"
+    dataset_files = ".notes.json"  # a package's datasets/<name>.notes.json: {"notes": [...]} as is
     options = {"max_length": int}  # its settings section: ASSAY_NOTES_MAX_LENGTH
 
     def validate_dataset(self, data: Any) -> dict[str, list[str]]:

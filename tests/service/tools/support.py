@@ -1,5 +1,6 @@
-"""The demo's tasks worked two ways: by the scripted agent over the protocols (`demo/agent.py`)
-and by the same steps through tools only, given any `call(name, arguments)`; same slips on purpose."""
+"""The demo's tasks worked two ways: by the scripted agent over the protocols (`demo/agent.py`'s
+`ACTIONS`) and by the same steps through tools only, given any `call(name, arguments)`: each tools
+twin is the action of the same name, sending the agent's own data, so it makes the same slips."""
 
 from __future__ import annotations
 
@@ -10,7 +11,19 @@ from typing import Any
 import httpx
 
 from assay.client import Assay
-from assay.clients.demo.agent import ACTIONS, ELIGIBILITY_270, AgentContext
+from assay.clients.demo.agent import (
+    ACTIONS,
+    ELIGIBILITY_270,
+    MEMBER_CALL_TURNS,
+    NEW_PHONE,
+    PAYER_CALL,
+    PRIOR_AUTH_REQUEST,
+    REFERRAL,
+    AgentContext,
+    adt_a08,
+    appointment,
+    call_note,
+)
 from tests.service.conftest import Server
 
 Call = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -42,38 +55,20 @@ async def book_follow_up(call: Call) -> None:
     patient = patients["resource"]["entry"][0]["resource"]["id"]
     doctors = await call("fhir_search", {"resource_type": "Practitioner", "params": {"name": "Rivera"}})
     doctor = doctors["resource"]["entry"][0]["resource"]["id"]
-    appointment = {
-        "resourceType": "Appointment",
-        "status": "booked",
-        "start": "2026-12-03T09:00:00Z",
-        "end": "2026-12-03T09:30:00Z",
-        "minutesDuration": 30,
-        "participant": [
-            {"actor": {"reference": f"Practitioner/{doctor}", "display": "Dr. Rivera"}, "status": "accepted"},
-            {"actor": {"reference": f"Patient/{patient}", "display": "John Smith"}, "status": "accepted"},
-        ],
-    }
-    created = await call("fhir_create", {"resource": appointment})
+    created = await call("fhir_create", {"resource": appointment(patient, doctor)})
     assert created["status"] == 201, created
 
 
 async def update_phone(call: Call) -> None:
     patient = (await call("fhir_read", {"resource_type": "Patient", "id": "john-smith"}))["resource"]
     patient = copy.deepcopy(patient)
-    patient["telecom"][0]["value"] = "555-0124"  # the scripted agent's slip, kept
+    patient["telecom"][0]["value"] = NEW_PHONE
     await call("fhir_update", {"resource_type": "Patient", "id": "john-smith", "resource": patient})
 
 
 async def notify_lab(call: Call) -> None:
     facility = (await call("task_read", {}))["facts"]["hl7"]["receiving_facility"]
-    message = "\n".join(
-        [
-            f"MSH|^~\\&|FRONTDESK|CLINIC|LAB|{facility}|20261126090000||ADT^A08|FO0001|P|2.5.1",
-            "EVN|A08|20261126090000",
-            "PID|1||M123456^^^ACME^MB||SMITH^JOHN||19620417|M|||||555-0142",
-        ]
-    )
-    ack = await call("hl7_send", {"message": message})
+    ack = await call("hl7_send", {"message": "\n".join(adt_a08(facility))})
     assert ack["accepted"] and ack["code"] == "AA", ack
 
 
@@ -91,67 +86,54 @@ async def check_eligibility(call: Call) -> None:
             "provider_npi": "1234567893",
             "provider_name": "FRONT OFFICE CLINIC",
         },
-    )
+    )  # the fields of the scripted agent's ELIGIBILITY_270
     assert answer["kind"] == "271" and "EB*1" in answer["response"], answer
 
 
 async def file_referral(call: Call) -> None:
-    listed = await call("sftp_list", {"prefix": "inbox/referrals/"})
-    assert [f["path"] for f in listed["files"]] == ["inbox/referrals/smith-cardiology.txt"], listed
-    letter = await call("sftp_read", {"path": "inbox/referrals/smith-cardiology.txt"})
-    await call("sftp_write", {"path": "outbox/cardiology/smith-cardiology.txt", "content": letter["content"]})
+    source, target = REFERRAL
+    listed = await call("sftp_list", {"prefix": source.rpartition("/")[0] + "/"})
+    assert [f["path"] for f in listed["files"]] == [source], listed
+    letter = await call("sftp_read", {"path": source})
+    await call("sftp_write", {"path": target, "content": letter["content"]})
 
 
 async def prior_auth(call: Call) -> None:
-    request = {
-        "patient": {"member_id": "M123456", "name": "John Smith", "birth_date": "1962-04-17"},
-        "provider": {"npi": "1234567893", "name": "Front Office Clinic"},
-        "procedure_code": "93306",
-        "diagnosis_codes": ["R07.89"],
-        "service_date": "2026-12-10",
-    }
-    await call("portal_submit", {"resource": "prior_auth_requests", "record": request})
+    await call("portal_submit", {"resource": "prior_auth_requests", "record": PRIOR_AUTH_REQUEST})
 
 
 async def call_member(call: Call) -> None:
-    turns = [
-        {"speaker": "agent", "text": "Hello, this is the Front Office Clinic calling for John Smith."},
-        {"speaker": "caller", "text": "Speaking."},
-        {"speaker": "agent", "text": "Before we go on, could you confirm your member ID?"},
-        {"speaker": "caller", "text": "It's M123456."},
-        {"speaker": "agent", "text": "Thank you. You're booked with Dr. Rivera on December 3rd at 9 AM."},
-    ]
-    await call("voice_turns", {"turns": turns})
+    await call("voice_turns", {"turns": MEMBER_CALL_TURNS})
 
 
 async def call_payer(call: Call) -> None:
     number = (await call("task_read", {}))["facts"]["voice"]["phone_number"]
     call_id = (await call("call_dial", {"to": number}))["call_id"]
-    for digits in ("3", "1234567893", "1"):  # authorization; the NPI; confirm the read-back
-        await call("call_dtmf", {"call_id": call_id, "digits": digits})
-    await call("call_say", {"call_id": call_id, "text": "M 1 2 3 4 5 6"})
-    for digits in ("1", "04171962", "1"):  # confirm; the date of birth; confirm (then the hold)
-        await call("call_dtmf", {"call_id": call_id, "digits": digits})
-    for text in (
-        "Hi, this is Front Office Clinic.",
-        "What is the status of the prior authorization for procedure 70551?",
-        "May I have the call reference number? That's all, thank you, goodbye.",
-    ):
-        answer = await call("call_say", {"call_id": call_id, "text": text})
+    for kind, value in PAYER_CALL:
+        argument = {"digits": value} if kind == "dtmf" else {"text": value}
+        answer = await call(f"call_{kind}", {"call_id": call_id, **argument})
     reference = next(turn["text"] for turn in answer["said"] if turn["kind"] == "reference")
-    note = {"note_id": "CALL-1", "member_id": "M123456", "reference": reference, "topic": "PA 70551"}
-    await call("portal_submit", {"resource": "call_notes", "record": note})
+    await call("portal_submit", {"resource": "call_notes", "record": call_note(reference)})
 
+
+_TOOL_TWINS: dict[str, Callable[[Call], Awaitable[None]]] = {
+    twin.__name__: twin
+    for twin in (
+        book_follow_up,
+        update_phone,
+        notify_lab,
+        check_eligibility,
+        file_referral,
+        prior_auth,
+        call_member,
+        call_payer,
+    )
+}
+"""Each of the scripted agent's actions done through tools, by the action's name."""
 
 TOOL_ACTIONS: dict[str, Callable[[Call], Awaitable[None]]] = {
-    "Book a follow-up with Dr. Rivera": book_follow_up,
-    "Record John Smith's new phone number": update_phone,
-    "Tell the lab system about the update (HL7 ADT^A08)": notify_lab,
-    "Check John Smith's eligibility (X12 270/271)": check_eligibility,
-    "File the cardiology referral on the SFTP drop": file_referral,
-    "Request prior authorization for the echocardiogram": prior_auth,
-    "Call John Smith to confirm the visit": call_member,
-    "Ask ACME Health by phone about the MRI authorization": call_payer,
+    task: _TOOL_TWINS[action.__name__] for task, action in ACTIONS.items()
 }
+"""Task name → its tools twin, for every task the scripted agent works (`ACTIONS`)."""
 
 __all__ = ["ELIGIBILITY_270", "TOOL_ACTIONS", "Call", "create_run", "scripted_scores"]

@@ -9,10 +9,10 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import httpx2
 import pytest
@@ -21,7 +21,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.service.conftest import Server
-from tests.service.tools.support import TOOL_ACTIONS, create_run, scripted_scores
+from tests.service.tools.conftest import TaskTurn, WorkTask
+from tests.service.tools.support import TOOL_ACTIONS, create_run
 
 
 def _caller(session: ClientSession) -> Any:
@@ -41,34 +42,24 @@ def _assay_command() -> str:
     return found
 
 
-def test_mcp_over_http_reaches_the_scripted_scores(server: Server, front_office: str) -> None:
-    expected = scripted_scores(server, front_office)
-    token, task_runs = create_run(server, front_office)
+def test_mcp_over_http_reaches_the_scripted_scores(
+    server: Server, scores_like_the_scripted_agent: Callable[[WorkTask], None]
+) -> None:
+    async def work(turn: TaskTurn) -> None:
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {turn.token}"}, timeout=60) as mcp_http,
+            streamable_http_client(
+                f"{server.url}/v1/task-runs/{turn.task_run_id}/mcp", http_client=mcp_http
+            ) as streams,
+            ClientSession(streams[0], streams[1]) as session,
+        ):
+            listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+            assert "task_read" in listed and "fhir_search" in listed and listed["hl7_send"].output_schema
+            task = await _caller(session)("task_read", {})
+            assert task["name"] == turn.name and "criteria" not in json.dumps(task)
+            await TOOL_ACTIONS[turn.name](_caller(session))
 
-    async def work() -> dict[str, Any]:
-        scores = {}
-        headers = {"Authorization": f"Bearer {token}"}
-        async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=60) as http:
-            for name, task_run_id in task_runs.items():
-                (await http.post(f"/v1/task-runs/{task_run_id}/start")).raise_for_status()
-                async with (
-                    httpx2.AsyncClient(headers=headers, timeout=60) as mcp_http,
-                    streamable_http_client(
-                        f"{server.url}/v1/task-runs/{task_run_id}/mcp", http_client=mcp_http
-                    ) as streams,
-                    ClientSession(streams[0], streams[1]) as session,
-                ):
-                    listed = {tool.name: tool for tool in (await session.list_tools()).tools}
-                    assert (
-                        "task_read" in listed and "fhir_search" in listed and listed["hl7_send"].output_schema
-                    )
-                    task = await _caller(session)("task_read", {})
-                    assert task["name"] == name and "criteria" not in json.dumps(task)
-                    await TOOL_ACTIONS[name](_caller(session))
-                scores[name] = (await http.post(f"/v1/task-runs/{task_run_id}/complete")).json()["score"]
-        return scores
-
-    assert anyio.run(work) == expected
+    scores_like_the_scripted_agent(work)
 
 
 def test_mcp_over_http_is_scoped_by_url_and_token(server: Server, front_office: str) -> None:
@@ -118,32 +109,24 @@ def test_mcp_over_http_is_scoped_by_url_and_token(server: Server, front_office: 
         assert json.loads(text)["task_run_id"] == their_run
 
 
-def test_assay_mcp_run_token_over_stdio(server: Server, front_office: str) -> None:
-    expected = scripted_scores(server, front_office)
-    token, task_runs = create_run(server, front_office)
+def test_assay_mcp_run_token_over_stdio(
+    server: Server, scores_like_the_scripted_agent: Callable[[WorkTask], None]
+) -> None:
+    async def work(turn: TaskTurn) -> None:
+        args = ["mcp", "--run-token", turn.token, "--url", server.url, "--task-run", turn.task_run_id]
+        params = StdioServerParameters(
+            command=_assay_command(), args=args, env={"PATH": os.environ.get("PATH", "")}
+        )
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            names = [tool.name for tool in (await session.list_tools()).tools]
+            assert names[0] == "task_read" and "sftp_write" in names
+            unknown = await session.call_tool("grading_read", {})
+            assert unknown.is_error
+            assert json.loads(unknown.content[0].text)["error"]["code"] == "NOT_FOUND"  # type: ignore[union-attr]
+            await TOOL_ACTIONS[turn.name](_caller(session))
 
-    async def work() -> dict[str, Any]:
-        scores = {}
-        headers = {"Authorization": f"Bearer {token}"}
-        async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=60) as http:
-            for name, task_run_id in task_runs.items():
-                (await http.post(f"/v1/task-runs/{task_run_id}/start")).raise_for_status()
-                args = ["mcp", "--run-token", token, "--url", server.url, "--task-run", task_run_id]
-                params = StdioServerParameters(
-                    command=_assay_command(), args=args, env={"PATH": os.environ.get("PATH", "")}
-                )
-                async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-                    await session.initialize()
-                    names = [tool.name for tool in (await session.list_tools()).tools]
-                    assert names[0] == "task_read" and "sftp_write" in names
-                    unknown = await session.call_tool("grading_read", {})
-                    assert unknown.is_error
-                    assert json.loads(unknown.content[0].text)["error"]["code"] == "NOT_FOUND"  # type: ignore[union-attr]
-                    await TOOL_ACTIONS[name](_caller(session))
-                scores[name] = (await http.post(f"/v1/task-runs/{task_run_id}/complete")).json()["score"]
-        return scores
-
-    assert anyio.run(work) == expected
+    scores_like_the_scripted_agent(work)
 
 
 def test_run_mcp_url_names_the_task_run() -> None:

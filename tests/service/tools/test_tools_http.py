@@ -4,14 +4,15 @@ formats; refusals in the API envelope; the same events and write gate as the pro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 
 from tests.service.conftest import Server, serving
-from tests.service.tools.support import TOOL_ACTIONS, create_run, scripted_scores
+from tests.service.tools.conftest import TaskTurn, WorkTask
+from tests.service.tools.support import TOOL_ACTIONS, create_run
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -25,23 +26,13 @@ def _caller(http: httpx.AsyncClient, task_run_id: str) -> Any:
     return call
 
 
-def test_tools_only_reach_the_scripted_agents_scores(server: Server, front_office: str) -> None:
-    expected = scripted_scores(server, front_office)
-    token, task_runs = create_run(server, front_office)
+def test_tools_only_reach_the_scripted_agents_scores(
+    scores_like_the_scripted_agent: Callable[[WorkTask], None],
+) -> None:
+    async def work(turn: TaskTurn) -> None:
+        await TOOL_ACTIONS[turn.name](_caller(turn.http, turn.task_run_id))
 
-    async def work() -> dict[str, Any]:
-        scores = {}
-        headers = {"Authorization": f"Bearer {token}"}
-        async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=60) as http:
-            for name, task_run_id in task_runs.items():
-                assert (await http.post(f"/v1/task-runs/{task_run_id}/start")).status_code == 200
-                await TOOL_ACTIONS[name](_caller(http, task_run_id))
-                done = await http.post(f"/v1/task-runs/{task_run_id}/complete")
-                scores[name] = done.json()["score"]
-        return scores
-
-    assert anyio.run(work) == expected
-    assert len(expected) == len(TOOL_ACTIONS) == 8 and any(score == 1 for score in expected.values())
+    scores_like_the_scripted_agent(work)
 
 
 def test_schemas_in_both_formats_describe_every_parameter(server: Server, front_office: str) -> None:

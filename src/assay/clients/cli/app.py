@@ -26,7 +26,7 @@ from assay.clients.cli.lint import lint_command
 from assay.clients.cli.mcp import mcp
 from assay.clients.cli.packages import publish_command, pull_command, push_command
 from assay.clients.cli.runs import runs_app
-from assay.clients.cli.serve import keys_app, serve
+from assay.clients.cli.serve import ServeCommand, keys_app, serve
 from assay.core.errors import CoreError
 from assay.core.surfaces import surface_names
 from assay.snapshot import open_snapshot
@@ -186,7 +186,7 @@ def _score(value: Fraction) -> str:
     return f"{round(float(value), 4):g}"
 
 
-app.command()(serve)
+app.command(cls=ServeCommand)(serve)
 app.command("fhir-server")(fhir_server)
 app.command()(mcp)
 app.add_typer(agent_app, name="agent")

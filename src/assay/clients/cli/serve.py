@@ -3,23 +3,29 @@ PostgreSQL (`ASSAY_DATABASE_URL`), and org API keys minted straight into its dat
 
 The service, store and SQLAlchemy are imported inside the commands: the `assay` entry point
 registers these beside `assay verify`, which is offline and must not pay for the whole service
-stack at start-up (importing it took longer than the verification itself).
+stack at start-up (importing it took longer than the verification itself). For the same reason
+`serve`'s listener port flags are built from the surface registry only when `serve` itself is
+parsed (`ServeCommand`), never when `assay` starts.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 if TYPE_CHECKING:
+    from typer._click import Context, Parameter  # typer's own click, which its commands are built on
+
     from assay.service.settings import Settings
 
-__all__ = ["keys_app", "serve"]
+__all__ = ["ServeCommand", "keys_app", "listener_port_flag", "serve"]
 
 DataDir = Annotated[
     Path | None, typer.Option("--data-dir", help="Data directory (default ./.assay, or ASSAY_DATA_DIR).")
@@ -52,8 +58,6 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="API port.")] = 8400,
     workers: Annotated[int, typer.Option(min=1, help="API worker processes.")] = 1,
-    sftp_port: Annotated[int | None, typer.Option(help="SFTP port (ASSAY_SFTP_PORT, default 2222).")] = None,
-    mllp_port: Annotated[int | None, typer.Option(help="MLLP port (ASSAY_MLLP_PORT, default 2575).")] = None,
     access_log: Annotated[
         bool, typer.Option(help="Print a line per HTTP request (off: it cost ~7% of an agent request).")
     ] = False,
@@ -65,9 +69,6 @@ def serve(
     from assay.service.app import create_app
     from assay.service.server import run
 
-    for name, value in (("ASSAY_SFTP_PORT", sftp_port), ("ASSAY_MLLP_PORT", mllp_port)):
-        if value is not None:
-            os.environ[name] = str(value)
     settings = _settings(data_dir)
     if not settings.listeners and 0 in settings.listener_ports.values():
         # An instance without listeners names the configured ports in the credentials it hands out
@@ -132,6 +133,72 @@ def _serve_workers(settings: Settings, *, host: str, port: int, workers: int, ac
     finally:
         if supervisor is not None:
             supervisor.stop()
+
+
+def listener_port_flag(variable: str) -> str:
+    """The `serve` flag of a listener port set by `variable`: `ASSAY_MLLP_PORT` → `--mllp-port`."""
+    return "--" + variable.removeprefix("ASSAY_").lower().replace("_", "-")
+
+
+class ServeCommand(TyperCommand):
+    """`serve` plus one flag per registered surface that declares a listener port, named after the
+    port option's variable (`--mllp-port`, `--sftp-port`, `--<name>-port` for a surface that keeps
+    `ASSAY_<NAME>_PORT`). A flag that is given sets that variable, which the settings then read
+    like any other, and which `serve --workers N` hands on to its processes."""
+
+    _built: tuple[dict[str, str], list[Parameter]] | None = None
+    """Each flag's parameter name → the variable it sets, and the flags; built on first use."""
+
+    def _port_flags(self) -> tuple[dict[str, str], list[Parameter]]:
+        if self._built is None:
+            self._built = _listener_port_flags()
+        return self._built
+
+    def get_params(self, ctx: Context) -> list[Parameter]:
+        own = super().get_params(ctx)
+        help_option = self.get_help_option(ctx)
+        head = [param for param in own if param is not help_option]
+        return [*head, *self._port_flags()[1], *([help_option] if help_option is not None else [])]
+
+    def invoke(self, ctx: Context) -> Any:
+        for name, variable in self._port_flags()[0].items():
+            value = ctx.params.pop(name, None)
+            if value is not None:
+                os.environ[variable] = str(value)
+        return super().invoke(ctx)
+
+
+def _listener_port_flags() -> tuple[dict[str, str], list[Parameter]]:
+    """The registry's listener ports as typer options (parameter name → variable, the options):
+    typer builds them from a signature, so they read and check like `serve`'s own."""
+    from assay.sandboxes.options import LISTENER_PORT, declared, variable_of
+    from assay.sandboxes.registry import SURFACES
+
+    variables: dict[str, str] = {}
+    parameters: list[inspect.Parameter] = []
+    for name, surface in SURFACES.items():
+        spec = surface.options.get(LISTENER_PORT)
+        if spec is None:
+            continue
+        variable = variable_of(name, LISTENER_PORT, spec)
+        default = declared(spec).default
+        hint = variable if default is None else f"{variable}, default {default}"
+        option = typer.Option(listener_port_flag(variable), help=f"The {name} listener's port ({hint}).")
+        key = f"{name}_listener_port"
+        variables[key] = variable
+        annotation = Annotated[int | None, option]
+        parameters.append(
+            inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+        )
+
+    def flags(**values: Any) -> None:
+        """The listener port flags."""
+
+    flags.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    flags.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
+    probe = typer.Typer(add_completion=False)
+    probe.command()(flags)
+    return variables, list(typer.main.get_command(probe).params)
 
 
 keys_app = typer.Typer(help="Organization API keys.", no_args_is_help=True)

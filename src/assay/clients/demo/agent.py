@@ -17,7 +17,21 @@ from typing import Any
 
 import httpx
 
-__all__ = ["ACTIONS", "AgentContext", "RetryUnavailable", "act", "copy_referral"]
+__all__ = [
+    "ACTIONS",
+    "MEMBER_CALL_TURNS",
+    "NEW_PHONE",
+    "PAYER_CALL",
+    "PRIOR_AUTH_REQUEST",
+    "REFERRAL",
+    "AgentContext",
+    "RetryUnavailable",
+    "act",
+    "adt_a08",
+    "appointment",
+    "call_note",
+    "copy_referral",
+]
 
 MLLP_START, MLLP_END = b"\x0b", b"\x1c\x0d"
 
@@ -65,6 +79,21 @@ class AgentContext:
         return response
 
 
+def appointment(patient: str, doctor: str) -> dict[str, Any]:
+    """The follow-up the agent books, for the ids its searches found."""
+    return {
+        "resourceType": "Appointment",
+        "status": "booked",
+        "start": "2026-12-03T09:00:00Z",
+        "end": "2026-12-03T09:30:00Z",
+        "minutesDuration": 30,
+        "participant": [
+            {"actor": {"reference": f"Practitioner/{doctor}", "display": "Dr. Rivera"}, "status": "accepted"},
+            {"actor": {"reference": f"Patient/{patient}", "display": "John Smith"}, "status": "accepted"},
+        ],
+    }
+
+
 def book_follow_up(ctx: AgentContext) -> None:
     fhir = {"Content-Type": "application/fhir+json"}
     found = ctx.ok(
@@ -76,28 +105,21 @@ def book_follow_up(ctx: AgentContext) -> None:
         "FHIR search Practitioner?name=Rivera",
     )
     doctor = doctors.json()["entry"][0]["resource"]["id"]
-    appointment = {
-        "resourceType": "Appointment",
-        "status": "booked",
-        "start": "2026-12-03T09:00:00Z",
-        "end": "2026-12-03T09:30:00Z",
-        "minutesDuration": 30,
-        "participant": [
-            {"actor": {"reference": f"Practitioner/{doctor}", "display": "Dr. Rivera"}, "status": "accepted"},
-            {"actor": {"reference": f"Patient/{patient}", "display": "John Smith"}, "status": "accepted"},
-        ],
-    }
     ctx.ok(
-        ctx.http.post(ctx.url("fhir", "/Appointment"), json=appointment, headers=fhir),
+        ctx.http.post(ctx.url("fhir", "/Appointment"), json=appointment(patient, doctor), headers=fhir),
         "FHIR create Appointment",
     )
+
+
+NEW_PHONE = "555-0124"
+"""The deliberate slip: two digits of 555-0142 transposed."""
 
 
 def update_phone(ctx: AgentContext) -> None:
     patient = ctx.ok(
         ctx.http.get(ctx.url("fhir", "/Patient/john-smith")), "FHIR read Patient/john-smith"
     ).json()
-    patient["telecom"][0]["value"] = "555-0124"  # the deliberate slip: two digits transposed
+    patient["telecom"][0]["value"] = NEW_PHONE
     headers = {"Content-Type": "application/fhir+json"}
     ctx.ok(
         ctx.http.put(ctx.url("fhir", "/Patient/john-smith"), json=patient, headers=headers),
@@ -105,15 +127,18 @@ def update_phone(ctx: AgentContext) -> None:
     )
 
 
+def adt_a08(facility: str) -> list[str]:
+    """The ADT^A08 the lab system is sent, segment by segment."""
+    return [
+        f"MSH|^~\\&|FRONTDESK|CLINIC|LAB|{facility}|20261126090000||ADT^A08|FO0001|P|2.5.1",
+        "EVN|A08|20261126090000",
+        "PID|1||M123456^^^ACME^MB||SMITH^JOHN||19620417|M|||||555-0142",
+    ]
+
+
 def notify_lab(ctx: AgentContext) -> None:
     hl7 = ctx.credentials["hl7"]
-    message = "\r".join(
-        [
-            f"MSH|^~\\&|FRONTDESK|CLINIC|LAB|{hl7['receiving_facility']}|20261126090000||ADT^A08|FO0001|P|2.5.1",
-            "EVN|A08|20261126090000",
-            "PID|1||M123456^^^ACME^MB||SMITH^JOHN||19620417|M|||||555-0142",
-        ]
-    )
+    message = "\r".join(adt_a08(hl7["receiving_facility"]))
     with socket.create_connection((hl7["host"], int(hl7["port"])), timeout=10) as conn:
         conn.sendall(MLLP_START + message.encode() + MLLP_END)
         reply = b""
@@ -153,6 +178,10 @@ def check_eligibility(ctx: AgentContext) -> None:
         ctx.notes.append("271 reports no active coverage")
 
 
+REFERRAL = ("inbox/referrals/smith-cardiology.txt", "outbox/cardiology/smith-cardiology.txt")
+"""Where the referral letter is, and where the agent files it."""
+
+
 async def copy_referral(sftp: Mapping[str, Any]) -> None:
     """The referral letter copied from the inbox to the cardiology outbox over SFTP, as an agent
     with the task run's `sftp` credentials does it (also what the task-run benchmark sends)."""
@@ -168,10 +197,10 @@ async def copy_referral(sftp: Mapping[str, Any]) -> None:
         ) as conn,
         conn.start_sftp_client() as client,
     ):
-        async with client.open("inbox/referrals/smith-cardiology.txt", "rb") as source:
+        async with client.open(REFERRAL[0], "rb") as source:
             letter = await source.read()
-        await client.makedirs("outbox/cardiology", exist_ok=True)
-        async with client.open("outbox/cardiology/smith-cardiology.txt", "wb") as target:
+        await client.makedirs(REFERRAL[1].rpartition("/")[0], exist_ok=True)
+        async with client.open(REFERRAL[1], "wb") as target:
             await target.write(letter)
 
 
@@ -181,52 +210,71 @@ def file_referral(ctx: AgentContext) -> None:
     ctx.notes.append(f"SFTP {sftp['host']}:{sftp['port']} copied the referral to outbox/cardiology/")
 
 
+PRIOR_AUTH_REQUEST = {
+    "patient": {"member_id": "M123456", "name": "John Smith", "birth_date": "1962-04-17"},
+    "provider": {"npi": "1234567893", "name": "Front Office Clinic"},
+    "procedure_code": "93306",
+    "diagnosis_codes": ["R07.89"],
+    "service_date": "2026-12-10",
+}
+
+
 def prior_auth(ctx: AgentContext) -> None:
-    request = {
-        "patient": {"member_id": "M123456", "name": "John Smith", "birth_date": "1962-04-17"},
-        "provider": {"npi": "1234567893", "name": "Front Office Clinic"},
-        "procedure_code": "93306",
-        "diagnosis_codes": ["R07.89"],
-        "service_date": "2026-12-10",
-    }
     answer = ctx.ok(
-        ctx.http.post(ctx.url("portal", "/prior_auth_requests"), json=request),
+        ctx.http.post(ctx.url("portal", "/prior_auth_requests"), json=PRIOR_AUTH_REQUEST),
         "portal POST prior_auth_requests",
     )
     ctx.notes.append(f"portal decided: {answer.json().get('status')}")
 
 
+MEMBER_CALL_TURNS = [
+    {"speaker": "agent", "text": "Hello, this is the Front Office Clinic calling for John Smith."},
+    {"speaker": "caller", "text": "Speaking."},
+    {"speaker": "agent", "text": "Before we go on, could you confirm your member ID?"},
+    {"speaker": "caller", "text": "It's M123456."},
+    # the deliberate slip: the agent never asks for the date of birth
+    {"speaker": "agent", "text": "Thank you. You're booked with Dr. Rivera on December 3rd at 9 AM."},
+]
+
+
 def call_member(ctx: AgentContext) -> None:
-    turns = [
-        {"speaker": "agent", "text": "Hello, this is the Front Office Clinic calling for John Smith."},
-        {"speaker": "caller", "text": "Speaking."},
-        {"speaker": "agent", "text": "Before we go on, could you confirm your member ID?"},
-        {"speaker": "caller", "text": "It's M123456."},
-        # the deliberate slip: the agent never asks for the date of birth
-        {"speaker": "agent", "text": "Thank you. You're booked with Dr. Rivera on December 3rd at 9 AM."},
-    ]
+    turns = MEMBER_CALL_TURNS
     ctx.ok(ctx.http.post(ctx.url("voice", "/turns"), json=turns), f"voice: {len(turns)} turns")
+
+
+PAYER_CALL: list[tuple[str, str]] = [
+    ("dtmf", "3"),  # authorization
+    ("dtmf", "1234567893"),  # the NPI
+    ("dtmf", "1"),  # confirm the read-back
+    ("say", "M 1 2 3 4 5 6"),  # the member ID
+    ("dtmf", "1"),  # confirm
+    ("dtmf", "04171962"),  # the date of birth
+    ("dtmf", "1"),  # confirm (then the hold)
+    ("say", "Hi, this is Front Office Clinic."),
+    ("say", "What is the status of the prior authorization for procedure 70551?"),
+    ("say", "May I have the call reference number? That's all, thank you, goodbye."),
+]
+"""The call to the payer's phone line, after dialling: keys pressed (`dtmf`) and words said (`say`);
+the reference number is in the representative's last answer."""
+
+
+def call_note(reference: str) -> dict[str, str]:
+    """The portal note the agent files about the call."""
+    return {"note_id": "CALL-1", "member_id": "M123456", "reference": reference, "topic": "PA 70551"}
 
 
 def call_payer(ctx: AgentContext) -> None:
     calls = ctx.url("voice", "/calls")
     number = ctx.credentials["voice"]["phone_number"]
     call = calls + "/" + ctx.ok(ctx.http.post(calls, json={"to": number}), f"dial {number}").json()["call_id"]
-    for digits in ("3", "1234567893", "1"):  # authorization; the NPI; confirm the read-back
-        ctx.ok(ctx.http.post(f"{call}/dtmf", json={"digits": digits}), f"keys {digits}")
-    ctx.ok(ctx.http.post(f"{call}/say", json={"text": "M 1 2 3 4 5 6"}), "say the member ID")
-    for digits in ("1", "04171962", "1"):  # confirm; the date of birth; confirm (then the hold)
-        ctx.ok(ctx.http.post(f"{call}/dtmf", json={"digits": digits}), f"keys {digits}")
-    for text in (
-        "Hi, this is Front Office Clinic.",
-        "What is the status of the prior authorization for procedure 70551?",
-        "May I have the call reference number? That's all, thank you, goodbye.",
-    ):
-        answer = ctx.ok(ctx.http.post(f"{call}/say", json={"text": text}), f"say {text!r}").json()
+    for kind, value in PAYER_CALL:
+        body = {"digits": value} if kind == "dtmf" else {"text": value}
+        what = f"keys {value}" if kind == "dtmf" else f"say {value!r}"
+        answer = ctx.ok(ctx.http.post(f"{call}/{kind}", json=body), what).json()
     reference = next(turn["text"] for turn in answer["said"] if turn["kind"] == "reference")
-    note = {"note_id": "CALL-1", "member_id": "M123456", "reference": reference, "topic": "PA 70551"}
     ctx.ok(
-        ctx.http.post(ctx.url("portal", "/call_notes"), json=note), f"portal POST call_notes ({reference})"
+        ctx.http.post(ctx.url("portal", "/call_notes"), json=call_note(reference)),
+        f"portal POST call_notes ({reference})",
     )
 
 

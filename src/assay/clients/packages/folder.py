@@ -7,12 +7,16 @@
                                 input_entity?, reference?: {actions: [...]} | {snapshot: PATH},
                                 criteria: [{label, assertion, weight?, axis?, input_entity_id?, required?, idle_ok?}]
       references/<name>/        a reference snapshot (layout in docs/snapshots.md), or
-      references/<name>.tar.gz datasets/<name>.yaml      {type, data, entities?}   (any of the six types;
-      .json works too) datasets/<name>.fhir.json a FHIR Bundle as is (type fhir)
-      datasets/<name>/          a folder of files (type files), each file's path relative to it
+      references/<name>.tar.gz datasets/<name>.yaml      {type, data, entities?}   (any dataset type;
+      .json works too)          datasets/<name><suffix>   a dataset bare, in the form its surface
+                                declares (`Surface.dataset_files`): datasets/<name>.fhir.json a FHIR
+                                Bundle as is (type fhir); datasets/<name>/ a folder of files (type
+                                files), each file's path relative to it
 
 Tasks are pushed in file-name order; a dataset's name is its file or folder name. `write_package`
-writes exactly what `read_package` reads back, so push → pull → push changes nothing.
+writes exactly what `read_package` reads back, so push → pull → push changes nothing. The bare
+forms come from the surface registry, imported when a package is read or written, not when
+`assay` starts (`assay verify` stays free of the sandboxes).
 """
 
 from __future__ import annotations
@@ -152,21 +156,46 @@ def _read_reference(value: Any, where: str, package: Path) -> Any:
     return {**value, "snapshot": {"files": items}}
 
 
+_FOLDER = "/"
+"""The bare form that is a folder of files (`Surface.dataset_files`)."""
+
+
+def _bare_forms() -> dict[str, str]:
+    """Each bare dataset form (`.fhir.json`, `/`) → its dataset type, as the surfaces declare them."""
+    from assay.sandboxes.registry import DATASET_FILES
+
+    return dict(DATASET_FILES)
+
+
+def _dataset_types() -> str:
+    from assay.sandboxes.registry import DATASET_TYPES
+
+    return ", ".join(sorted(DATASET_TYPES))
+
+
+def _bare_dataset(path: Path, forms: dict[str, str]) -> DatasetSpec | None:
+    if path.is_dir():
+        kind = forms.get(_FOLDER)
+        return None if kind is None else DatasetSpec(path.name, kind, _read_files(path))
+    for suffix, kind in forms.items():
+        if suffix != _FOLDER and path.name.endswith(suffix) and len(path.name) > len(suffix):
+            return DatasetSpec(path.name.removesuffix(suffix), kind, _load(path))
+    return None
+
+
 def _read_datasets(folder: Path) -> dict[str, DatasetSpec]:
     datasets: dict[str, DatasetSpec] = {}
     if not folder.is_dir():
         return datasets
+    forms = _bare_forms()
     for path in sorted(folder.iterdir()):
-        if path.is_dir():
-            spec = DatasetSpec(path.name, "files", _read_files(path))
-        elif path.name.endswith(".fhir.json"):
-            spec = DatasetSpec(path.name.removesuffix(".fhir.json"), "fhir", _load(path))
-        elif path.suffix in (".yaml", ".yml", ".json"):
+        bare = _bare_dataset(path, forms)
+        if bare is not None:
+            spec = bare
+        elif path.is_file() and path.suffix in (".yaml", ".yml", ".json"):
             body = _mapping(_load(path), str(path), {"type", "data", "entities"})
             if not isinstance(body.get("type"), str) or not isinstance(body.get("data"), dict):
-                raise PackageError(
-                    f"{path}: needs `type` (fhir, files, portal, hl7, x12, voice) and a `data` mapping"
-                )
+                raise PackageError(f"{path}: needs `type` ({_dataset_types()}) and a `data` mapping")
             spec = DatasetSpec(path.stem, body["type"], body["data"], list(body.get("entities") or []))
         else:
             continue
@@ -235,9 +264,10 @@ def read_package(folder: str | Path) -> Package:
     }
     for name in env_datasets + [n for task in tasks for n in task.datasets]:
         if name not in datasets:
+            bare = [f"datasets/{name}{suffix} (type {kind})" for suffix, kind in _bare_forms().items()]
             raise PackageError(
                 f"{folder}: dataset {name!r} is used but there is none: add datasets/{name}.yaml "
-                f"(or .yml, .json), datasets/{name}.fhir.json (a FHIR Bundle) or a folder datasets/{name}/"
+                f"(or .yml, .json) or {' or '.join(bare) or 'nothing else'}"
             )
     header: Json = {
         key: benchmark[key]
@@ -268,15 +298,14 @@ def _write_files(root: Path, files: list[Json]) -> None:
             target.write_bytes(str(item.get("content", "")).encode("utf-8"))
 
 
-def _write_dataset(folder: Path, spec: DatasetSpec) -> None:
-    files = spec.data.get("files") if spec.type == "files" else None
-    if isinstance(files, list) and not spec.entities and set(spec.data) == {"files"}:
+def _write_dataset(folder: Path, spec: DatasetSpec, forms: dict[str, str]) -> None:
+    bare = None if spec.entities else next((f for f, kind in forms.items() if kind == spec.type), None)
+    files = spec.data.get("files")
+    if bare == _FOLDER and isinstance(files, list) and set(spec.data) == {"files"}:
         _write_files(folder / spec.name, files)
         return
-    if spec.type == "fhir" and not spec.entities:
-        (folder / f"{spec.name}.fhir.json").write_text(
-            json.dumps(spec.data, indent=2, ensure_ascii=False) + "\n"
-        )
+    if bare is not None and bare != _FOLDER:
+        (folder / f"{spec.name}{bare}").write_text(json.dumps(spec.data, indent=2, ensure_ascii=False) + "\n")
         return
     body: Json = {"type": spec.type, "data": spec.data}
     if spec.entities:
@@ -309,5 +338,6 @@ def write_package(package: Package, folder: str | Path) -> None:
         _dump_yaml(folder / "tasks" / f"{stem}.yaml", document)
     if package.datasets:
         (folder / "datasets").mkdir()
+        forms = _bare_forms()
         for spec in package.datasets.values():
-            _write_dataset(folder / "datasets", spec)
+            _write_dataset(folder / "datasets", spec, forms)

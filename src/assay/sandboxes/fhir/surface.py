@@ -156,6 +156,7 @@ class FhirSandbox(BaseSurface):
     tools = TOOLS
     name = "fhir"
     dataset_type = "fhir"
+    dataset_files = ".fhir.json"  # a FHIR Bundle as is
     state_fields = frozenset({"fhir_search"})
     openapi_schemas = FHIR_SCHEMAS
     options = MappingProxyType(

@@ -281,6 +281,7 @@ class FilesSandbox(BaseSurface):
     tools = TOOLS
     name = "files"
     dataset_type = "files"
+    dataset_files = "/"  # a folder of the files themselves
     state_fields = frozenset({"files", "read_file"})
     scenario_steps: Mapping[str, ScenarioStep] = MappingProxyType({"drop_file_inbox": _drop_file_inbox})
     options = MappingProxyType(

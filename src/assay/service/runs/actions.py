@@ -10,8 +10,6 @@ all of its task runs, then the run (`lifecycle.lock_run`).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -253,10 +251,7 @@ def prepare_start(database: Database, caller: Caller, task_run_id: str, deployme
     except DatasetChanged:
         return
     if _one_prepared_set(environment):
-        with _PREPARED_LOCK:
-            _PREPARED[benchmark_run.id] = None
-            while len(_PREPARED) > _PREPARED_KEPT:
-                _PREPARED.popitem(last=False)
+        sandboxes.remember_prepared(benchmark_run.id)
 
 
 def is_prepared(benchmark_run_id: str | None) -> bool:
@@ -264,13 +259,7 @@ def is_prepared(benchmark_run_id: str | None) -> bool:
     it is published, and every one of its tasks seeds the same prepared datasets, which a start of
     it here has prepared. The route then skips it (its read and its thread). Only a shortcut: a
     `start` that finds something not prepared still builds it, in its transaction."""
-    with _PREPARED_LOCK:
-        return benchmark_run_id in _PREPARED
-
-
-_PREPARED: OrderedDict[str, None] = OrderedDict()
-_PREPARED_KEPT = 4096
-_PREPARED_LOCK = threading.Lock()
+    return sandboxes.is_prepared(benchmark_run_id)
 
 
 def _one_prepared_set(environment: sandboxes.RunEnvironment) -> bool:
