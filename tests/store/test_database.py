@@ -7,6 +7,7 @@ import importlib
 import pkgutil
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,12 +15,12 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, func, insert, select
 
 import assay.sandboxes
 from assay.store import Database, new_id, paginate, sqlite_url, utcnow
 from assay.store.copy_text import copy_field, copy_text
-from assay.store.database import ReadOnlyViolation
+from assay.store.database import ReadOnlyViolation, read_only
 from assay.store.models import Base, Organization
 from tests.service.conftest import Server
 
@@ -106,6 +107,40 @@ def test_a_reading_unit_of_work_is_one_round_trip_a_statement(server: Server) ->
         session.execute(insert(Organization).values(id=ident, name="written", created_at=utcnow()))
     with database.reading() as session:
         assert session.get(Organization, ident) is None
+
+
+def test_a_read_on_the_read_engine_sees_every_write_acknowledged_before_it(server: Server) -> None:
+    """Read-your-writes for transactions moved off the write path: a write is acknowledged once
+    its COMMIT returned, and a read begun after that on the read engine sees it, from any thread
+    and any pooled connection — on SQLite a new `BEGIN` takes its WAL snapshot at its first read
+    (a pooled connection's earlier snapshot ended when it went back to the pool), on PostgreSQL
+    each autocommit statement reads what was committed when it started. Writers and readers on
+    several threads at once, so connections pass between them."""
+    database = server.database
+    reader = read_only(database.engine)
+    tag = uuid.uuid4().hex[:8]
+
+    def write_then_read(thread: int) -> None:
+        prefix = f"ryw {tag} {thread} "
+        for i in range(25):
+            with database.engine.begin() as conn:
+                conn.execute(
+                    insert(Organization).values(
+                        id=new_id("org_"), name=f"{prefix}{i:02}", created_at=utcnow()
+                    )
+                )
+            with reader.connect() as conn:
+                latest = conn.execute(
+                    select(func.max(Organization.name)).where(Organization.name.startswith(prefix))
+                ).scalar()
+            assert latest == f"{prefix}{i:02}"
+            with database.reading() as session:
+                seen = session.scalar(select(func.count()).where(Organization.name.startswith(prefix)))
+            assert seen == i + 1
+
+    with ThreadPoolExecutor(4) as pool:
+        for future in [pool.submit(write_then_read, thread) for thread in range(4)]:
+            future.result(timeout=120)
 
 
 def _unescape_copy_field(field: str) -> str | None:

@@ -4,6 +4,7 @@ arrival order instead of in SQLite's busy handler; PostgreSQL has none."""
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import threading
 import time
@@ -26,10 +27,12 @@ from assay.clients.demo import PACKAGE
 from assay.clients.demo.agent import ELIGIBILITY_270, MLLP_END, MLLP_START
 from assay.clients.demo.runner import _for_this_build
 from assay.clients.packages import push, read_package
+from assay.formats.hl7 import parse_message
 from assay.store import Busy, Database, sqlite_url
 from assay.store.database import write_turn
 from assay.store.driver import DriverTransaction
 from assay.store.write_queue import FairLock, queue_of
+from tests.service.builders import make_benchmark, make_dataset, ok
 from tests.service.conftest import Server
 
 _metadata = MetaData()
@@ -348,3 +351,204 @@ def test_every_surface_write_and_the_lifecycle_wait_their_turn_in_the_process_qu
             assert result.status_code < 300, (name, result.status_code, result.text)
         elif isinstance(result, bytes):
             assert b"MSA|AA" in result, (name, result)
+
+
+# -- reads take no turn ----------------------------------------------------------------------------
+
+READ_WAIT = 8.0
+"""Seconds the reads get to be answered while another writer holds the turn: under `LOCK_WAIT`, so
+a read that queued fails here rather than being answered 503 once it gave up."""
+
+INBOX_ADT = (
+    "MSH|^~\\&|REG|HOSP|AGENT|CLINIC|20260301120000||ADT^A04^ADT_A01|IN-READ|P|2.5.1\r"
+    "PID|1||MRN123^^^HOSP^MR||SMITH^JOHN||19800101|M\r"
+)
+
+
+def _hl7_inbox_run(server: Server, api: httpx.Client) -> tuple[str, str]:
+    """(run token, inbox URL) of a started task run whose HL7 inbox `start` filled."""
+    dataset = make_dataset(api, "hl7", {"inbox": [INBOX_ADT]})
+    catalog = make_benchmark(api, [[]])
+    ok(api.patch(f"/tasks/{catalog.task_ids[0]}", json={"dataset_ids": [dataset["id"]]}))
+    run = ok(api.post("/v1/benchmark-runs", json={"benchmark_id": catalog.benchmark_id}), 201)
+    with server.client(run["bearer_token"]) as agent:
+        started = ok(agent.post(run["task_runs"][0]["start_url"]))
+    return run["bearer_token"], started["endpoints"]["hl7_inbox"]
+
+
+def _csrf(page: httpx.Response) -> str:
+    assert page.status_code == 200, page.text
+    found = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+    assert found is not None, page.text
+    return found.group(1)
+
+
+def _sftp_read(sftp: dict[str, Any], folder: str, path: str) -> tuple[list[str], bytes]:
+    """A new SFTP login, then a folder's names and a file's bytes: reads only."""
+
+    async def read() -> tuple[list[str], bytes]:
+        async with (
+            asyncssh.connect(
+                sftp["host"],
+                port=int(sftp["port"]),
+                username=sftp["username"],
+                password=sftp["password"],
+                known_hosts=None,
+            ) as conn,
+            conn.start_sftp_client() as client,
+        ):
+            names = sorted(await client.listdir(folder))
+            async with client.open(path, "rb") as source:
+                return names, await source.read()
+
+    return asyncio.run(read())
+
+
+def test_surface_reads_take_no_write_turn_and_see_every_acknowledged_write(
+    server: Server, api: httpx.Client, front_office: str
+) -> None:
+    """Writes through each surface are acknowledged first. Then, while another writer of the
+    process holds its turn in the write queue, the reads that show them are all answered, each
+    showing what was written: the portal's REST list and get, its web pages (the session, the
+    request list and status page, the member look-up), the HL7 inbox (and an HTTP message for an
+    unknown facility, refused without a transaction), the voice transcript and calls, and an SFTP
+    login with a listing and a download, and the file over HTTP. Before, each of them but the
+    files API began a write transaction (`BEGIN IMMEDIATE`) and waited behind the holder. On
+    PostgreSQL there is no queue; the reads see the writes all the same (autocommit statements)."""
+    with Assay(api_key=server.org_key, base_url=server.url) as client:
+        run = client.benchmark_runs.create(benchmark=front_office, agent={"name": "reads"})
+        started = client.task_runs.start(run.task_runs[0].id, run_token=run.bearer_token)
+    endpoints, credentials = started.endpoints, started.credentials
+    inbox_token, inbox_url = _hl7_inbox_run(server, api)
+    prior_auth = {
+        "patient": {"member_id": "M123456", "name": "John Smith", "birth_date": "1962-04-17"},
+        "provider": {"npi": "1234567893", "name": "Front Office Clinic"},
+        "procedure_code": "93306",
+        "diagnosis_codes": ["R07.89"],
+        "service_date": "2026-12-10",
+    }
+    portal_web = server.url + credentials["portal"]["portal_url"]
+    with ExitStack() as stack:
+        agent = stack.enter_context(
+            httpx.Client(
+                base_url=server.url, headers={"Authorization": f"Bearer {run.bearer_token}"}, timeout=60
+            )
+        )
+        inbox_agent = stack.enter_context(
+            httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {inbox_token}"}, timeout=60)
+        )
+        browser = stack.enter_context(httpx.Client(base_url=portal_web, timeout=60))
+        # The writes, each acknowledged before the turn is held.
+        request_id = ok(agent.post(endpoints["portal"] + "/prior_auth_requests", json=prior_auth), 201)[
+            "request_id"
+        ]
+        fields = {
+            "username": credentials["portal"]["username"],
+            "password": credentials["portal"]["password"],
+            "csrf_token": _csrf(browser.get("/login")),
+        }
+        assert browser.post("/login", data=fields).status_code == 303
+        csrf = _csrf(browser.get("/members"))
+        said = "Reads see what was acknowledged."
+        ok(agent.post(endpoints["voice"] + "/turns", json={"speaker": "agent", "text": said}), 201)
+        call_id = ok(
+            agent.post(endpoints["voice"] + "/calls", json={"to": credentials["voice"]["phone_number"]}), 201
+        )["call_id"]
+        sftp = _Sftp(credentials["sftp"])
+        stack.callback(sftp.close)
+        sftp.write()  # outbox/queued/note.txt, through the gate
+
+        wrong_facility = adt_for("ASSAY-NOBODY")
+        reads: dict[str, Callable[[], Any]] = {
+            "portal list": lambda: agent.get(endpoints["portal"] + "/prior_auth_requests"),
+            "portal get": lambda: agent.get(endpoints["portal"] + f"/prior_auth_requests/{request_id}"),
+            "web members": lambda: browser.get("/members"),
+            "web list": lambda: browser.get("/prior-auth"),
+            "web status": lambda: browser.get(f"/prior-auth/{request_id}"),
+            "web look-up": lambda: browser.post(
+                "/members", data={"member_id": "M123456", "birth_date": "1962-04-17", "csrf_token": csrf}
+            ),
+            "hl7 inbox": lambda: inbox_agent.get(inbox_url),
+            "hl7 unroutable": lambda: agent.post(
+                endpoints["hl7_outbound"],
+                content=wrong_facility,
+                headers={"Content-Type": "application/hl7-v2", "X-Assay-Route": "mllp"},
+            ),
+            "voice turns": lambda: agent.get(endpoints["voice"] + "/turns"),
+            "voice calls": lambda: agent.get(endpoints["voice"] + "/calls"),
+            "voice call": lambda: agent.get(endpoints["voice"] + f"/calls/{call_id}"),
+            "sftp": lambda: _sftp_read(credentials["sftp"], "outbox/queued", "outbox/queued/note.txt"),
+            "files get": lambda: agent.get(endpoints["files"] + "/outbox/queued/note.txt"),
+        }
+        with ThreadPoolExecutor(len(reads)) as pool:
+            with write_turn(server.database.engine):
+                sent = {name: pool.submit(read) for name, read in reads.items()}
+                deadline = time.monotonic() + READ_WAIT
+                while not all(future.done() for future in sent.values()) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                waiting = sorted(name for name, future in sent.items() if not future.done())
+            answers = {name: future.result(timeout=120) for name, future in sent.items()}
+    assert waiting == [], f"waited for the write turn: {waiting}"
+    assert request_id in [row["request_id"] for row in ok(answers["portal list"])["data"]]
+    assert ok(answers["portal get"])["procedure_code"] == "93306"
+    assert answers["web members"].status_code == 200
+    assert request_id in _ok_page(answers["web list"])
+    assert "93306" in _ok_page(answers["web status"])
+    assert "M123456" in _ok_page(answers["web look-up"])
+    assert [parse_message(m["message"]).control_id.value for m in ok(answers["hl7 inbox"])["data"]] == [
+        "IN-READ"
+    ]
+    assert b"MSA|AR" in answers["hl7 unroutable"].content
+    assert said in [turn["text"] for turn in ok(answers["voice turns"])["data"]]
+    assert call_id in [call["call_id"] for call in ok(answers["voice calls"])["data"]]
+    assert ok(answers["voice call"])["call_id"] == call_id
+    names, content = answers["sftp"]
+    assert "note.txt" in names and content == b"written while the turn was held\n"
+    assert answers["files get"].content == content
+
+
+def _ok_page(page: httpx.Response) -> str:
+    assert page.status_code == 200, page.text
+    return page.text
+
+
+def adt_for(facility: str) -> str:
+    return "\r".join(
+        [
+            f"MSH|^~\\&|FRONTDESK|CLINIC|LAB|{facility}|20261126090000||ADT^A08|R1|P|2.5.1",
+            "EVN|A08|20261126090000",
+            "PID|1||M123456^^^ACME^MB||SMITH^JOHN||19620417|M|||||555-0142",
+        ]
+    )
+
+
+def test_an_x12_exchange_takes_one_turn_its_payer_read_none(
+    server: Server, front_office: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The payer behind a task run's X12 requests is read (once per worker) on the read engine:
+    the exchange's own transaction is its one turn in the write queue. Before, the first request
+    queued twice, for the read and then for the exchange."""
+    queue = queue_of(server.database.engine)
+    if queue is None:
+        pytest.skip("PostgreSQL has no write queue")
+    with Assay(api_key=server.org_key, base_url=server.url) as client:
+        run = client.benchmark_runs.create(benchmark=front_office, agent={"name": "x12 turns"})
+        started = client.task_runs.start(run.task_runs[0].id, run_token=run.bearer_token)
+    turns: list[str] = []
+    acquire = queue.acquire
+
+    def acquire_noting_who(timeout: float) -> bool:
+        turns.append(threading.current_thread().name)
+        return acquire(timeout)
+
+    with server.client(run.bearer_token) as agent:
+        monkeypatch.setattr(queue, "acquire", acquire_noting_who)
+        answer = agent.post(
+            started.endpoints["x12"] + "/270",
+            content=ELIGIBILITY_270,
+            headers={"Content-Type": "application/edi-x12"},
+        )
+        monkeypatch.undo()
+    assert answer.status_code == 200, answer.text
+    # The server's own threads (the sweeper, the event log) may take turns meanwhile.
+    assert len([name for name in turns if not name.startswith("assay-")]) == 1, turns

@@ -50,6 +50,7 @@ from sqlalchemy.orm import Session
 
 from assay.sandboxes.events import Interaction, record_event
 from assay.sandboxes.options import Option
+from assay.store.database import read_only
 from assay.store.models import Sandbox
 
 if TYPE_CHECKING:
@@ -118,6 +119,16 @@ class Deployment:
     in), by surface name: `service.settings.Settings.surface_options`."""
     runtime: dict[str, Any] = field(default_factory=dict)
     """Per-surface objects a surface keeps for the deployment's lifetime (clients, caches)."""
+    _reader: Engine | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def read_engine(self) -> Engine:
+        """`engine` for transactions that only read (`store.database.read_only`): on SQLite they
+        take no turn in the process's write queue (docs/decisions/load.md, which transactions
+        take a turn)."""
+        if self._reader is None:  # two threads may both make one: either copy serves
+            self._reader = read_only(self.engine)
+        return self._reader
 
     def port(self, surface: str, default: int) -> int:
         return self.ports.get(surface, default)

@@ -2,7 +2,8 @@
 
 SQLite has one writer at a time, and every transaction that is not a `read_only` one starts with
 `BEGIN IMMEDIATE` (`store/database.py`), so every such transaction waits for the one before it
-either way. Where it waits is what matters: at SQLite's own lock a waiter sits in the busy
+either way; transactions that only read belong on the read engine, which takes no turn
+(docs/decisions/load.md states which do). Where it waits is what matters: at SQLite's own lock a waiter sits in the busy
 handler, which polls with growing sleeps (1, 2, 5 … up to 100 ms), so under load a writer that
 arrived first could be overtaken again and again and a `start` waited seconds behind the
 surfaces' writes (p99 ~2 s at 32 agents). Here each write transaction of the process queues

@@ -7,11 +7,13 @@
   the same row before it captures and the teardown marks it torn down there, so a change to the
   tree commits wholly before the capture or is refused after it (docs/api.md, docs/snapshots.md).
 - **alive**: the same check without the lock (`gate.closed_reason`), for reads and for closing
-  sessions.
+  sessions, on the read engine: it takes no turn in SQLite's write queue. The tree is read after
+  the check either way, so a read racing `complete` was never held off by the check (it may see the
+  final tree, which is what was captured); only changes must be, and they take the gate.
 - **record**: `record_event` after the gate is released (it locks the same row).
 
-`login` answers the SFTP listener: the active `files` sandbox whose credentials hold this username
-and password (compared in constant time), else None.
+`login` answers the SFTP listener, on the read engine too: the active `files` sandbox whose
+credentials hold this username and password (compared in constant time), else None.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def access_for(
     engine: Engine,
     storage: FileStorage,
     *,
+    read_engine: Engine,
     org_id: str,
     sandbox_id: str,
     playground_id: str,
@@ -60,7 +63,7 @@ def access_for(
             yield
 
     def alive() -> bool:
-        with engine.connect() as conn:
+        with read_engine.connect() as conn:
             return closed_reason(conn, sandbox_id) is None
 
     def record(event: FileEvent) -> None:
@@ -93,14 +96,20 @@ def _json(value: dict[str, Any] | None) -> bytes:
 
 
 def login(
-    engine: Engine, storage: FileStorage, username: str, password: str, *, max_file_bytes: int
+    engine: Engine,
+    storage: FileStorage,
+    username: str,
+    password: str,
+    *,
+    read_engine: Engine,
+    max_file_bytes: int,
 ) -> FilesAccess | None:
     query = (
         select(Sandbox.id, Sandbox.org_id, Sandbox.playground_id, Sandbox.credentials, Playground.task_run_id)
         .join(Playground, Playground.id == Sandbox.playground_id)
         .where(Sandbox.type == "files", Sandbox.status == "active")
     )
-    with engine.connect() as conn:
+    with read_engine.connect() as conn:
         for row in conn.execute(query).all():
             credentials = row.credentials if isinstance(row.credentials, dict) else {}
             if credentials.get("username") != username:
@@ -113,6 +122,7 @@ def login(
             return access_for(
                 engine,
                 storage,
+                read_engine=read_engine,
                 org_id=row.org_id,
                 sandbox_id=row.id,
                 playground_id=row.playground_id,

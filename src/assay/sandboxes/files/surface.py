@@ -356,6 +356,7 @@ class FilesSandbox(BaseSurface):
             return access_for(
                 deployment.engine,
                 storage_of(deployment),
+                read_engine=deployment.read_engine,
                 org_id=handle.org_id,
                 sandbox_id=handle.sandbox_id,
                 playground_id=handle.playground_id,
@@ -373,7 +374,14 @@ class FilesSandbox(BaseSurface):
 
         def authenticate(username: str, password: str) -> FilesAccess | None:
             storage = storage_of(deployment)
-            return login(deployment.engine, storage, username, password, max_file_bytes=limit)
+            return login(
+                deployment.engine,
+                storage,
+                username,
+                password,
+                read_engine=deployment.read_engine,
+                max_file_bytes=limit,
+            )
 
         return SftpListener(
             authenticate,

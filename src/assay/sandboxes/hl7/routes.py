@@ -67,7 +67,7 @@ def hl7_router(target: SurfaceTarget) -> APIRouter:
     @router.get("/inbox", responses=json_answer(_INBOX, "The messages delivered to the agent, oldest first"))
     def get_inbox(request: Request, handle: SandboxHandle = Depends(target)) -> JSONResponse:
         """The messages delivered to the agent: `{data: [{id, message, received_at}]}`, oldest first."""
-        messages = inbox(handle.deployment.engine, handle.sandbox_id)
+        messages = inbox(handle.deployment.read_engine, handle.sandbox_id)
         body = {"data": [{"id": m.id, "message": m.message, "received_at": m.received_at} for m in messages]}
         response = JSONResponse(body)
         handle.record(
@@ -90,14 +90,14 @@ def hl7_router(target: SurfaceTarget) -> APIRouter:
             inspection = inspect(payload)
             facility = inspection.facility
             try:
-                with handle.deployment.engine.begin() as conn:
-                    if as_mllp and facility != handle.credentials.get("receiving_facility"):
-                        ack = (
-                            unroutable(inspection, facility)
-                            if inspection.message is not None
-                            else accept(conn, handle.sandbox_id, inspection)
-                        )
-                    else:
+                if (
+                    as_mllp
+                    and facility != handle.credentials.get("receiving_facility")
+                    and inspection.message is not None
+                ):  # refused as the listener refuses it: nothing is stored, so no transaction
+                    ack = unroutable(inspection, facility)
+                else:
+                    with handle.deployment.engine.begin() as conn:
                         ack = accept(conn, handle.sandbox_id, inspection)
             except SandboxClosed as closed:  # 409 in the API's envelope, logged like every request
                 handle.record(

@@ -156,6 +156,7 @@ def unroutable(inspection: Inspection, facility: str | None) -> Ack:
 
 
 def inbox(engine: Engine, sandbox_id: str) -> list[InboxMessage]:
+    """The messages delivered to the sandbox, oldest first; `engine` may be a read-only one."""
     with engine.connect() as conn:
         rows = conn.execute(
             select(Hl7MessageRow.id, Hl7MessageRow.message, Hl7MessageRow.received_at)

@@ -20,6 +20,8 @@ __all__ = ["PortalSurface"]
 @dataclass(frozen=True, slots=True)
 class PortalSurface:
     engine: Engine
+    read_engine: Engine
+    """`engine` for the pages and lists that only read: on SQLite they take no write turn."""
     org_id: str
     playground_id: str
     sandbox_id: str

@@ -5,7 +5,8 @@ run's); `surface` is a dependency resolving the run token to a `PortalSurface` o
 once the task run ended). `?portal=<slug>` picks one of several portals (`actions.resolve_slug`).
 Every request that reached the portal — refused ones included — is one `portal_request` event:
 the route class turns a domain error into the app's own error response (the service's one
-mapping), records, and answers.
+mapping), records, and answers. Lists and gets read on the read engine (no write turn on SQLite);
+creates and patches write through the write gate (`actions`).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def portal_router(surface: Callable[..., PortalSurface]) -> APIRouter:
         `patient.member_id=M1`)."""
         params = request.query_params
         filters = [(k, v) for k, v in params.multi_items() if k not in RESERVED_PARAMETERS]
-        with portal.engine.begin() as conn:
+        with portal.read_engine.connect() as conn:
             store = actions.open_store(conn, portal.playground_id)
             slug = actions.resolve_slug(store, params.get("portal"))
             page = actions.list_rows(
@@ -109,7 +110,7 @@ def portal_router(surface: Callable[..., PortalSurface]) -> APIRouter:
 
     @router.get("/{resource}/{key}", responses=json_answer(ANY_OBJECT, "The row"))
     def get_row(resource: str, key: str, request: Request, portal: PortalSurface = Surface) -> JSONResponse:
-        with portal.engine.begin() as conn:
+        with portal.read_engine.connect() as conn:
             store = actions.open_store(conn, portal.playground_id)
             slug = actions.resolve_slug(store, request.query_params.get("portal"))
             return _answer(actions.get_row(conn, store, slug, resource, key).row)

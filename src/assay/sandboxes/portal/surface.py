@@ -118,7 +118,7 @@ def _web_target(request: Request) -> PortalSurface:
     if not isinstance(task_run_id, str):
         raise NotFound("the web portal is at credentials.portal.portal_url (/v1/task-runs/{id}/portal/web)")
     deployment: Deployment = request.app.state.deployment
-    with deployment.engine.connect() as conn:
+    with deployment.read_engine.connect() as conn:
         found = conn.execute(
             select(
                 Sandbox.id, Sandbox.org_id, Sandbox.playground_id, Sandbox.status, Sandbox.credentials,
@@ -137,8 +137,8 @@ def _web_target(request: Request) -> PortalSurface:
     if found.deadline_at is not None and found.deadline_at <= utcnow():
         raise Conflict(f"task run {task_run_id} passed its deadline: its portal takes no traffic")
     return PortalSurface(
-        deployment.engine, found.org_id, found.playground_id, found.id, dict(found.credentials or {}),
-        task_run_id, web_path(task_run_id), _throttle_of(deployment),
+        deployment.engine, deployment.read_engine, found.org_id, found.playground_id, found.id,
+        dict(found.credentials or {}), task_run_id, web_path(task_run_id), _throttle_of(deployment),
     )  # fmt: skip
 
 
@@ -194,7 +194,7 @@ class PortalSandbox(LifecycleSurface):
         # `= Depends(...)`, not `Annotated[...]`: the local `target` is not in the module's globals.
         def rest(request: Request, handle: SandboxHandle = Depends(target)) -> PortalSurface:
             surface = PortalSurface(
-                handle.deployment.engine, handle.org_id, handle.playground_id, handle.sandbox_id,
+                handle.deployment.engine, handle.deployment.read_engine, handle.org_id, handle.playground_id, handle.sandbox_id,
                 dict(handle.credentials), handle.task_run_id,
             )  # fmt: skip
             request.state.portal_surface = surface

@@ -96,15 +96,19 @@ class _Page:
 
 
 def _open(page: _Page, *, create: bool) -> None:
-    """Load the store head and the session (a new one when `create` and the cookie names none)."""
-    with page.surface.engine.begin() as conn:
+    """Load the store head and the session (a new one when `create` and the cookie names none).
+
+    Read on the read engine; only a new session is written, in a transaction of its own: it
+    depends on nothing read here (a random token), so nothing can change between the two."""
+    with page.surface.read_engine.connect() as conn:
         page.store = actions.open_store(conn, page.surface.playground_id)
         page.names = actions.payer_names(conn, page.store)
         token = page.request.cookies.get(COOKIE)
         page.session = sessions.find_session(conn, page.surface.playground_id, token)
-        if page.session is None and create:
+    if page.session is None and create:
+        with page.surface.engine.begin() as conn:
             page.session = sessions.new_session(conn, page.surface.playground_id)
-            page.set_cookie = page.session.token
+        page.set_cookie = page.session.token
 
 
 def _form_values(form: Mapping[str, Any]) -> dict[str, str]:
@@ -214,7 +218,7 @@ def portal_web_router(surface: Callable[..., PortalSurface]) -> APIRouter:
     @router.get("/prior-auth")
     def prior_auth_list(page: _Page = SignedIn) -> Response:
         slug = page.session.slug  # type: ignore[union-attr]
-        with page.surface.engine.begin() as conn:
+        with page.surface.read_engine.connect() as conn:
             rows = [s.row for s in rows_of(conn, page.surface.playground_id, slug, "prior_auth_requests")]
         rows.reverse()
         return page.finish(
@@ -234,7 +238,7 @@ def portal_web_router(surface: Callable[..., PortalSurface]) -> APIRouter:
     def prior_auth_status(request_id: str, page: _Page = SignedIn) -> Response:
         slug = page.session.slug  # type: ignore[union-attr]
         try:
-            with page.surface.engine.begin() as conn:
+            with page.surface.read_engine.connect() as conn:
                 row = actions.get_row(conn, page.store, slug, "prior_auth_requests", request_id).row
         except NotFound:
             return page.finish(
@@ -313,7 +317,7 @@ def _members_page(page: _Page, values: Mapping[str, str], member: Any, message: 
 
 def _look_up(page: _Page, values: dict[str, str]) -> Response:
     slug = page.session.slug if page.session else ""
-    with page.surface.engine.begin() as conn:
+    with page.surface.read_engine.connect() as conn:
         patients = [s.row for s in rows_of(conn, page.surface.playground_id, slug, "patients")]
         payer = actions.payer_for(conn, page.store, slug)
     found = look_up(

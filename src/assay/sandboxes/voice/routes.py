@@ -257,13 +257,13 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
     @router.get("/calls", responses=json_answer(listed(_CALL), "The task run's calls"))
     def get_calls(handle: SandboxHandle = Depends(target)) -> JSONResponse:
         """Every call placed on the line in this task run, oldest first."""
-        with handle.deployment.engine.connect() as conn:
+        with handle.deployment.read_engine.connect() as conn:
             return JSONResponse({"data": calls_of(conn, handle.sandbox_id)})
 
     @router.get("/calls/{call_id}", responses=json_answer(_CALL, "The call and its transcript"))
     def get_call(call_id: str, handle: SandboxHandle = Depends(target)) -> JSONResponse:
         """One call and its turns (`turns`), oldest first."""
-        with handle.deployment.engine.connect() as conn:
+        with handle.deployment.read_engine.connect() as conn:
             found = call_with_turns(conn, handle.sandbox_id, call_id)
         if found is None:
             raise NotFound.of("call", call_id)
@@ -274,7 +274,7 @@ def voice_router(target: SurfaceTarget) -> APIRouter:
     @router.get("/turns", responses=json_answer(listed(_TURN), "The transcript, oldest first"))
     def get_turns(handle: SandboxHandle = Depends(target)) -> JSONResponse:
         """The transcript so far: `{data: [{seq, speaker, text, start_ms?, end_ms?, seeded}]}`."""
-        with handle.deployment.engine.connect() as conn:
+        with handle.deployment.read_engine.connect() as conn:
             return JSONResponse({"data": transcript(conn, handle.sandbox_id)})
 
     return router

@@ -190,7 +190,7 @@ class _Stream:
 
 
 def _ringing(handle: SandboxHandle, call_id: str) -> bool:
-    with handle.deployment.engine.connect() as conn:
+    with handle.deployment.read_engine.connect() as conn:
         status = conn.execute(
             select(VoiceCallRow.status).where(
                 VoiceCallRow.id == call_id, VoiceCallRow.sandbox_id == handle.sandbox_id

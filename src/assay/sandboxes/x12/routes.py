@@ -60,6 +60,7 @@ def _answer(handle: SandboxHandle, endpoint: str, body: bytes) -> Response:
     try:
         done = exchange(
             handle.deployment.engine,
+            read_engine=handle.deployment.read_engine,
             org_id=handle.org_id,
             sandbox_id=handle.sandbox_id,
             endpoint=endpoint,

@@ -125,10 +125,14 @@ _ADMIT = check_of(
 """The write gate's check and the last exchange's number: one statement after the lock."""
 
 
-def exchange(engine: Engine, *, org_id: str, sandbox_id: str, endpoint: str, body: bytes) -> Exchanged:
+def exchange(
+    engine: Engine, *, read_engine: Engine, org_id: str, sandbox_id: str, endpoint: str, body: bytes
+) -> Exchanged:
     """Answer one request and store it with its reply, numbered in arrival order; `SandboxClosed`
-    once its task run takes no writes."""
-    payer = payer_of(engine, sandbox_id)
+    once its task run takes no writes. The payer is read on `read_engine`, before the exchange's
+    own transaction: written once at `start`, it needs no lock, and on SQLite its read takes no
+    turn in the write queue."""
+    payer = payer_of(read_engine, sandbox_id)
     request = decode_x12(body).replace("\x00", "\ufffd")  # PostgreSQL text holds no NUL
     record_id = new_id("x12_")
     with engine.begin() as conn:
