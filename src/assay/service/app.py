@@ -86,7 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         judge = OpenAIJudge(settings.judge) if settings.judge else None
         app.state.grading = Grading(semantic=settings.voice_semantic, judge=judge)
-        app.state.verbs_first = VerbsFirst()  # agent requests wait while this worker runs a run's verb
+        app.state.verbs_first = VerbsFirst(settings.agent_requests)  # service/priority.py
         if settings.voice_semantic:
             load_semantic_model()  # once per process, before the first `complete` needs it
         sweeper = Sweeper(database, settings.sweep_interval)

@@ -138,8 +138,19 @@ class AssayApp(FastAPI):
             return
         scope["app"] = self
         gate: VerbsFirst | None = getattr(self.state, "verbs_first", None)
-        if gate is not None and gate.busy and _is_agent_request(scope["path"]):
+        if gate is None or not _is_agent_request(scope["path"]):
+            await self._answer(scope, receive, send)
+            return
+        if gate.busy:
             await gate.turn()  # this worker's `start` or `complete` goes first (service/priority.py)
+        held = await gate.admission.enter()  # and at most a few agent requests at once
+        try:
+            await self._answer(scope, receive, send)
+        finally:
+            if held:
+                gate.admission.leave()
+
+    async def _answer(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["method"] == "POST":
             tool_calls = getattr(self.state, "tool_calls", None)  # service/tools/routes.py
             if tool_calls is not None and await tool_calls(scope, receive, send):

@@ -33,6 +33,12 @@ request can wait, however many verbs follow one another. Measured (`bench_load`,
 on PostgreSQL, 28–30 → 15–21 ms on SQLite with reads held; at 20 ms the agent p99 on PostgreSQL
 reached 52–57 ms twice when the machine was slow (target < 50); at 10 ms it stayed 20–28 ms.
 
+`Admission`: a worker answers at most `ASSAY_AGENT_REQUESTS` (default 2) agent requests at once;
+the next wait on the loop — costing no GIL — in arrival order, each for at most `ADMISSION_WAIT`,
+then go ahead without a slot. With a dozen requests in flight per worker at 32 agents, a verb got
+a twentieth of its worker's GIL; with two, the verbs' p50 halved at the same throughput
+(docs/decisions/load.md, "`complete` under agent load").
+
 Tried and not kept: the event loop sleeping 0.2–0.5 ms with the GIL released before each
 fast-path answer while a grading ran (blocking the loop on purpose), and `time.sleep(0)` there
 (the loop takes the GIL straight back): each within the noise of repeated runs. Holding the
@@ -44,13 +50,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["HOLD", "SWITCH_INTERVAL", "VerbsFirst", "is_served_first", "served_first", "share_the_gil"]
+__all__ = [
+    "ADMISSION_WAIT",
+    "HOLD",
+    "SWITCH_INTERVAL",
+    "Admission",
+    "VerbsFirst",
+    "is_served_first",
+    "served_first",
+    "share_the_gil",
+]
 
 HOLD = 0.01
 """Seconds an agent request waits at most for its worker's run verbs to end."""
+
+ADMISSION_WAIT = 0.25
+"""Seconds an agent request waits at most for one of its worker's admission slots (`Admission`)."""
 
 _MARK = "__assay_served_first__"
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -75,14 +94,71 @@ def is_served_first(endpoint: Callable[..., Any]) -> bool:
     return bool(getattr(endpoint, _MARK, False))
 
 
+class Admission:
+    """At most `limit` agent requests answered at once by one worker; the next wait their turn in
+    arrival order, each for at most `ADMISSION_WAIT`, then go ahead without a slot (module
+    docstring). `limit` 0: no limit. Used on the worker's event loop only."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._answering = 0
+        self._waiting: deque[asyncio.Future[bool]] = deque()
+
+    @property
+    def answering(self) -> int:
+        """Requests holding a slot now."""
+        return self._answering
+
+    async def enter(self) -> bool:
+        """Wait for a slot (at most `ADMISSION_WAIT`); whether one is held, to `leave` after."""
+        if not self.limit:
+            return False
+        if self._answering < self.limit and not self._waiting:
+            self._answering += 1
+            return True
+        turn: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiting.append(turn)
+        expiry = asyncio.get_running_loop().call_later(ADMISSION_WAIT, _expire, turn)
+        try:
+            return await turn  # True: a leaving request handed its slot over; False: waited out
+        except asyncio.CancelledError:
+            if _granted(turn):
+                self.leave()  # handed a slot while being cancelled: pass it on
+            raise
+        finally:
+            expiry.cancel()
+            if not _granted(turn):
+                with contextlib.suppress(ValueError):
+                    self._waiting.remove(turn)
+
+    def leave(self) -> None:
+        """Give a held slot up: to the longest waiting request, else back."""
+        while self._waiting:
+            turn = self._waiting.popleft()
+            if not turn.done():
+                turn.set_result(True)  # the slot goes straight to the longest waiting
+                return
+        self._answering -= 1
+
+
+def _granted(turn: asyncio.Future[bool]) -> bool:
+    return turn.done() and not turn.cancelled() and turn.result()
+
+
+def _expire(turn: asyncio.Future[bool]) -> None:
+    if not turn.done():
+        turn.set_result(False)
+
+
 class VerbsFirst:
     """One worker's run verbs in progress, and the turn agent requests wait for (module
     docstring). Used on the worker's event loop only."""
 
-    def __init__(self) -> None:
+    def __init__(self, agent_requests: int = 0) -> None:
         self._running = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        self.admission = Admission(agent_requests)
 
     @property
     def busy(self) -> bool:
