@@ -32,7 +32,7 @@ from assay.service.limits import BodySizeLimit, RateLimiter, json_body_limit
 from assay.service.listeners import open_settings_deployment
 from assay.service.openapi import install_openapi
 from assay.service.orphans import exit_with_parent
-from assay.service.priority import GradingFirst, share_the_gil
+from assay.service.priority import VerbsFirst, share_the_gil
 from assay.service.runs.routes import router as runs_router
 from assay.service.runs.sweeper import Sweeper
 from assay.service.runs.v1_routes import router as v1_router
@@ -86,7 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         judge = OpenAIJudge(settings.judge) if settings.judge else None
         app.state.grading = Grading(semantic=settings.voice_semantic, judge=judge)
-        app.state.grading_first = GradingFirst()  # agent reads wait while this worker grades
+        app.state.verbs_first = VerbsFirst(settings.agent_requests)  # service/priority.py
         if settings.voice_semantic:
             load_semantic_model()  # once per process, before the first `complete` needs it
         sweeper = Sweeper(database, settings.sweep_interval)

@@ -30,9 +30,10 @@ any method) names here, first, the change epoch's key it reads for: the run in i
 is read here, once, on the event loop — before anything is looked up — and the caches, here and
 in the routes, use that reading for the rest of the request.
 
-**Grading first.** While this worker runs a `complete` or a `rescore`, a read waits for it to end
-(at most `priority.HOLD`) before it is looked at: the loop idles instead of taking the GIL from
-the grading every half millisecond (`service/priority.py`).
+**A run's verbs first.** While this worker runs a `start`, `complete` or `rescore`, an agent's
+request to a surface or a tool (any method) waits for it to end (at most `priority.HOLD`) before
+it is looked at: the loop idles instead of taking the GIL from the verb every half millisecond
+(`service/priority.py`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from starlette.concurrency import run_in_threadpool
 from assay.sandboxes import SURFACES, CatchUp
 from assay.sandboxes.registry import CACHING
 from assay.service.auth.cache import TokenCache
-from assay.service.priority import GradingFirst
+from assay.service.priority import VerbsFirst
 from assay.service.sandboxes.routes import cached_handle, load_rows
 from assay.store import DomainError
 from assay.store.epoch import ChangeEpoch, reads_of
@@ -57,6 +58,12 @@ __all__ = ["AssayApp", "serve_cached"]
 
 _AGENT_GET = re.compile(r"/v1/task-runs/([^/]+)/([a-z0-9]+)(/.*)")
 _SURFACE_PATH = re.compile(r"/v1/(?:task|benchmark)-runs/([^/]+)/([a-z0-9]+)(?:/.*)?")
+
+
+def _is_agent_request(path: str) -> bool:
+    """Whether `path` is an agent's request to a surface or a tool of a run (not a run's verb)."""
+    found = _SURFACE_PATH.fullmatch(path)
+    return found is not None and (found.group(2) in SURFACES or found.group(2) == "tools")
 
 
 class _Flights:
@@ -130,6 +137,20 @@ class AssayApp(FastAPI):
             await super().__call__(scope, receive, send)
             return
         scope["app"] = self
+        gate: VerbsFirst | None = getattr(self.state, "verbs_first", None)
+        if gate is None or not _is_agent_request(scope["path"]):
+            await self._answer(scope, receive, send)
+            return
+        if gate.busy:
+            await gate.turn()  # this worker's `start` or `complete` goes first (service/priority.py)
+        held = await gate.admission.enter()  # and at most a few agent requests at once
+        try:
+            await self._answer(scope, receive, send)
+        finally:
+            if held:
+                gate.admission.leave()
+
+    async def _answer(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["method"] == "POST":
             tool_calls = getattr(self.state, "tool_calls", None)  # service/tools/routes.py
             if tool_calls is not None and await tool_calls(scope, receive, send):
@@ -152,9 +173,6 @@ class AssayApp(FastAPI):
                 await epoch.snapshot()  # never raises: a failed read is no snapshot (SQL then)
         if scope["method"] != "GET":
             return None
-        gate: GradingFirst | None = getattr(self.state, "grading_first", None)
-        if gate is not None and gate.grading:
-            await gate.turn()  # this worker grades first (service/priority.py)
         try:
             return await serve_cached(self, scope)
         except Exception:  # nothing recorded yet (the event is the last step): the routes

@@ -43,6 +43,9 @@ class Settings:
     rate_limit: float | None = None
     """`ASSAY_RATE_LIMIT`: requests per second per token; None (the default) means no limit."""
     rate_limit_burst: int | None = None
+    agent_requests: int = 2
+    """`ASSAY_AGENT_REQUESTS`: agent requests (to a surface or a tool) one serving worker answers
+    at once; the next wait their turn, each at most `priority.ADMISSION_WAIT`. 0: no limit."""
     max_body_bytes: int = 50 * 1024 * 1024
     """`ASSAY_MAX_BODY_BYTES`: largest request body (docs/api.md: a dataset body is at most 50 MB)."""
     voice_semantic: bool = False
@@ -56,6 +59,8 @@ class Settings:
     option names (`ASSAY_<NAME>_<KEY>` unless it declares another, e.g. `ASSAY_MLLP_PORT`)."""
 
     def __post_init__(self) -> None:
+        if self.agent_requests < 0:
+            raise ValueError(f"ASSAY_AGENT_REQUESTS must be 0 (no limit) or more, not {self.agent_requests}")
         unknown = sorted(set(self.surface_settings) - set(SURFACES))
         if unknown:
             raise ValueError(f"settings for {', '.join(map(repr, unknown))}, which is not a surface")
@@ -146,6 +151,7 @@ _FROM_ENV: dict[str, type[Any]] = {
     "rate_limit": float,
     "rate_limit_burst": int,
     "max_body_bytes": int,
+    "agent_requests": int,
     "listen_host": str,
     "worker_timeout": float,
     "listeners": bool,

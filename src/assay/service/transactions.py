@@ -35,7 +35,7 @@ from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
 from assay.service.json_bodies import read_big_body_first
-from assay.service.priority import GradingFirst, is_grading_first
+from assay.service.priority import VerbsFirst, is_served_first
 from assay.store import Database
 
 __all__ = ["PendingSession", "TransactionRoute", "in_one_transaction"]
@@ -76,11 +76,11 @@ def in_one_transaction(endpoint: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def _counted_as_grading(
+def _counted_as_verb(
     handler: Callable[[Request], Coroutine[Any, Any, Response]],
 ) -> Callable[[Request], Coroutine[Any, Any, Response]]:
     async def graded(request: Request) -> Response:
-        gate: GradingFirst | None = getattr(request.app.state, "grading_first", None)
+        gate: VerbsFirst | None = getattr(request.app.state, "verbs_first", None)
         if gate is None:
             return await handler(request)
         with gate.counted():
@@ -91,16 +91,16 @@ def _counted_as_grading(
 
 class TransactionRoute(APIRoute):
     """An `APIRoute` whose sync handler runs in one transaction on its own thread, whose big JSON
-    body is read off the event loop, and which, for a `grading_first` endpoint, holds this
-    worker's agent reads back while it runs (`service/priority.py`)."""
+    body is read off the event loop, and which, for a `served_first` endpoint, holds this
+    worker's agent requests back while it runs (`service/priority.py`)."""
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any):
         super().__init__(path, in_one_transaction(endpoint), **kwargs)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
-        if is_grading_first(self.endpoint):
-            handler = _counted_as_grading(handler)
+        if is_served_first(self.endpoint):
+            handler = _counted_as_verb(handler)
         if self.body_field is None:
             return handler
 

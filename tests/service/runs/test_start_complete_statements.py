@@ -41,6 +41,10 @@ with them), the FHIR store's row (this worker never served it), then the criteri
 teardown and, on PostgreSQL in the same statement, the task run's end and the run's count (was 12
 on PostgreSQL, 13 on SQLite)."""
 
+FINAL_COMPLETE = {"sqlite": 12, "postgres": 10}
+"""The run's last `complete`, which also scores the run: its task runs' scores read, and the run's
+row written (its phase and status come back with the count, `count_ended`)."""
+
 
 @contextmanager
 def _statements(server: Server) -> Iterator[list[str]]:
@@ -84,3 +88,13 @@ def test_start_and_complete_run_a_pinned_number_of_statements(server: Server) ->
         assert done["phase"] == "completed"
         listing = "\n".join(started) + "\n--\n" + "\n".join(completed)
         assert (len(started), len(completed)) == (START[server.backend], COMPLETE[server.backend]), listing
+        for task_run_id in [ids[0], *ids[2:-1]]:
+            if task_run_id != ids[0]:
+                ok(agent.post(f"/v1/task-runs/{task_run_id}/start"))
+            ok(agent.post(f"/v1/task-runs/{task_run_id}/complete"))
+        ok(agent.post(f"/v1/task-runs/{ids[-1]}/start"))
+        with _statements(server) as last:
+            ok(agent.post(f"/v1/task-runs/{ids[-1]}/complete"))
+        run = ok(agent.get(f"/v1/task-runs/{ids[-1]}"))
+        assert len(last) == FINAL_COMPLETE[server.backend], "\n".join(last)
+        assert run["phase"] == "completed"

@@ -154,14 +154,14 @@ def count_ended(
             task_runs_ended=run.c.task_runs_ended + ended,
             task_runs_running=run.c.task_runs_running - released,
         )
-        .returning(run.c.task_runs_ended, run.c.task_runs_total)
+        .returning(run.c.task_runs_ended, run.c.task_runs_total, run.c.phase, run.c.status)
     )
     found = _with_task_run(session, statement, task_run)
     if found is None:
         raise LookupError(f"benchmark run {benchmark_run_id} is gone")
-    ended_now, total = tuple(found)
+    ended_now, total, phase, status = tuple(found)
     if ended_now >= total:
-        _finalize(session, benchmark_run_id, now)
+        _finalize(session, benchmark_run_id, now, (phase, status))
     _expire_run(session, benchmark_run_id)
 
 
@@ -218,16 +218,19 @@ def rescore_run(session: Session, benchmark_run_id: str, now: datetime) -> None:
     session.flush()
     run = BenchmarkRun
     statement = (
-        select(run.task_runs_ended, run.task_runs_total).where(run.id == benchmark_run_id).with_for_update()
+        select(run.task_runs_ended, run.task_runs_total, run.phase, run.status)
+        .where(run.id == benchmark_run_id)
+        .with_for_update()
     )
-    ended, total = session.execute(statement).one()
+    ended, total, phase, status = session.execute(statement).one()
     if ended >= total:
-        _finalize(session, benchmark_run_id, now)
+        _finalize(session, benchmark_run_id, now, (phase, status))
     _expire_run(session, benchmark_run_id)
 
 
-def _finalize(session: Session, benchmark_run_id: str, now: datetime) -> None:
-    """Score the run from its task runs' scores (one read of two columns), under its row lock.
+def _finalize(session: Session, benchmark_run_id: str, now: datetime, current: tuple[str, str]) -> None:
+    """Score the run from its task runs' scores (one read of two columns), under its row lock;
+    `current` is its (phase, status), read with the lock.
 
     It completes no earlier than its last task run: each end is stamped when its transaction
     began, and the one that counts last may have begun before another that committed first."""
@@ -237,7 +240,7 @@ def _finalize(session: Session, benchmark_run_id: str, now: datetime) -> None:
     score, verdict = score_benchmark_run([Fraction(row.score or 0) for row in ended])
     now = max([now, *(row.completed_at for row in ended if row.completed_at is not None)])
     run = BenchmarkRun
-    phase, status = session.execute(select(run.phase, run.status).where(run.id == benchmark_run_id)).one()
+    phase, status = current
     values: dict[str, Any] = {"score": str(score), "verdict": verdict}
     if phase != "completed":
         what = f"benchmark run {benchmark_run_id}"

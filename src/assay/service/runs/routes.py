@@ -21,7 +21,7 @@ from assay.service.deps import (
 )
 from assay.service.errors import ERROR_RESPONSES
 from assay.service.pages import list_json
-from assay.service.priority import grading_first
+from assay.service.priority import served_first
 from assay.service.runs import actions, overrides, queries
 from assay.service.runs.overrides import OverrideCreate
 from assay.service.runs.schemas import (
@@ -140,7 +140,7 @@ def cancel_task_run(task_run_id: str, session: SessionDep, caller: OrgCaller) ->
     response_model=None,
     responses={200: {"model": CompletionOut, "description": "Result"}},
 )
-@grading_first
+@served_first
 def rescore_task_run(
     task_run_id: str,
     session: SessionDep,

@@ -18,7 +18,7 @@ from assay.service.deps import (
     public_host,
 )
 from assay.service.errors import ERROR_RESPONSES, envelope
-from assay.service.priority import grading_first
+from assay.service.priority import served_first
 from assay.service.runs import actions, queries
 from assay.service.runs.schemas import (
     BenchmarkRunCreate,
@@ -80,6 +80,7 @@ async def _prepared(task_run_id: str, request: Request, caller: RunCaller) -> No
     dependencies=[Depends(_prepared)],
     responses={200: {"model": V1StartedOut}},
 )
+@served_first
 def start_task_run(
     task_run_id: str, request: Request, session: SessionDep, caller: RunCaller, settings: SettingsDep
 ) -> JSONResponse:
@@ -103,7 +104,7 @@ def start_task_run(
     responses={200: {"model": CompletionOut, "description": "Result"}},
     dependencies=[TaskRunEventsFlushed],
 )
-@grading_first
+@served_first
 def complete_task_run(
     task_run_id: str, request: Request, session: SessionDep, caller: RunCaller, grading: GradingDep
 ) -> JSONResponse:
