@@ -1,7 +1,8 @@
 """Admission (`service/priority.py`, `ASSAY_AGENT_REQUESTS`): a serving worker answers at most a
 few agent requests at once; the next wait their turn in arrival order, each for at most
 `ADMISSION_WAIT`. The slot bookkeeping on an event loop, then through the real server: an agent's
-FHIR create held inside its handler, another agent's search sent meanwhile."""
+FHIR create held inside its handler, another agent's tool call sent meanwhile. A warm read answered
+on the loop takes no slot."""
 
 from __future__ import annotations
 
@@ -121,6 +122,11 @@ def test_a_negative_limit_is_refused() -> None:
 
 _PATIENT = json.dumps({"resourceType": "Patient", "name": [{"family": "Held"}]})
 _FHIR_JSON = {"content-type": "application/fhir+json"}
+_SEARCH = {"resource_type": "Patient"}
+
+
+def _tool_call(task_run_id: str) -> str:
+    return f"/v1/task-runs/{task_run_id}/tools/fhir_search"
 
 
 @contextmanager
@@ -174,15 +180,18 @@ def test_an_agent_request_waits_for_a_slot_of_its_worker(
                 first.post, f"/v1/task-runs/{first_run}/fhir/Patient", content=_PATIENT, headers=_FHIR_JSON
             )
             assert entered.wait(10), "the first agent's create reached its handler"
-            searching = pool.submit(second.get, f"/v1/task-runs/{second_run}/fhir/Patient")
-            time.sleep(0.3)  # a warm search answers in a few milliseconds
+            searching = pool.submit(second.post, _tool_call(second_run), json=_SEARCH)
+            time.sleep(0.3)  # a tool's search answers in a few milliseconds
+            assert ok(second.get(f"/v1/task-runs/{second_run}/fhir/Patient"))["resourceType"] == "Bundle", (
+                "a warm read takes no slot"
+            )
             if limit:
-                assert not searching.done(), "the second agent's request waits for the worker's one slot"
+                assert not searching.done(), "the second agent's tool call waits for the worker's one slot"
             else:
-                assert ok(searching.result(5))["resourceType"] == "Bundle", "no limit: answered at once"
+                assert ok(searching.result(5)), "no limit: answered at once"
             release.set()
             assert creating.result(10).status_code == 201
-            assert ok(searching.result(10))["resourceType"] == "Bundle"
+            assert ok(searching.result(10))
 
 
 def test_an_agent_request_waits_for_a_slot_at_most_the_admission_wait(
@@ -202,7 +211,7 @@ def test_an_agent_request_waits_for_a_slot_at_most_the_admission_wait(
             )
             assert entered.wait(10)
             began = time.perf_counter()
-            assert ok(second.get(f"/v1/task-runs/{second_run}/fhir/Patient"))["resourceType"] == "Bundle"
+            assert ok(second.post(_tool_call(second_run), json=_SEARCH))
             waited = time.perf_counter() - began
             assert not creating.done(), "answered while the slot is still held"
             assert waited >= 0.2, f"after the admission wait ({waited:.3f} s)"

@@ -40,8 +40,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Hashable
-from typing import Any
+from collections.abc import Callable, Coroutine, Hashable
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
@@ -49,7 +49,7 @@ from starlette.concurrency import run_in_threadpool
 from assay.sandboxes import SURFACES, CatchUp
 from assay.sandboxes.registry import CACHING
 from assay.service.auth.cache import TokenCache
-from assay.service.priority import VerbsFirst
+from assay.service.priority import Admission, VerbsFirst
 from assay.service.sandboxes.routes import cached_handle, load_rows
 from assay.store import DomainError
 from assay.store.epoch import ChangeEpoch, reads_of
@@ -58,6 +58,24 @@ __all__ = ["AssayApp", "serve_cached"]
 
 _AGENT_GET = re.compile(r"/v1/task-runs/([^/]+)/([a-z0-9]+)(/.*)")
 _SURFACE_PATH = re.compile(r"/v1/(?:task|benchmark)-runs/([^/]+)/([a-z0-9]+)(?:/.*)?")
+
+
+_T = TypeVar("_T")
+
+
+async def _admitted(admission: Admission | None, answer: Coroutine[Any, Any, _T]) -> _T:
+    """`answer` awaited in one of `admission`'s slots (when it has one free in time)."""
+    try:
+        held = admission is not None and await admission.enter()
+    except BaseException:
+        answer.close()  # cancelled while waiting: never started
+        raise
+    try:
+        return await answer
+    finally:
+        if held:
+            assert admission is not None
+            admission.leave()
 
 
 def _is_agent_request(path: str) -> bool:
@@ -139,27 +157,26 @@ class AssayApp(FastAPI):
         scope["app"] = self
         gate: VerbsFirst | None = getattr(self.state, "verbs_first", None)
         if gate is None or not _is_agent_request(scope["path"]):
-            await self._answer(scope, receive, send)
+            await self._answer(scope, receive, send, None)
             return
         if gate.busy:
             await gate.turn()  # this worker's `start` or `complete` goes first (service/priority.py)
-        held = await gate.admission.enter()  # and at most a few agent requests at once
-        try:
-            await self._answer(scope, receive, send)
-        finally:
-            if held:
-                gate.admission.leave()
+        await self._answer(scope, receive, send, gate.admission)
 
-    async def _answer(self, scope: Any, receive: Any, send: Any) -> None:
+    async def _answer(self, scope: Any, receive: Any, send: Any, admission: Admission | None) -> None:
+        """Answer a tool call, a warm read, or through the routes. Tool calls and routed agent
+        requests take one of `admission`'s slots (service/priority.py); a warm read, answered on
+        the loop with no thread, does not: on PostgreSQL it awaits the change epoch's round trip,
+        which a slot would keep other reads from overlapping."""
         if scope["method"] == "POST":
             tool_calls = getattr(self.state, "tool_calls", None)  # service/tools/routes.py
-            if tool_calls is not None and await tool_calls(scope, receive, send):
+            if tool_calls is not None and await _admitted(admission, tool_calls(scope, receive, send)):
                 return
         response = await self.answer_early(scope)
         if response is not None:
             await response(scope, receive, send)
             return
-        await super().__call__(scope, receive, send)
+        await _admitted(admission, super().__call__(scope, receive, send))
 
     async def answer_early(self, scope: Any) -> Response | None:
         """The answer to a warm run-token surface read, or None for the routes (which then find
