@@ -49,26 +49,12 @@ from bench_complete import KEY, postgres
 from bench_load import cpu_seconds, hello_world, postmaster
 
 from assay.client import Assay
-from assay.clients.demo.agent import ELIGIBILITY_270, MLLP_END, MLLP_START
+from assay.clients.demo.agent import ELIGIBILITY_270, MLLP_END, MLLP_START, PRIOR_AUTH_REQUEST, adt_a08
 from assay.clients.demo.runner import PACKAGE
 from assay.clients.packages import push, read_package
 
 MAX_TRIALS = 50
 FHIR = {"Content-Type": "application/fhir+json"}
-ADT_A08 = "\r".join(
-    [
-        "MSH|^~\\&|FRONTDESK|CLINIC|LAB|{facility}|20261126090000||ADT^A08|{control}|P|2.5.1",
-        "EVN|A08|20261126090000",
-        "PID|1||M123456^^^ACME^MB||SMITH^JOHN||19620417|M|||||555-0142",
-    ]
-)
-PRIOR_AUTH = {
-    "patient": {"member_id": "M123456", "name": "John Smith", "birth_date": "1962-04-17"},
-    "provider": {"npi": "1234567893", "name": "Front Office Clinic"},
-    "procedure_code": "93306",
-    "diagnosis_codes": ["R07.89"],
-    "service_date": "2026-12-10",
-}
 TURNS = [
     {"speaker": "agent", "text": "Hello, this is the Front Office Clinic calling for John Smith."},
     {"speaker": "caller", "text": "Speaking."},
@@ -143,7 +129,7 @@ class Agent:
         x12 = {"content": ELIGIBILITY_270, "headers": {"Content-Type": "application/edi-x12"}}
         self.post("x12 270", "x12", "/270", **x12)
         hl7 = self.credentials["hl7"]
-        message = ADT_A08.format(facility=hl7["receiving_facility"], control=f"B{time.monotonic_ns()}")
+        message = "\r".join(adt_a08(hl7["receiving_facility"], control=f"B{time.monotonic_ns()}"))
         self.op("hl7 mllp ADT^A08", lambda: _mllp(hl7["host"], int(hl7["port"]), message))
         outbound = {"content": message, "headers": {"Content-Type": "application/hl7-v2"}}
         self.post("hl7 http ADT^A08", "hl7_outbound", **outbound)
@@ -156,7 +142,7 @@ class Agent:
         )
         self.op("sftp copy referral", lambda: asyncio.run(_sftp_copy(self.credentials["sftp"])))
         self.get("portal list prior auths", "portal", "/prior_auth_requests")
-        self.post("portal request prior auth", "portal", "/prior_auth_requests", json=PRIOR_AUTH)
+        self.post("portal request prior auth", "portal", "/prior_auth_requests", json=PRIOR_AUTH_REQUEST)
         self.get("portal list prior auths", "portal", "/prior_auth_requests")
         self.post("voice turns", "voice", "/turns", json=TURNS)
         self.get("fhir read Patient", "fhir", "/Patient/john-smith")

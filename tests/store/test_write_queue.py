@@ -24,7 +24,7 @@ from sqlalchemy.exc import OperationalError
 
 from assay.client import Assay
 from assay.clients.demo import PACKAGE
-from assay.clients.demo.agent import ELIGIBILITY_270, MLLP_END, MLLP_START
+from assay.clients.demo.agent import ELIGIBILITY_270, MLLP_END, MLLP_START, PRIOR_AUTH_REQUEST, adt_a08
 from assay.clients.demo.runner import _for_this_build
 from assay.clients.packages import push, read_package
 from assay.formats.hl7 import parse_message
@@ -285,20 +285,7 @@ def test_every_surface_write_and_the_lifecycle_wait_their_turn_in_the_process_qu
         base_url=server.url, headers={"Authorization": f"Bearer {run.bearer_token}"}, timeout=60
     )
     appointment = {"resourceType": "Appointment", "status": "booked", "participant": [{"status": "accepted"}]}
-    adt = "\r".join(
-        [
-            f"MSH|^~\\&|FRONTDESK|CLINIC|LAB|{credentials['hl7']['receiving_facility']}|20261126090000||ADT^A08|H1|P|2.5.1",
-            "EVN|A08|20261126090000",
-            "PID|1||M123456^^^ACME^MB||SMITH^JOHN||19620417|M|||||555-0142",
-        ]
-    )
-    prior_auth = {
-        "patient": {"member_id": "M123456", "name": "John Smith", "birth_date": "1962-04-17"},
-        "provider": {"npi": "1234567893", "name": "Front Office Clinic"},
-        "procedure_code": "93306",
-        "diagnosis_codes": ["R07.89"],
-        "service_date": "2026-12-10",
-    }
+    adt = "\r".join(adt_a08(credentials["hl7"]["receiving_facility"], control="H1"))
     with ExitStack() as stack:
         stack.enter_context(agent)
         sftp = _Sftp(credentials["sftp"])
@@ -328,7 +315,7 @@ def test_every_surface_write_and_the_lifecycle_wait_their_turn_in_the_process_qu
             ),
             "sftp write": sftp.write,
             "portal request": lambda: agent.post(
-                endpoints["portal"] + "/prior_auth_requests", json=prior_auth
+                endpoints["portal"] + "/prior_auth_requests", json=PRIOR_AUTH_REQUEST
             ),
             "voice turns": lambda: agent.post(
                 endpoints["voice"] + "/turns", json=[{"speaker": "agent", "text": "Hi."}]
@@ -420,13 +407,6 @@ def test_surface_reads_take_no_write_turn_and_see_every_acknowledged_write(
         started = client.task_runs.start(run.task_runs[0].id, run_token=run.bearer_token)
     endpoints, credentials = started.endpoints, started.credentials
     inbox_token, inbox_url = _hl7_inbox_run(server, api)
-    prior_auth = {
-        "patient": {"member_id": "M123456", "name": "John Smith", "birth_date": "1962-04-17"},
-        "provider": {"npi": "1234567893", "name": "Front Office Clinic"},
-        "procedure_code": "93306",
-        "diagnosis_codes": ["R07.89"],
-        "service_date": "2026-12-10",
-    }
     portal_web = server.url + credentials["portal"]["portal_url"]
     with ExitStack() as stack:
         agent = stack.enter_context(
@@ -439,9 +419,9 @@ def test_surface_reads_take_no_write_turn_and_see_every_acknowledged_write(
         )
         browser = stack.enter_context(httpx.Client(base_url=portal_web, timeout=60))
         # The writes, each acknowledged before the turn is held.
-        request_id = ok(agent.post(endpoints["portal"] + "/prior_auth_requests", json=prior_auth), 201)[
-            "request_id"
-        ]
+        request_id = ok(
+            agent.post(endpoints["portal"] + "/prior_auth_requests", json=PRIOR_AUTH_REQUEST), 201
+        )["request_id"]
         fields = {
             "username": credentials["portal"]["username"],
             "password": credentials["portal"]["password"],

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from assay.clients.agent import SYSTEM_PROMPT
 from assay.clients.cli import app
+from assay.clients.demo.agent import appointment
 from tests.clients.agent.stub_model import stub_model, tool_call
 from tests.service.conftest import Server
 
@@ -41,21 +42,10 @@ def _book(turn: int, messages: list[dict[str, Any]]) -> dict[str, Any]:
         return {"content": None, "tool_calls": [tool_call("c1", "fhir_search", search)]}
     if turn == 2:
         doctor = _last_tool(messages)["resource"]["entry"][0]["resource"]["id"]
-        appointment = {
-            "resourceType": "Appointment",
-            "status": "booked",
-            "start": "2026-12-03T09:00:00Z",
-            "end": "2026-12-03T09:30:00Z",
-            "minutesDuration": 30,
-            "participant": [
-                {
-                    "actor": {"reference": f"Practitioner/{doctor}", "display": "Dr. Rivera"},
-                    "status": "accepted",
-                },
-                {"actor": {"reference": "Patient/john-smith", "display": "John Smith"}, "status": "accepted"},
-            ],
+        return {
+            "content": None,
+            "tool_calls": [tool_call("c2", "fhir_create", {"resource": appointment("john-smith", doctor)})],
         }
-        return {"content": None, "tool_calls": [tool_call("c2", "fhir_create", {"resource": appointment})]}
     return {"content": "Booked."}
 
 

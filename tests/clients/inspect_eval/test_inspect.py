@@ -18,6 +18,7 @@ from inspect_ai.model import ModelOutput, get_model  # noqa: E402
 from inspect_ai.scorer import Score  # noqa: E402
 
 from assay.clients.demo import PACKAGE  # noqa: E402
+from assay.clients.demo.agent import PRIOR_AUTH_REQUEST, adt_a08, appointment  # noqa: E402
 from assay.clients.inspect_eval.task import pass_k, tool_params  # noqa: E402
 from tests.service.conftest import Server  # noqa: E402
 
@@ -44,28 +45,13 @@ def _facility(server: Server) -> str:
 
 def _outputs(server: Server) -> Iterator[ModelOutput]:
     """The model's turns, sample after sample in task order (one sample at a time)."""
-    appointment = {
-        "resourceType": "Appointment",
-        "status": "booked",
-        "start": "2026-12-03T09:00:00Z",
-        "end": "2026-12-03T09:30:00Z",
-        "minutesDuration": 30,
-        "participant": [
-            {"actor": {"reference": "Practitioner/rivera", "display": "Dr. Rivera"}, "status": "accepted"},
-            {"actor": {"reference": "Patient/john-smith", "display": "John Smith"}, "status": "accepted"},
-        ],
-    }
-    yield _call("fhir_create", {"resource": appointment})
+    yield _call("fhir_create", {"resource": appointment("john-smith", "rivera")})
     yield _say("Booked.")
     yield _call("ehr_update_phone", {"phone": "555-0142"})  # no such tool: the phone stays wrong
     yield _say("I could not.")
     yield _call("task_read", {})
     facility = _facility(server)  # read once the task_read above has run
-    message = (
-        f"MSH|^~\\&|FRONTDESK|CLINIC|LAB|{facility}|20261126090000||ADT^A08|FO0001|P|2.5.1\n"
-        "EVN|A08|20261126090000\nPID|1||M123456^^^ACME^MB||SMITH^JOHN||19620417|M|||||555-0142"
-    )
-    yield _call("hl7_send", {"message": message})
+    yield _call("hl7_send", {"message": "\n".join(adt_a08(facility))})
     yield _say("Sent.")
     eligibility = {"member_id": "M123456", "first_name": "JOHN", "last_name": "SMITH", "birth_date": "1962-04-17",
                    "payer_id": "842610001", "payer_name": "ACME HEALTH", "service_date": "2026-12-03",
@@ -74,14 +60,7 @@ def _outputs(server: Server) -> Iterator[ModelOutput]:
     yield _say("Covered.")
     yield _call("sftp_write", {"path": "outbox/cardiology/smith-cardiology.txt", "content": LETTER})
     yield _say("Filed.")
-    record = {
-        "patient": {"member_id": "M123456", "name": "John Smith", "birth_date": "1962-04-17"},
-        "provider": {"npi": "1234567893", "name": "Front Office Clinic"},
-        "procedure_code": "93306",
-        "diagnosis_codes": ["R07.89"],
-        "service_date": "2026-12-10",
-    }
-    yield _call("portal_submit", {"resource": "prior_auth_requests", "record": record})
+    yield _call("portal_submit", {"resource": "prior_auth_requests", "record": PRIOR_AUTH_REQUEST})
     yield _say("Requested.")
     yield _say("I will call later.")  # no tool: the call never happens
     yield _say("I will call the payer tomorrow.")  # nor this one

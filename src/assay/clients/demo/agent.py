@@ -127,10 +127,10 @@ def update_phone(ctx: AgentContext) -> None:
     )
 
 
-def adt_a08(facility: str) -> list[str]:
-    """The ADT^A08 the lab system is sent, segment by segment."""
+def adt_a08(facility: str, control: str = "FO0001") -> list[str]:
+    """The ADT^A08 the lab system is sent, segment by segment (`control`: its MSH-10)."""
     return [
-        f"MSH|^~\\&|FRONTDESK|CLINIC|LAB|{facility}|20261126090000||ADT^A08|FO0001|P|2.5.1",
+        f"MSH|^~\\&|FRONTDESK|CLINIC|LAB|{facility}|20261126090000||ADT^A08|{control}|P|2.5.1",
         "EVN|A08|20261126090000",
         "PID|1||M123456^^^ACME^MB||SMITH^JOHN||19620417|M|||||555-0142",
     ]
