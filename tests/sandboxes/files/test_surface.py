@@ -182,28 +182,32 @@ def test_an_agent_using_openssh_sftp_passes(server: Server, api: httpx.Client, t
     assert completed["verdict"] == "pass", completed
 
 
-@pytest.fixture(scope="module")
-def s3_server(moto_s3: MotoS3, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def _object_storage_server(
+    tmp_path_factory: pytest.TempPathFactory, kind: str, storage_url: str, options: dict[str, Any]
+) -> Iterator[Server]:
+    """A server whose files surface stores in `storage_url` (fsspec `options`), backend `sqlite+<kind>`."""
     settings = (
         Settings(
-            data_dir=tmp_path_factory.mktemp("assay-s3"),
+            data_dir=tmp_path_factory.mktemp(f"assay-{kind}"),
             bootstrap_api_key=BOOTSTRAP_KEY,
             sweep_interval=0.2,
         )
         .with_free_ports()
         .with_surface_settings(
-            {
-                "files": {
-                    "storage_url": f"s3://{moto_s3.new_bucket()}/deployment",
-                    "storage_options": json.dumps(moto_s3.options),
-                }
-            }
+            {"files": {"storage_url": storage_url, "storage_options": json.dumps(options)}}
         )
     )
     for url, app in _serve(settings):
-        server = Server(url, app.state.database, BOOTSTRAP_KEY, "sqlite+s3")
+        server = Server(url, app.state.database, BOOTSTRAP_KEY, f"sqlite+{kind}")
         server.app_settings = settings  # type: ignore[attr-defined]
         yield server
+
+
+@pytest.fixture(scope="module")
+def s3_server(moto_s3: MotoS3, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    yield from _object_storage_server(
+        tmp_path_factory, "s3", f"s3://{moto_s3.new_bucket()}/deployment", moto_s3.options
+    )
 
 
 def test_the_same_flow_on_s3(s3_server: Server, moto_s3: MotoS3, tmp_path: Path) -> None:
@@ -225,26 +229,9 @@ def test_the_same_flow_on_s3(s3_server: Server, moto_s3: MotoS3, tmp_path: Path)
 
 @pytest.fixture(scope="module")
 def gcs_server(gcs_emulator: GcsEmulator, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    settings = (
-        Settings(
-            data_dir=tmp_path_factory.mktemp("assay-gcs"),
-            bootstrap_api_key=BOOTSTRAP_KEY,
-            sweep_interval=0.2,
-        )
-        .with_free_ports()
-        .with_surface_settings(
-            {
-                "files": {
-                    "storage_url": f"gs://{gcs_emulator.new_bucket()}/deployment",
-                    "storage_options": json.dumps(gcs_emulator.options),
-                }
-            }
-        )
+    yield from _object_storage_server(
+        tmp_path_factory, "gcs", f"gs://{gcs_emulator.new_bucket()}/deployment", gcs_emulator.options
     )
-    for url, app in _serve(settings):
-        server = Server(url, app.state.database, BOOTSTRAP_KEY, "sqlite+gcs")
-        server.app_settings = settings  # type: ignore[attr-defined]
-        yield server
 
 
 def test_the_same_flow_on_gcs(gcs_server: Server, gcs_emulator: GcsEmulator, tmp_path: Path) -> None:
