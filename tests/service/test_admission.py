@@ -11,7 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -163,11 +163,12 @@ def _agents(server: Server, api: httpx.Client) -> list[tuple[str, str]]:
     return agents
 
 
-@pytest.mark.parametrize("limit", [1, 0])
-def test_an_agent_request_waits_for_a_slot_of_its_worker(
+@contextmanager
+def _first_agent_held(
     server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch, limit: int
-) -> None:
-    monkeypatch.setattr(priority, "ADMISSION_WAIT", 30.0)
+) -> Iterator[tuple[Future[httpx.Response], threading.Event, httpx.Client, str, ThreadPoolExecutor]]:
+    """(the first agent's FHIR create, held in its handler; its release; the second agent's client
+    and task run id; a pool to send with), on a server whose workers admit `limit` agent requests."""
     with serving(server, agent_requests=limit) as limited:
         (first_token, first_run), (second_token, second_run) = _agents(limited, api)
         with (
@@ -180,40 +181,37 @@ def test_an_agent_request_waits_for_a_slot_of_its_worker(
                 first.post, f"/v1/task-runs/{first_run}/fhir/Patient", content=_PATIENT, headers=_FHIR_JSON
             )
             assert entered.wait(10), "the first agent's create reached its handler"
-            searching = pool.submit(second.post, _tool_call(second_run), json=_SEARCH)
-            time.sleep(0.3)  # a tool's search answers in a few milliseconds
-            assert ok(second.get(f"/v1/task-runs/{second_run}/fhir/Patient"))["resourceType"] == "Bundle", (
-                "a warm read takes no slot"
-            )
-            if limit:
-                assert not searching.done(), "the second agent's tool call waits for the worker's one slot"
-            else:
-                assert ok(searching.result(5)), "no limit: answered at once"
+            yield creating, release, second, second_run, pool
             release.set()
             assert creating.result(10).status_code == 201
-            assert ok(searching.result(10))
+
+
+@pytest.mark.parametrize("limit", [1, 0])
+def test_an_agent_request_waits_for_a_slot_of_its_worker(
+    server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch, limit: int
+) -> None:
+    monkeypatch.setattr(priority, "ADMISSION_WAIT", 30.0)
+    with _first_agent_held(server, api, monkeypatch, limit) as (_creating, release, second, second_run, pool):
+        searching = pool.submit(second.post, _tool_call(second_run), json=_SEARCH)
+        time.sleep(0.3)  # a tool's search answers in a few milliseconds
+        assert ok(second.get(f"/v1/task-runs/{second_run}/fhir/Patient"))["resourceType"] == "Bundle", (
+            "a warm read takes no slot"
+        )
+        if limit:
+            assert not searching.done(), "the second agent's tool call waits for the worker's one slot"
+        else:
+            assert ok(searching.result(5)), "no limit: answered at once"
+        release.set()
+        assert ok(searching.result(10))
 
 
 def test_an_agent_request_waits_for_a_slot_at_most_the_admission_wait(
     server: Server, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(priority, "ADMISSION_WAIT", 0.2)
-    with serving(server, agent_requests=1) as limited:
-        (first_token, first_run), (second_token, second_run) = _agents(limited, api)
-        with (
-            _held_create(monkeypatch) as (entered, release),
-            ThreadPoolExecutor(1) as pool,
-            limited.client(first_token) as first,
-            limited.client(second_token) as second,
-        ):
-            creating = pool.submit(
-                first.post, f"/v1/task-runs/{first_run}/fhir/Patient", content=_PATIENT, headers=_FHIR_JSON
-            )
-            assert entered.wait(10)
-            began = time.perf_counter()
-            assert ok(second.post(_tool_call(second_run), json=_SEARCH))
-            waited = time.perf_counter() - began
-            assert not creating.done(), "answered while the slot is still held"
-            assert waited >= 0.2, f"after the admission wait ({waited:.3f} s)"
-            release.set()
-            assert creating.result(10).status_code == 201
+    with _first_agent_held(server, api, monkeypatch, 1) as (creating, _release, second, second_run, _pool):
+        began = time.perf_counter()
+        assert ok(second.post(_tool_call(second_run), json=_SEARCH))
+        waited = time.perf_counter() - began
+        assert not creating.done(), "answered while the slot is still held"
+        assert waited >= 0.2, f"after the admission wait ({waited:.3f} s)"
