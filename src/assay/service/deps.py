@@ -3,7 +3,8 @@
 Dependencies that do no I/O are `async` so they run on the event loop instead of taking a
 threadpool hop each. The caller is resolved first, before any session exists (a refused request
 never opens one): from the worker's run-token cache on the event loop, else with a short read on a
-worker thread (`service/auth/cache.py`). `SessionDep` is a `PendingSession` until the handler runs:
+worker thread (`service/auth/cache.py`). A run's verbs are the exception
+(`RunCallerInTransaction`): a token not cached looks itself up in the verb's own transaction. `SessionDep` is a `PendingSession` until the handler runs:
 `service/transactions.py::TransactionRoute` opens the transaction on the handler's own thread and
 commits it when the handler returns, before the response is sent, so a client never reads ahead of
 a commit and no lock or connection is held across a thread hand-off.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, Query, Request
 from sqlalchemy.orm import Session
@@ -25,16 +26,18 @@ from assay.service.auth.cache import TokenCache
 from assay.service.grading import Grading
 from assay.service.limits import RateLimiter
 from assay.service.settings import Settings
-from assay.service.transactions import PendingSession
+from assay.service.transactions import PendingSession, ResolvedInTransaction
 from assay.store import Caller, Forbidden, RateLimited, clamp_limit
 
 __all__ = [
     "AnyCaller",
     "GradingDep",
     "OrgCaller",
+    "OrgCallerInTransaction",
     "PageDep",
     "PageQuery",
     "RunCaller",
+    "RunCallerInTransaction",
     "RunCreator",
     "SandboxEventsFlushed",
     "SessionDep",
@@ -142,6 +145,40 @@ async def _run_creator(caller: AnyCaller) -> Caller:
 OrgCaller = Annotated[Caller, Depends(_org_caller)]
 RunCaller = Annotated[Caller, Depends(_run_caller)]
 RunCreator = Annotated[Caller, Depends(_run_creator)]
+
+
+@dataclass(frozen=True, slots=True)
+class _CallerInTransaction(ResolvedInTransaction):
+    """A token not in this worker's cache, looked up in the handler's transaction."""
+
+    request: Request
+    authorization: str | None
+    kinds: tuple[str, ...]
+
+    def resolve(self, session: Session) -> Caller:
+        tokens: TokenCache = self.request.app.state.tokens
+        return _require(limit_rate(self.request, tokens.resolve(self.authorization, session)), *self.kinds)
+
+
+def _caller_in_transaction(*kinds: str) -> Callable[..., Any]:
+    async def caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> Caller:
+        tokens: TokenCache = request.app.state.tokens
+        cached = tokens.cached(authorization)
+        if cached is None:
+            return _CallerInTransaction(request, authorization, kinds)  # type: ignore[return-value]
+        return _require(limit_rate(request, cached), *kinds)
+
+    return caller
+
+
+RunCallerInTransaction = Annotated[Caller, Depends(_caller_in_transaction("run"))]
+"""`RunCaller` for a run's verb (`complete`): a token this worker has not cached is looked up as
+the first statement of the verb's own transaction, on its thread (`ResolvedInTransaction`), not in
+a read of its own on another thread first. Under agent load each thread hand-off waits for the
+busy event loop: the separate lookup cost a `complete` 9 ms at 16 clients on PostgreSQL
+(`docs/decisions/load.md`). A refused token then costs a transaction, rolled back."""
+OrgCallerInTransaction = Annotated[Caller, Depends(_caller_in_transaction("org"))]
+"""`OrgCaller` for a run's verb (`rescore`), as `RunCallerInTransaction` (an API key is never cached)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,12 +33,13 @@ from typing import Any
 
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
+from sqlalchemy.orm import Session
 
 from assay.service.json_bodies import read_big_body_first
 from assay.service.priority import VerbsFirst, is_served_first
 from assay.store import Database
 
-__all__ = ["PendingSession", "TransactionRoute", "in_one_transaction"]
+__all__ = ["PendingSession", "ResolvedInTransaction", "TransactionRoute", "in_one_transaction"]
 
 _WRAPPED = "__assay_in_one_transaction__"
 
@@ -51,6 +52,15 @@ class PendingSession:
     before: list[Callable[[], None]] = field(default_factory=list)
     """Steps run on the handler's thread before the transaction opens (the request's own list:
     route dependencies add to it, whichever order FastAPI resolves them in)."""
+
+
+class ResolvedInTransaction:
+    """A dependency's value that is completed in the handler's transaction, on its thread, before
+    the handler runs: the wrapper passes `resolve(session)` instead (`deps.VerbCaller`: a run
+    token this worker has not seen, looked up without a thread hand-off of its own)."""
+
+    def resolve(self, session: Session) -> Any:
+        raise NotImplementedError
 
 
 def in_one_transaction(endpoint: Callable[..., Any]) -> Callable[..., Any]:
@@ -70,6 +80,9 @@ def in_one_transaction(endpoint: Callable[..., Any]) -> Callable[..., Any]:
         with first.database.transaction() as session:
             for name in pending:
                 kwargs[name] = session
+            for name, value in kwargs.items():
+                if isinstance(value, ResolvedInTransaction):
+                    kwargs[name] = value.resolve(session)
             return endpoint(*args, **kwargs)
 
     setattr(run, _WRAPPED, True)

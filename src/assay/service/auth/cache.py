@@ -21,6 +21,8 @@ from __future__ import annotations
 import threading
 from datetime import datetime
 
+from sqlalchemy.orm import Session
+
 from assay.service.auth.actions import bearer_token, resolve_token
 from assay.store import Caller, Database, Unauthorized, utcnow
 from assay.store.tokens import RUN_TOKEN_PREFIX, hash_token
@@ -51,12 +53,16 @@ class TokenCache:
             raise Unauthorized("run token expired")
         return caller
 
-    def resolve(self, authorization: str | None) -> Caller:
-        """Look the token up (a read-only unit of work, on the calling thread) and cache a run token."""
+    def resolve(self, authorization: str | None, session: Session | None = None) -> Caller:
+        """Look the token up and cache a run token: in `session`, else in a read-only unit of work
+        of its own, on the calling thread."""
         token = bearer_token(authorization)
         digest = hash_token(token)
-        with self.database.reading() as session:
+        if session is not None:
             caller, expires_at = resolve_token(session, token, digest)
+        else:
+            with self.database.reading() as own:
+                caller, expires_at = resolve_token(own, token, digest)
         if expires_at is not None:
             with self._lock:
                 if len(self._runs) >= self.max_entries:

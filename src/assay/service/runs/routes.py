@@ -14,6 +14,7 @@ from assay.sandboxes.provision import sandboxes_of
 from assay.service.deps import (
     GradingDep,
     OrgCaller,
+    OrgCallerInTransaction,
     PageDep,
     SandboxEventsFlushed,
     SessionDep,
@@ -144,7 +145,7 @@ def cancel_task_run(task_run_id: str, session: SessionDep, caller: OrgCaller) ->
 def rescore_task_run(
     task_run_id: str,
     session: SessionDep,
-    caller: OrgCaller,
+    caller: OrgCallerInTransaction,
     grading: GradingDep,
     rejudge: Annotated[
         bool, Query(description="Ask the LLM judge again instead of replaying its recorded verdicts")

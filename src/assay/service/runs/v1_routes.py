@@ -11,6 +11,7 @@ from assay.service.deps import (
     AnyCaller,
     GradingDep,
     RunCaller,
+    RunCallerInTransaction,
     RunCreator,
     SessionDep,
     SettingsDep,
@@ -106,7 +107,11 @@ def start_task_run(
 )
 @served_first
 def complete_task_run(
-    task_run_id: str, request: Request, session: SessionDep, caller: RunCaller, grading: GradingDep
+    task_run_id: str,
+    request: Request,
+    session: SessionDep,
+    caller: RunCallerInTransaction,
+    grading: GradingDep,
 ) -> JSONResponse:
     """Verify now; idempotent. Scored runs omit `details` and `evidence` here."""
     result = actions.complete_task_run(session, caller, task_run_id, request.app.state.deployment, grading)
