@@ -1,7 +1,8 @@
 """A run's verbs resolve a token this worker has not cached inside their own transaction
 (`deps.RunCallerInTransaction`, `OrgCallerInTransaction`): one transaction, on the handler's
 thread, and the same refusals as every other route — 401 for a missing, unknown or expired token,
-403 for another kind of key — with nothing written."""
+403 for another kind of key — with nothing written. And the worker that creates a run caches its
+token, so the agent's `start` on the same connection looks nothing up."""
 
 from __future__ import annotations
 
@@ -98,3 +99,21 @@ def test_verbs_refuse_bad_tokens_and_write_nothing(server: Server, api: httpx.Cl
     with server.database.transaction() as session:
         task_run = session.get(TaskRun, task_run_id)
         assert task_run is not None and task_run.phase == "started" and task_run.capture is None
+
+
+def test_the_worker_that_created_a_run_knows_its_token(server: Server, api: httpx.Client) -> None:
+    catalog = make_benchmark(api, [[criterion(PASSES)]])
+    run = start_run(api, catalog.benchmark_id)
+    looked_up: list[str] = []
+
+    def by_token(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if "benchmark_runs.token_hash = " in statement and threading.current_thread().name not in _BACKGROUND:
+            looked_up.append(statement)
+
+    event.listen(server.database.engine, "before_cursor_execute", by_token)
+    try:
+        with server.client(run.token) as agent:
+            ok(agent.post(f"/v1/task-runs/{run.task_runs[0]['id']}/start"))
+    finally:
+        event.remove(server.database.engine, "before_cursor_execute", by_token)
+    assert looked_up == []

@@ -7,7 +7,8 @@ What is cached, and why it stays right:
   is revoked only by expiring. (A self-test run is deleted with its benchmark; its token never
   left the server, and a cached one finds no run: 404.) The cache keeps the expiry and checks it
   against the clock on every use, so an expired token is refused at the same instant as without
-  the cache, in every worker. A bounded number of entries (oldest out first).
+  the cache, in every worker. A bounded number of entries (oldest out first). The worker that
+  creates a run caches its token at once (`remember`).
 - **API keys are not cached.** An org or Solver key can be deleted (`DELETE .../api-keys/{id}`)
   through any worker, and that must take effect at once everywhere; they are looked up on each
   request with a read-only unit of work (no write lock), which is cheap and not on the agent path.
@@ -25,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from assay.service.auth.actions import bearer_token, resolve_token
 from assay.store import Caller, Database, Unauthorized, utcnow
+from assay.store.models import BenchmarkRun
 from assay.store.tokens import RUN_TOKEN_PREFIX, hash_token
 
 __all__ = ["TokenCache"]
@@ -64,11 +66,23 @@ class TokenCache:
             with self.database.reading() as own:
                 caller, expires_at = resolve_token(own, token, digest)
         if expires_at is not None:
-            with self._lock:
-                if len(self._runs) >= self.max_entries:
-                    self._runs.pop(next(iter(self._runs)))
-                self._runs[digest] = (caller, expires_at)
+            self._keep(digest, caller, expires_at)
         return caller
+
+    def remember(self, token: str, benchmark_run: BenchmarkRun) -> None:
+        """Cache the token of a run this worker just created, so the agent's first request with it
+        (its `start`, most often on the same connection) needs no lookup. Kept before the run's
+        commit: a token whose run never committed was never shown to anyone."""
+        caller = Caller(
+            "run", benchmark_run.org_id, benchmark_run_id=benchmark_run.id, solver_id=benchmark_run.solver_id
+        )
+        self._keep(hash_token(token), caller, benchmark_run.token_expires_at)
+
+    def _keep(self, digest: str, caller: Caller, expires_at: datetime) -> None:
+        with self._lock:
+            if len(self._runs) >= self.max_entries:
+                self._runs.pop(next(iter(self._runs)))
+            self._runs[digest] = (caller, expires_at)
 
     def clear(self) -> None:
         """Forget every cached token (for a row edited behind the API's back, as tests do)."""

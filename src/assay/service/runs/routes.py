@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from assay.core.statistics import compare_paired
 from assay.sandboxes.provision import sandboxes_of
@@ -62,9 +62,12 @@ def list_benchmark_runs(
 
 
 @router.post("/benchmark-runs", status_code=201, tags=["benchmark-runs"])
-def create_benchmark_run(body: BenchmarkRunCreate, session: SessionDep, caller: OrgCaller) -> Json:
+def create_benchmark_run(
+    body: BenchmarkRunCreate, request: Request, session: SessionDep, caller: OrgCaller
+) -> Json:
     """Create a run of the draft (`benchmark_id`) or a published version; the token is shown once."""
     created = actions.create_benchmark_run(session, caller, body)
+    request.app.state.tokens.remember(created.token, created.benchmark_run)
     return {**benchmark_run_json(created.benchmark_run, created.task_runs), "bearer_token": created.token}
 
 

@@ -44,9 +44,12 @@ FastAPI's generic re-encoding of plain dicts saves a measurable share of each ca
 
 
 @router.post("/benchmark-runs", status_code=201, responses={201: {"model": V1CreatedOut}})
-def create_benchmark_run(body: BenchmarkRunCreate, session: SessionDep, caller: RunCreator) -> JSONResponse:
+def create_benchmark_run(
+    body: BenchmarkRunCreate, request: Request, session: SessionDep, caller: RunCreator
+) -> JSONResponse:
     """Start a rollout of `slug@version` (or `slug`); returns the run's bearer token once."""
     created = actions.create_benchmark_run(session, caller, body)
+    request.app.state.tokens.remember(created.token, created.benchmark_run)
     return JSONResponse(
         v1_created_json(created.benchmark_run, created.token, created.task_runs), status_code=201
     )
