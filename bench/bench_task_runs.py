@@ -31,7 +31,6 @@ import math
 import os
 import platform
 import queue
-import socket
 import tempfile
 import threading
 import time
@@ -42,14 +41,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import asyncssh
 import httpx
 from _serve import assay_serve
 from bench_complete import KEY, postgres
 from bench_load import cpu_seconds, hello_world, postmaster
 
 from assay.client import Assay
-from assay.clients.demo.agent import ELIGIBILITY_270, MLLP_END, MLLP_START, PRIOR_AUTH_REQUEST, adt_a08
+from assay.clients.demo.agent import (
+    ELIGIBILITY_270,
+    PRIOR_AUTH_REQUEST,
+    adt_a08,
+    copy_referral,
+    send_mllp,
+)
 from assay.clients.demo.runner import PACKAGE
 from assay.clients.packages import push, read_package
 
@@ -140,7 +144,7 @@ class Agent:
         self.op(
             "files write", lambda: self.http.put(self.endpoints["files"] + "/outbox/notes/bench.txt", **note)
         )
-        self.op("sftp copy referral", lambda: asyncio.run(_sftp_copy(self.credentials["sftp"])))
+        self.op("sftp copy referral", lambda: asyncio.run(copy_referral(self.credentials["sftp"])))
         self.get("portal list prior auths", "portal", "/prior_auth_requests")
         self.post("portal request prior auth", "portal", "/prior_auth_requests", json=PRIOR_AUTH_REQUEST)
         self.get("portal list prior auths", "portal", "/prior_auth_requests")
@@ -157,35 +161,10 @@ def _first_id(answer: Any) -> str | None:
 
 
 def _mllp(host: str, port: int, message: str) -> bytes:
-    with socket.create_connection((host, port), timeout=30) as conn:
-        conn.sendall(MLLP_START + message.encode() + MLLP_END)
-        reply = b""
-        while not reply.endswith(MLLP_END):
-            chunk = conn.recv(65536)
-            if not chunk:
-                raise ConnectionError("MLLP connection closed before the ACK")
-            reply += chunk
+    reply = send_mllp(host, port, message, timeout=30)
     if b"MSA|AA" not in reply:
         raise RuntimeError("not accepted")
     return reply
-
-
-async def _sftp_copy(sftp: dict[str, Any]) -> None:
-    async with (
-        asyncssh.connect(
-            sftp["host"],
-            port=int(sftp["port"]),
-            username=sftp["username"],
-            password=sftp["password"],
-            known_hosts=None,
-        ) as conn,
-        conn.start_sftp_client() as client,
-    ):
-        async with client.open("inbox/referrals/smith-cardiology.txt", "rb") as source:
-            letter = await source.read()
-        await client.makedirs("outbox/cardiology", exist_ok=True)
-        async with client.open("outbox/cardiology/smith-cardiology.txt", "wb") as target:
-            await target.write(letter)
 
 
 def prepare(url: str, task_runs: int, clients: int) -> list[tuple[str, str]]:

@@ -24,7 +24,14 @@ from sqlalchemy.exc import OperationalError
 
 from assay.client import Assay
 from assay.clients.demo import PACKAGE
-from assay.clients.demo.agent import ELIGIBILITY_270, MLLP_END, MLLP_START, PRIOR_AUTH_REQUEST, adt_a08
+from assay.clients.demo.agent import (
+    ELIGIBILITY_270,
+    MLLP_END,
+    MLLP_START,
+    PRIOR_AUTH_REQUEST,
+    adt_a08,
+    sftp_session,
+)
 from assay.clients.demo.runner import _for_this_build
 from assay.clients.packages import push, read_package
 from assay.formats.hl7 import parse_message
@@ -374,16 +381,7 @@ def _sftp_read(sftp: dict[str, Any], folder: str, path: str) -> tuple[list[str],
     """A new SFTP login, then a folder's names and a file's bytes: reads only."""
 
     async def read() -> tuple[list[str], bytes]:
-        async with (
-            asyncssh.connect(
-                sftp["host"],
-                port=int(sftp["port"]),
-                username=sftp["username"],
-                password=sftp["password"],
-                known_hosts=None,
-            ) as conn,
-            conn.start_sftp_client() as client,
-        ):
+        async with sftp_session(sftp) as client:
             names = sorted(await client.listdir(folder))
             async with client.open(path, "rb") as source:
                 return names, await source.read()

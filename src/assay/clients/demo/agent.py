@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,17 +137,24 @@ def adt_a08(facility: str, control: str = "FO0001") -> list[str]:
     ]
 
 
-def notify_lab(ctx: AgentContext) -> None:
-    hl7 = ctx.credentials["hl7"]
-    message = "\r".join(adt_a08(hl7["receiving_facility"]))
-    with socket.create_connection((hl7["host"], int(hl7["port"])), timeout=10) as conn:
+def send_mllp(host: str, port: int, message: str, timeout: float = 10) -> bytes:
+    """`message` (segments joined by CR) sent in one MLLP frame on a new connection; the framed
+    reply. ConnectionError when the peer closes before a whole frame came back."""
+    with socket.create_connection((host, port), timeout=timeout) as conn:
         conn.sendall(MLLP_START + message.encode() + MLLP_END)
         reply = b""
         while not reply.endswith(MLLP_END):
             chunk = conn.recv(65536)
             if not chunk:
-                break
+                raise ConnectionError("MLLP connection closed before the ACK")
             reply += chunk
+    return reply
+
+
+def notify_lab(ctx: AgentContext) -> None:
+    hl7 = ctx.credentials["hl7"]
+    message = "\r".join(adt_a08(hl7["receiving_facility"]))
+    reply = send_mllp(hl7["host"], int(hl7["port"]), message)
     ack = reply.strip(b"\x0b\x1c\r").decode(errors="replace")
     code = next((line.split("|")[1] for line in ack.split("\r") if line.startswith("MSA|")), "?")
     ctx.notes.append(f"MLLP ADT^A08 to {hl7['host']}:{hl7['port']} → ACK {code}")
@@ -182,9 +190,10 @@ REFERRAL = ("inbox/referrals/smith-cardiology.txt", "outbox/cardiology/smith-car
 """Where the referral letter is, and where the agent files it."""
 
 
-async def copy_referral(sftp: Mapping[str, Any]) -> None:
-    """The referral letter copied from the inbox to the cardiology outbox over SFTP, as an agent
-    with the task run's `sftp` credentials does it (also what the task-run benchmark sends)."""
+@asynccontextmanager
+async def sftp_session(sftp: Mapping[str, Any]) -> AsyncIterator[Any]:
+    """An SFTP client logged in with a task run's `sftp` credentials (host, port, username,
+    password); the connection closes with the block."""
     import asyncssh
 
     async with (
@@ -197,6 +206,13 @@ async def copy_referral(sftp: Mapping[str, Any]) -> None:
         ) as conn,
         conn.start_sftp_client() as client,
     ):
+        yield client
+
+
+async def copy_referral(sftp: Mapping[str, Any]) -> None:
+    """The referral letter copied from the inbox to the cardiology outbox over SFTP, as an agent
+    with the task run's `sftp` credentials does it (also what the task-run benchmark sends)."""
+    async with sftp_session(sftp) as client:
         async with client.open(REFERRAL[0], "rb") as source:
             letter = await source.read()
         await client.makedirs(REFERRAL[1].rpartition("/")[0], exist_ok=True)
