@@ -9,6 +9,7 @@ token's expiry, for the per-worker cache (`cache.py`).
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -23,7 +24,7 @@ from assay.store.tokens import (
     hash_token,
 )
 
-__all__ = ["authenticate", "bearer_token", "resolve_token"]
+__all__ = ["authenticate", "bearer_token", "resolve_token", "run_caller"]
 
 
 def bearer_token(authorization: str | None) -> str:
@@ -38,6 +39,12 @@ def authenticate(session: Session, authorization: str | None) -> Caller:
     return resolve_token(session, token, hash_token(token))[0]
 
 
+def run_caller(run: Any) -> Caller:
+    """The caller a benchmark run's token stands for (`run`: its row, or the columns `id`,
+    `org_id` and `solver_id` of it)."""
+    return Caller("run", run.org_id, benchmark_run_id=run.id, solver_id=run.solver_id)
+
+
 def resolve_token(session: Session, token: str, digest: str) -> tuple[Caller, datetime | None]:
     """(caller, run token expiry or None for an API key) of `token`, whose sha256 is `digest`."""
     if token.startswith(RUN_TOKEN_PREFIX):
@@ -49,8 +56,7 @@ def resolve_token(session: Session, token: str, digest: str) -> tuple[Caller, da
             raise Unauthorized("invalid run token")
         if run.token_expires_at <= utcnow():
             raise Unauthorized("run token expired")
-        caller = Caller("run", run.org_id, benchmark_run_id=run.id, solver_id=run.solver_id)
-        return caller, run.token_expires_at
+        return run_caller(run), run.token_expires_at
     if token.startswith((ORG_KEY_PREFIX, SOLVER_KEY_PREFIX)):
         key = session.execute(
             select(ApiKey.id, ApiKey.org_id, ApiKey.kind, ApiKey.solver_id, ApiKey.token_hash).where(

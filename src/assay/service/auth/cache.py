@@ -24,7 +24,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from assay.service.auth.actions import bearer_token, resolve_token
+from assay.service.auth.actions import bearer_token, resolve_token, run_caller
 from assay.store import Caller, Database, Unauthorized, utcnow
 from assay.store.models import BenchmarkRun
 from assay.store.tokens import RUN_TOKEN_PREFIX, hash_token
@@ -73,10 +73,7 @@ class TokenCache:
         """Cache the token of a run this worker just created, so the agent's first request with it
         (its `start`, most often on the same connection) needs no lookup. Kept before the run's
         commit: a token whose run never committed was never shown to anyone."""
-        caller = Caller(
-            "run", benchmark_run.org_id, benchmark_run_id=benchmark_run.id, solver_id=benchmark_run.solver_id
-        )
-        self._keep(hash_token(token), caller, benchmark_run.token_expires_at)
+        self._keep(hash_token(token), run_caller(benchmark_run), benchmark_run.token_expires_at)
 
     def _keep(self, digest: str, caller: Caller, expires_at: datetime) -> None:
         with self._lock:
