@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import delete, event, select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from assay.sandboxes.fhir import layers as layers_module
@@ -27,6 +27,7 @@ from assay.service.sandboxes import datasets as datasets_module
 from assay.store.json_values import content_hash
 from assay.store.models import BenchmarkVersion, BenchmarkVersionDataset, Dataset, TaskRun
 from assay.store.write_queue import queue_of
+from tests.listening import listening
 from tests.service.builders import ok, unique
 from tests.service.conftest import Server
 
@@ -42,12 +43,8 @@ def _data_reads(server: Server) -> Iterator[list[str]]:
         if _DATA_READ.search(statement):
             seen.append(statement)
 
-    engine = server.database.engine
-    event.listen(engine, "before_cursor_execute", record)
-    try:
+    with listening(server.database.engine, "before_cursor_execute", record):
         yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
 
 
 def _organization() -> dict[str, Any]:
@@ -154,12 +151,8 @@ def test_the_next_datasets_are_read_ahead_while_one_is_decoded(
         if _DATA_READ.search(statement):
             threads.append(threading.current_thread().name)
 
-    engine = server.database.engine
-    event.listen(engine, "before_cursor_execute", record)
-    try:
+    with listening(server.database.engine, "before_cursor_execute", record):
         token, task_run_id = _start(server, api, benchmark_id)
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
     assert len(threads) == len(ids)
     assert sorted(name.startswith("assay-dataset-read") for name in threads) == [False] + [True] * (
         len(ids) - 1
@@ -380,11 +373,8 @@ def test_the_layer_rows_are_written_in_write_turns_with_no_read_snapshot_open(
     monkeypatch.setattr(layers_module._RowWriter, "_writer", noting_writer)
     monkeypatch.setattr(database, "reading", reading)
     monkeypatch.setattr(actions, "prepare_start", prepare_start)
-    event.listen(database.engine, "before_cursor_execute", record)
-    try:
+    with listening(database.engine, "before_cursor_execute", record):
         _start(server, api, benchmark_id)
-    finally:
-        event.remove(database.engine, "before_cursor_execute", record)
     assert len(preparing) == 1
     assert seen == [(0, 1), (0, 1)]  # the rows, then the layer row: no snapshot open, in a turn
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import event
 
+from tests.listening import listening
 from tests.service.builders import ok, unique
 from tests.service.conftest import Server
 
@@ -30,12 +30,8 @@ def _reads(server: Server) -> Iterator[Counter[str]]:
         if match and statement.lstrip().upper().startswith("SELECT"):
             counts[match.group(1)] += 1
 
-    engine = server.database.engine
-    event.listen(engine, "before_cursor_execute", seen)
-    try:
+    with listening(server.database.engine, "before_cursor_execute", seen):
         yield counts
-    finally:
-        event.remove(engine, "before_cursor_execute", seen)
 
 
 @pytest.mark.parametrize("published", [True, False], ids=["published", "draft"])

@@ -8,22 +8,17 @@ here and has to say why (and update the number); one that removes some updates i
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import event
-
 from assay.client import Assay
 from assay.clients.demo.runner import PACKAGE
 from assay.clients.packages import push, read_package
+from tests.listening import listening, on_request_thread
 from tests.service.builders import ok
 from tests.service.conftest import Server
-
-_BACKGROUND = ("assay-sweeper", "assay-event-log")
-"""Threads whose statements are not a request's (the sweeper, the event log's writer)."""
 
 START = {"sqlite": 12, "postgres": 10}
 """A warm start (the run's token, the version and the FHIR layer its tasks seed already known to
@@ -51,15 +46,11 @@ def _statements(server: Server) -> Iterator[list[str]]:
     seen: list[str] = []
 
     def count(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if threading.current_thread().name not in _BACKGROUND:
+        if on_request_thread():
             seen.append(" ".join(statement.split())[:120])
 
-    engine = server.database.engine
-    event.listen(engine, "before_cursor_execute", count)
-    try:
+    with listening(server.database.engine, "before_cursor_execute", count):
         yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
 
 
 def _run(server: Server) -> tuple[str, list[str]]:

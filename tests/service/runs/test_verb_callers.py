@@ -13,14 +13,12 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
-from sqlalchemy import event
 
 from assay.store import utcnow
 from assay.store.models import BenchmarkRun, TaskRun
+from tests.listening import listening, on_request_thread
 from tests.service.builders import PASSES, criterion, error, make_benchmark, ok, start_run
 from tests.service.conftest import Server
-
-_BACKGROUND = ("assay-sweeper", "assay-event-log")
 
 
 @contextmanager
@@ -29,15 +27,11 @@ def _transactions(server: Server) -> Iterator[list[str]]:
     begun: list[str] = []
 
     def count(_conn: Any) -> None:
-        if threading.current_thread().name not in _BACKGROUND:
+        if on_request_thread():
             begun.append(threading.current_thread().name)
 
-    engine = server.database.engine
-    event.listen(engine, "begin", count)
-    try:
+    with listening(server.database.engine, "begin", count):
         yield begun
-    finally:
-        event.remove(engine, "begin", count)
 
 
 def _forget_tokens(server: Server) -> None:
@@ -107,13 +101,12 @@ def test_the_worker_that_created_a_run_knows_its_token(server: Server, api: http
     looked_up: list[str] = []
 
     def by_token(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if "benchmark_runs.token_hash = " in statement and threading.current_thread().name not in _BACKGROUND:
+        if "benchmark_runs.token_hash = " in statement and on_request_thread():
             looked_up.append(statement)
 
-    event.listen(server.database.engine, "before_cursor_execute", by_token)
-    try:
-        with server.client(run.token) as agent:
-            ok(agent.post(f"/v1/task-runs/{run.task_runs[0]['id']}/start"))
-    finally:
-        event.remove(server.database.engine, "before_cursor_execute", by_token)
+    with (
+        listening(server.database.engine, "before_cursor_execute", by_token),
+        server.client(run.token) as agent,
+    ):
+        ok(agent.post(f"/v1/task-runs/{run.task_runs[0]['id']}/start"))
     assert looked_up == []
