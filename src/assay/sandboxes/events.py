@@ -103,10 +103,11 @@ waits): one transaction per batch is the point, and each costs far more than the
 agent clients on SQLite a batch is about the events of one linger (~4,500 a second): at 5 ms,
 ~22 events a transaction, whose fixed cost (the write turn, `BEGIN IMMEDIATE`, the last-event
 read, the statements' epoch tracking, the commit) was a measurable share of each event. Two
-servers, 5 ms and 20 ms, measured in alternating slices on one machine (`complete`s running):
-20 ms served 8–19 % more agent requests at 9–13 % less server CPU per request, `complete` p50
-within a millisecond; 5 ms against 5 ms in the same set-up: equal. A `complete` waits for at
-most the batch being written (its own task run's events it writes itself, `flush`)."""
+servers, 5 ms and 20 ms, measured in alternating slices on one machine (`bench/bench_ab.py`,
+`complete`s running): 20 ms served 1–19 % more agent requests (six runs, median 11 %) at 2–18 %
+less server CPU per request, `complete` p50 within a few milliseconds either way; 5 ms against
+5 ms in the same set-up: equal. A `complete` waits for at most the batch being written (its own
+task run's events it writes itself, `flush`)."""
 _LINGER_POSTGRESQL = 0.05
 """At least this on PostgreSQL. Each batch there is a transaction of five statements,
 and two workers' writers appending to the same sandboxes wait for each other's row lock; at 5 ms
