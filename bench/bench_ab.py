@@ -28,9 +28,6 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
-import time
-from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +43,7 @@ class Build:
     database_url: str | None = None
     rates: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
-    completes: list[float] = field(default_factory=list)
+    """CPU per request of each slice, ms."""
 
 
 def _builds(args: argparse.Namespace) -> list[Build]:
@@ -65,8 +62,13 @@ def _builds(args: argparse.Namespace) -> list[Build]:
     return builds
 
 
-def _complete(build: Build, url: str, runs: Iterator[tuple[str, str]], stop: threading.Event) -> None:
-    build.completes.extend(bench_load.completes_during(url, runs, stop))
+def _measure(build: Build, target: bench_load.Target, load: argparse.Namespace) -> None:
+    """One slice of `target` (`Target.slice`, completes running), its rate and CPU kept apart."""
+    requests, cpu = len(target.result.latencies), sum(target.result.cpu.values())
+    target.slice(load)
+    count = len(target.result.latencies) - requests
+    build.rates.append(count / (load.seconds / load.rounds))
+    build.cpu.append((sum(target.result.cpu.values()) - cpu) / count * 1000 if count else 0.0)
 
 
 def main() -> None:
@@ -81,6 +83,13 @@ def main() -> None:
     parser.add_argument("--postgres", help="a database URL per build, comma-separated")
     args = parser.parse_args()
     builds = _builds(args)
+    # What `bench_load`'s targets read: its seconds are all slices' together.
+    load = argparse.Namespace(
+        clients=args.clients,
+        rounds=args.rounds,
+        seconds=args.seconds * args.rounds,
+        completes=12 * args.rounds if args.completes else 0,
+    )
     print(f"load average {os.getloadavg()[0]:.2f}; {args.rounds} rounds of {args.seconds:g} s")
     with tempfile.TemporaryDirectory(prefix="assay-ab-") as folder, ExitStack() as running:
         targets = []
@@ -91,36 +100,14 @@ def main() -> None:
                 bench_load.serve(Path(folder) / build.name, database_url=build.database_url, workers=workers)
             )
             cluster = bench_load.postmaster(build.database_url) if build.database_url else None
-            started = bench_load.prepare(url, 1 + (12 * args.rounds if args.completes else 0))
-            (token, task_run_id), to_complete = started[0], iter(started[1:])
-            port = int(url.rsplit(":", 1)[1])
-            requests = bench_load.agent_requests(task_run_id, token)
-            bench_load.drive(port, requests, args.clients, 1.0, warmup=0.5)  # warm the caches
-
-            def cpu(group: int = group, cluster: int | None = cluster) -> dict[str, float]:
-                total = bench_load.cpu_seconds(groups=(group,))
-                if cluster is not None:
-                    total += bench_load.cpu_seconds(pids=(cluster,), children_of=(cluster,))
-                return {"": total}
-
-            targets.append((build, url, port, requests, to_complete, cpu))
+            cpu = bench_load.server_cpu(group, cluster)
+            targets.append((build, bench_load.agent_target(build.name, url, load, cpu)))
         for _ in range(args.rounds):
-            for build, url, port, requests, to_complete, cpu in targets:
-                stop = threading.Event()
-                completer = None
-                if args.completes:
-                    completer = threading.Thread(target=_complete, args=(build, url, to_complete, stop))
-                    completer.start()
-                part = bench_load.drive(port, requests, args.clients, args.seconds, 0.3, cpu)
-                stop.set()
-                if completer is not None:
-                    completer.join()
-                build.rates.append(part.rate)
-                build.cpu.append(sum(part.cpu_per_request_ms.values()))
-                time.sleep(0.5)  # what the slice left queued (the event log) is written first
-    for build in builds:
+            for build, target in targets:
+                _measure(build, target, load)
+    for build, target in targets:
         complete = (
-            f"; complete p50 {statistics.median(build.completes) * 1000:.1f} ms" if build.completes else ""
+            f"; complete p50 {statistics.median(target.completes) * 1000:.1f} ms" if target.completes else ""
         )
         print(
             f"{build.name:12} {statistics.mean(build.rates):7.0f} req/s; "

@@ -202,6 +202,19 @@ def postmaster(database_url: str) -> int | None:
         return None
 
 
+def server_cpu(group: int, cluster: int | None) -> Callable[[], dict[str, float]]:
+    """CPU seconds so far of an `assay serve` process group and, when its database is PostgreSQL,
+    of the cluster's processes (`postmaster`), by part."""
+
+    def cpu() -> dict[str, float]:
+        parts = {"assay": cpu_seconds(groups=(group,))}
+        if cluster is not None:
+            parts["postgres"] = cpu_seconds(pids=(cluster,), children_of=(cluster,))
+        return parts
+
+    return cpu
+
+
 def _get(path: str, token: str | None = None) -> bytes:
     auth = f"Authorization: Bearer {token}\r\n" if token else ""
     return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Accept: application/fhir+json\r\n\r\n".encode()
@@ -409,14 +422,7 @@ def main() -> None:
             pg_url, pg_group = running.enter_context(
                 serve(Path(folder) / "pg", database_url=database_url, workers=2)
             )
-            cluster = postmaster(database_url)
-
-            def cpu() -> dict[str, float]:
-                parts = {"assay": cpu_seconds(groups=(pg_group,))}
-                if cluster is not None:
-                    parts["postgres"] = cpu_seconds(pids=(cluster,), children_of=(cluster,))
-                return parts
-
+            cpu = server_cpu(pg_group, postmaster(database_url))
             targets.append(agent_target("agent path, PostgreSQL (2 workers)", pg_url, args, cpu))
         for _ in range(args.rounds):
             for target in targets:
