@@ -4,10 +4,11 @@ Dependencies that do no I/O are `async` so they run on the event loop instead of
 threadpool hop each. The caller is resolved first, before any session exists (a refused request
 never opens one): from the worker's run-token cache on the event loop, else with a short read on a
 worker thread (`service/auth/cache.py`). A run's verbs are the exception
-(`RunCallerInTransaction`): a token not cached looks itself up in the verb's own transaction. `SessionDep` is a `PendingSession` until the handler runs:
-`service/transactions.py::TransactionRoute` opens the transaction on the handler's own thread and
-commits it when the handler returns, before the response is sent, so a client never reads ahead of
-a commit and no lock or connection is held across a thread hand-off.
+(`RunCallerInTransaction`): a token not cached is looked up in the verb's own transaction.
+`SessionDep` is a `PendingSession` until the handler runs: `service/transactions.py::
+TransactionRoute` opens the transaction on the handler's own thread and commits it when the
+handler returns, before the response is sent, so a client never reads ahead of a commit and no
+lock or connection is held across a thread hand-off.
 """
 
 from __future__ import annotations

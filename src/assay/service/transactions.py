@@ -56,8 +56,8 @@ class PendingSession:
 
 class ResolvedInTransaction:
     """A dependency's value that is completed in the handler's transaction, on its thread, before
-    the handler runs: the wrapper passes `resolve(session)` instead (`deps.VerbCaller`: a run
-    token this worker has not seen, looked up without a thread hand-off of its own)."""
+    the handler runs: the wrapper passes `resolve(session)` instead (`deps.RunCallerInTransaction`:
+    a run token this worker has not seen, looked up without a thread hand-off of its own)."""
 
     def resolve(self, session: Session) -> Any:
         raise NotImplementedError
