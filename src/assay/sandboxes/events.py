@@ -32,7 +32,7 @@ with the next per-sandbox `seq`, in the order they were queued. So:
   SQL): under agent load the queue holds other runs' events, and writing all of them first made
   every `complete` wait for everyone's traffic. Each
   sandbox's events are still written in the order they were queued (its `seq`). An event queued
-  by another worker process is written by that worker's writer, which starts on it at once.
+  by another worker process is written by that worker's writer, after its linger (`_LINGER`).
   On SQLite the writer's transactions queue for the write lock in line with the requests'
   (`store/write_queue.py`), and a batch is one multi-row INSERT; on PostgreSQL one COPY,
   after two statements for all its sandboxes (`_last_events`).
